@@ -1,0 +1,1 @@
+"""acp-notebook: the Agent Client Protocol in Jupyter."""

@@ -1,0 +1,1 @@
+"""The built-in demo agent: an offline, deterministic ACP agent on stdio."""

@@ -1,0 +1,1 @@
+"""The multi-agent proxy: several ACP agents behind one endpoint."""

@@ -1,0 +1,1 @@
+"""ipywidgets views of a session."""
