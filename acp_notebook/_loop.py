@@ -1,0 +1,129 @@
+"""The one background event-loop thread that owns every connection, and the bridges to it."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from .errors import AcpTimeoutError
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+_shutdown_hooks: list[Callable[[], Awaitable[None]]] = []
+
+
+def get_loop() -> asyncio.AbstractEventLoop:
+    """The background loop, started on first use. It lives until interpreter exit."""
+    global _loop, _thread
+    with _lock:
+        if _loop is not None and _thread is not None and _thread.is_alive():
+            return _loop
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        thread = threading.Thread(target=run, name="acp-notebook-loop", daemon=True)
+        thread.start()
+        ready.wait()
+        _loop, _thread = loop, thread
+        return loop
+
+
+def in_loop_thread() -> bool:
+    return _thread is not None and threading.current_thread() is _thread
+
+
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Schedule ``coro`` on the background loop from any thread."""
+    return asyncio.run_coroutine_threadsafe(coro, get_loop())
+
+
+def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None, *, what: str = "the request") -> T:
+    """Run ``coro`` on the background loop and wait for it from a foreign thread.
+
+    Works whatever the calling thread's loop is doing (a running kernel loop,
+    nest_asyncio): the caller only blocks on a concurrent future. On timeout or
+    KeyboardInterrupt the coroutine is cancelled on the loop before we return.
+    """
+    if in_loop_thread():
+        coro.close()
+        raise RuntimeError(
+            "A blocking acp-notebook call was made on the background loop thread; use the async twin (a...)."
+        )
+    future = submit(coro)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise AcpTimeoutError(f"{what} did not finish within {timeout:g} s") from None
+    except KeyboardInterrupt:
+        future.cancel()
+        raise
+
+
+async def run_async(coro: Coroutine[Any, Any, T], timeout: float | None = None, *, what: str = "the request") -> T:
+    """Await ``coro`` running on the background loop from any other loop (top-level await in a cell)."""
+    if in_loop_thread():
+        return await _with_timeout(coro, timeout, what)
+    future = submit(_with_timeout(coro, timeout, what))
+    wrapped = asyncio.wrap_future(future)
+    try:
+        return await wrapped
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+
+
+async def _with_timeout(coro: Coroutine[Any, Any, T], timeout: float | None, what: str) -> T:
+    if timeout is None:
+        return await coro
+    try:
+        return await asyncio.wait_for(coro, timeout)
+    except asyncio.TimeoutError:
+        raise AcpTimeoutError(f"{what} did not finish within {timeout:g} s") from None
+
+
+def call_soon(callback: Callable[..., Any], *args: Any) -> None:
+    """Run a plain callback on the loop thread (thread-safe)."""
+    get_loop().call_soon_threadsafe(callback, *args)
+
+
+def on_shutdown(hook: Callable[[], Awaitable[None]]) -> None:
+    """Register a coroutine function to run on the loop at interpreter exit (closing agents)."""
+    _shutdown_hooks.append(hook)
+
+
+def remove_shutdown_hook(hook: Callable[[], Awaitable[None]]) -> None:
+    try:
+        _shutdown_hooks.remove(hook)
+    except ValueError:
+        pass
+
+
+@atexit.register
+def _shutdown() -> None:
+    loop = _loop
+    if loop is None or not loop.is_running():
+        return
+    hooks = list(_shutdown_hooks)
+    if hooks:
+
+        async def close_all() -> None:
+            await asyncio.gather(*(hook() for hook in hooks), return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(close_all(), loop).result(10)
+        except Exception:  # noqa: BLE001 - at exit, a failed close must not mask the real exit status
+            pass
+    loop.call_soon_threadsafe(loop.stop)

@@ -1,0 +1,161 @@
+"""The AcpError tree, and how its members render in a notebook."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "AcpError",
+    "AcpTimeoutError",
+    "AgentClosedError",
+    "AgentExitedError",
+    "AgentStartError",
+    "CapabilityError",
+    "ConfigOptionError",
+    "PermissionDenied",
+    "ProtocolError",
+    "RpcError",
+]
+
+
+class AcpError(Exception):
+    """Base of every error acp-notebook raises on purpose.
+
+    ``hint`` says what the user can do about it. In IPython the error renders as
+    one short block (message + hint) instead of a traceback into asyncio.
+    """
+
+    hint: str = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\nHint: {self.hint}" if self.hint else self.message
+
+    # IPython calls this instead of formatting a traceback (see IPython's
+    # InteractiveShell.showtraceback); a user gets one screen, not 40 frames.
+    def _render_traceback_(self) -> list[str]:
+        lines = [f"\x1b[31m{type(self).__name__}\x1b[0m: {self.message}"]
+        if self.hint:
+            lines.append(f"\x1b[2mHint: {self.hint}\x1b[0m")
+        return lines
+
+
+class AgentStartError(AcpError):
+    """The agent process could not be started or did not complete ``initialize``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: Sequence[str] = (),
+        exit_code: int | None = None,
+        stderr_tail: Sequence[str] = (),
+        hint: str | None = None,
+    ) -> None:
+        self.command = list(command)
+        self.exit_code = exit_code
+        self.stderr_tail = list(stderr_tail)
+        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint)
+
+
+class AgentExitedError(AcpError):
+    """The agent process ended while a request or turn was waiting on it."""
+
+    hint = "Start the agent again (acpnb.start(...) or %acp start); its last stderr lines are above."
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        stderr_tail: Sequence[str] = (),
+        hint: str | None = None,
+    ) -> None:
+        self.exit_code = exit_code
+        self.stderr_tail = list(stderr_tail)
+        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint)
+
+
+class AgentClosedError(AcpError):
+    """The agent or session was closed by the user and cannot be used any more."""
+
+    hint = "Start a new agent with acpnb.start(...) or open a new session."
+
+
+class ProtocolError(AcpError):
+    """The agent sent something the protocol does not allow."""
+
+
+class RpcError(AcpError):
+    """The agent answered a request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, method: str = "", hint: str | None = None):
+        self.code = code
+        self.rpc_message = message
+        self.data = data
+        self.method = method
+        text = f"{method}: " if method else ""
+        text += f"the agent answered error {code}: {message}"
+        details = _data_details(data)
+        if details:
+            text += f" ({details})"
+        if hint is None and code == -32000:
+            hint = "The agent needs authentication: see agent.auth_methods and call agent.authenticate(method_id)."
+        if hint is None and code == -32601:
+            hint = "This agent does not implement that method."
+        super().__init__(text, hint=hint)
+
+
+class AcpTimeoutError(AcpError, TimeoutError):
+    """A request or turn did not finish within its timeout."""
+
+    hint = "Pass a larger timeout=, or check that the agent is still running (agent.log shows the frames)."
+
+
+class ConfigOptionError(AcpError, ValueError):
+    """A config option id or value was refused, locally or by the agent. Session state is unchanged."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        config_id: str | None = None,
+        value: Any = None,
+        valid: Sequence[Any] = (),
+        hint: str | None = None,
+    ) -> None:
+        self.config_id = config_id
+        self.value = value
+        self.valid = list(valid)
+        super().__init__(message, hint=hint)
+
+
+class CapabilityError(AcpError):
+    """The agent did not advertise the capability a call needs."""
+
+
+class PermissionDenied(AcpError):
+    """An agent request was refused: a path outside the session's directories, or a denied permission."""
+
+
+def _with_stderr(message: str, stderr_tail: Sequence[str]) -> str:
+    if not stderr_tail:
+        return message
+    shown = "\n".join(f"  | {line}" for line in stderr_tail)
+    return f"{message}\nLast lines of the agent's stderr:\n{shown}"
+
+
+def _data_details(data: Any) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, dict):
+        for key in ("message", "details", "detail", "reason"):
+            if isinstance(data.get(key), str):
+                return data[key]
+    return str(data)[:300]

@@ -1,0 +1,368 @@
+"""SessionState: a session's config options, title/meta, usage and history as plain data with observers."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Choice",
+    "ConfigOption",
+    "ConfigOptions",
+    "SessionState",
+    "StateEvent",
+    "merge_meta",
+]
+
+logger = logging.getLogger(__name__)
+
+KNOWN_OPTION_TYPES = ("select", "boolean")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One selectable value of a ``select`` option; ``group`` is the group's label when choices are grouped."""
+
+    value: str
+    name: str
+    description: str | None = None
+    group: str | None = None
+    group_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    """One session config option as the agent last described it."""
+
+    id: str
+    name: str
+    type: Literal["select", "boolean"]
+    value: str | bool
+    category: str | None = None
+    description: str | None = None
+    choices: tuple[Choice, ...] = ()
+    grouped: bool = False
+    # Options rebuilt from the old `modes`/`models` fields: "modes" is settable
+    # through session/set_mode, "models" only shows what the agent reports.
+    legacy_source: Literal["modes", "models"] | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def read_only(self) -> bool:
+        return self.legacy_source == "models"
+
+    @property
+    def values(self) -> list[str | bool]:
+        if self.type == "boolean":
+            return [False, True]
+        return [choice.value for choice in self.choices]
+
+    @property
+    def groups(self) -> dict[str, list[Choice]]:
+        out: dict[str, list[Choice]] = {}
+        for choice in self.choices:
+            out.setdefault(choice.group or "", []).append(choice)
+        return out
+
+    def choice(self, value: str) -> Choice | None:
+        return next((c for c in self.choices if c.value == value), None)
+
+    @property
+    def value_name(self) -> str:
+        """The human label of the current value."""
+        if self.type == "boolean":
+            return "on" if self.value else "off"
+        found = self.choice(str(self.value))
+        return found.name if found else str(self.value)
+
+    @classmethod
+    def from_wire(cls, raw: Mapping[str, Any]) -> ConfigOption:
+        kind = raw["type"]
+        if kind == "boolean":
+            return cls(
+                id=raw["id"],
+                name=raw.get("name") or raw["id"],
+                type="boolean",
+                value=bool(raw.get("currentValue")),
+                category=_category(raw.get("category")),
+                description=raw.get("description"),
+                raw=copy.deepcopy(dict(raw)),
+            )
+        choices: list[Choice] = []
+        grouped = False
+        for item in raw.get("options") or []:
+            if isinstance(item, Mapping) and "options" in item and "value" not in item:
+                grouped = True
+                label = item.get("name") or item.get("group")
+                for sub in item.get("options") or []:
+                    choices.append(_choice(sub, group=label, group_id=item.get("group")))
+            elif isinstance(item, Mapping) and "value" in item:
+                choices.append(_choice(item))
+        return cls(
+            id=raw["id"],
+            name=raw.get("name") or raw["id"],
+            type="select",
+            value=raw.get("currentValue"),
+            category=_category(raw.get("category")),
+            description=raw.get("description"),
+            choices=tuple(choices),
+            grouped=grouped,
+            raw=copy.deepcopy(dict(raw)),
+        )
+
+
+def _choice(raw: Mapping[str, Any], group: str | None = None, group_id: str | None = None) -> Choice:
+    value = str(raw["value"])
+    return Choice(value=value, name=raw.get("name") or value, description=raw.get("description"),
+                  group=group, group_id=group_id)
+
+
+def _category(raw: Any) -> str | None:
+    # Categories are plain strings on the wire; `_`-prefixed ones are custom and kept as they are.
+    return raw if isinstance(raw, str) else None
+
+
+class ConfigOptions(Sequence[ConfigOption]):
+    """The agent's config options in its order; index by position or by option id."""
+
+    def __init__(self, options: Sequence[ConfigOption] = ()) -> None:
+        self._options = tuple(options)
+
+    def __len__(self) -> int:
+        return len(self._options)
+
+    def __iter__(self) -> Iterator[ConfigOption]:
+        return iter(self._options)
+
+    def __getitem__(self, key: int | str) -> ConfigOption:  # type: ignore[override]
+        if isinstance(key, str):
+            for option in self._options:
+                if option.id == key:
+                    return option
+            raise KeyError(f"no config option {key!r}; this session has: {', '.join(self.ids()) or 'none'}")
+        return self._options[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            return any(option.id == key for option in self._options)
+        return key in self._options
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ConfigOptions):
+            return self._options == other._options
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._options)
+
+    def get(self, key: str, default: ConfigOption | None = None) -> ConfigOption | None:
+        return next((o for o in self._options if o.id == key), default)
+
+    def ids(self) -> list[str]:
+        return [option.id for option in self._options]
+
+    def by_category(self, category: str) -> ConfigOption | None:
+        return next((o for o in self._options if o.category == category), None)
+
+    def values(self) -> dict[str, str | bool]:
+        """A snapshot ``{id: current value}``."""
+        return {option.id: option.value for option in self._options}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{o.id}={o.value!r}" for o in self._options)
+        return f"ConfigOptions({inner})"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = []
+        for o in self._options:
+            if o.type == "boolean":
+                choices = "on / off"
+            else:
+                choices = ", ".join(
+                    f"<b>{escape(c.value)}</b>" if c.value == o.value else escape(c.value) for c in o.choices
+                )
+            rows.append(
+                f"<tr><td><code>{escape(o.id)}</code></td><td>{escape(o.name)}</td>"
+                f"<td>{escape(o.category or '')}</td><td>{escape(str(o.value))}</td><td>{choices}</td></tr>"
+            )
+        head = "<tr><th>id</th><th>name</th><th>category</th><th>value</th><th>choices</th></tr>"
+        return f"<table>{head}{''.join(rows)}</table>"
+
+
+def merge_meta(current: Mapping[str, Any] | None, patch: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Recursive merge for ``_meta`` updates: a key set to None is removed."""
+    out = copy.deepcopy(dict(current or {}))
+    for key, value in (patch or {}).items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_meta(out[key], value)
+        elif isinstance(value, Mapping):
+            out[key] = merge_meta({}, value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@dataclass(frozen=True)
+class StateEvent:
+    """What changed. ``kind``: config, info, usage, mode, commands, update, status."""
+
+    kind: str
+    session_id: str
+    data: Any = None
+
+
+Observer = Callable[[StateEvent], None]
+
+
+class SessionState:
+    """Everything the agent has told us about one session, kept in arrival order.
+
+    Mutated only on the loop thread (from the raw-frame observer, in wire order);
+    readers on other threads see whole replaced values, never a half-applied list.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.raw_options: list[dict[str, Any]] = []
+        self.config: ConfigOptions = ConfigOptions()
+        self.legacy_modes: dict[str, Any] | None = None
+        self.legacy_models: dict[str, Any] | None = None
+        self.title: str | None = None
+        self.updated_at: str | None = None
+        self.meta: dict[str, Any] = {}
+        self.usage: dict[str, Any] | None = None
+        self.commands: list[dict[str, Any]] = []
+        self.history: list[dict[str, Any]] = []
+        self.status: str = "idle"
+        self.status_detail: str = ""
+        self._observers: list[Observer] = []
+        self._observers_lock = threading.Lock()
+
+    # --- observers -------------------------------------------------------
+    def observe(self, callback: Observer) -> Callable[[], None]:
+        """Call ``callback(StateEvent)`` on every change; returns a function that stops it.
+
+        Callbacks run on the background loop thread and must not block.
+        """
+        with self._observers_lock:
+            self._observers.append(callback)
+
+        def unobserve() -> None:
+            with self._observers_lock:
+                if callback in self._observers:
+                    self._observers.remove(callback)
+
+        return unobserve
+
+    def emit(self, kind: str, data: Any = None) -> None:
+        with self._observers_lock:
+            observers = list(self._observers)
+        event = StateEvent(kind, self.session_id, data)
+        for callback in observers:
+            try:
+                callback(event)
+            except Exception:  # noqa: BLE001 - a broken view must not break the protocol loop
+                logger.exception("session state observer failed")
+
+    # --- applying agent data ---------------------------------------------
+    def apply_session_result(self, result: Mapping[str, Any]) -> None:
+        """A session/new, load or resume result: configOptions wins over the old modes/models fields."""
+        if result.get("configOptions") is not None:
+            self.legacy_modes = None
+            self.legacy_models = None
+            self.set_options(result["configOptions"])
+            return
+        self.legacy_modes = copy.deepcopy(result.get("modes")) if result.get("modes") else None
+        self.legacy_models = copy.deepcopy(result.get("models")) if result.get("models") else None
+        self._rebuild_legacy()
+
+    def set_options(self, raw_options: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the whole option list (set_config_option result or config_option_update)."""
+        raw = [copy.deepcopy(dict(o)) for o in raw_options if isinstance(o, Mapping)]
+        known = []
+        for option in raw:
+            if option.get("type") not in KNOWN_OPTION_TYPES or "id" not in option:
+                continue
+            try:
+                known.append(ConfigOption.from_wire(option))
+            except (KeyError, TypeError, ValueError):
+                logger.warning("ignoring a malformed config option: %r", option)
+        self.raw_options = raw
+        self.config = ConfigOptions(known)
+        self.emit("config", self.config)
+
+    def set_legacy_mode(self, mode_id: str) -> None:
+        if self.legacy_modes is None:
+            return
+        self.legacy_modes = {**self.legacy_modes, "currentModeId": mode_id}
+        self._rebuild_legacy()
+
+    def _rebuild_legacy(self) -> None:
+        options: list[ConfigOption] = []
+        modes = self.legacy_modes
+        if modes:
+            choices = tuple(
+                Choice(value=m["id"], name=m.get("name") or m["id"], description=m.get("description"))
+                for m in modes.get("availableModes") or []
+                if isinstance(m, Mapping) and "id" in m
+            )
+            options.append(ConfigOption(id="mode", name="Mode", type="select", value=modes.get("currentModeId"),
+                                        category="mode", choices=choices, legacy_source="modes", raw=modes))
+        models = self.legacy_models
+        if models:
+            choices = tuple(
+                Choice(value=m["modelId"], name=m.get("name") or m["modelId"], description=m.get("description"))
+                for m in models.get("availableModels") or []
+                if isinstance(m, Mapping) and "modelId" in m
+            )
+            options.append(ConfigOption(id="model", name="Model", type="select", value=models.get("currentModelId"),
+                                        category="model", choices=choices, legacy_source="models", raw=models))
+        self.raw_options = []
+        self.config = ConfigOptions(options)
+        self.emit("config", self.config)
+
+    def apply_update(self, update: Mapping[str, Any]) -> bool:
+        """Apply one ``session/update`` payload; returns False for kinds this layer does not know."""
+        kind = update.get("sessionUpdate")
+        if kind == "config_option_update":
+            self.set_options(update.get("configOptions") or [])
+        elif kind == "session_info_update":
+            if "title" in update:
+                self.title = update["title"]
+            if "updatedAt" in update:
+                self.updated_at = update["updatedAt"]
+            if "_meta" in update:
+                self.meta = {} if update["_meta"] is None else merge_meta(self.meta, update["_meta"])
+            self.emit("info", {"title": self.title, "updated_at": self.updated_at, "meta": self.meta})
+        elif kind == "usage_update":
+            self.usage = {k: v for k, v in update.items() if k != "sessionUpdate"}
+            self.emit("usage", self.usage)
+        elif kind == "current_mode_update":
+            self.set_legacy_mode(update.get("currentModeId"))
+            self.emit("mode", update.get("currentModeId"))
+        elif kind == "available_commands_update":
+            self.commands = list(update.get("availableCommands") or [])
+            self.emit("commands", self.commands)
+        elif kind in ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
+                      "tool_call", "tool_call_update", "plan"):
+            pass
+        else:
+            return False
+        return True
+
+    def set_status(self, status: str, detail: str = "") -> None:
+        self.status, self.status_detail = status, detail
+        self.emit("status", {"status": status, "detail": detail})
+
+    @property
+    def model(self) -> str | bool | None:
+        option = self.config.by_category("model") or self.config.get("model")
+        return option.value if option else None
