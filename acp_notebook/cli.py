@@ -1,0 +1,42 @@
+"""The `acp-notebook` command: dispatches each subcommand to the module that owns it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+# subcommand -> (module, function taking the remaining argv and returning an exit code, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo-agent": ("acp_notebook.demo", "main", "run the built-in demo agent on stdio"),
+    "proxy": ("acp_notebook.proxy", "main", "run the multi-agent proxy on stdio (--agent NAME=SPEC ...)"),
+    "sweep": ("acp_notebook.sweep", "main", "run prompts across agent:model ids and summarise the results"),
+    "agents": ("acp_notebook.agents_cli", "main", "list the registered agents (--check: try each one)"),
+    "tour": ("acp_notebook.tour", "main", "a guided run of the demo agent: options, a model switch, a turn"),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = ["usage: acp-notebook COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, _, help_) in SUBCOMMANDS.items()]
+    lines += ["", "`acp-notebook COMMAND --help` shows a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in SUBCOMMANDS:
+        print(f"acp-notebook: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, function_name, _ = SUBCOMMANDS[name]
+    runner: Callable[[list[str]], int | None] = getattr(import_module(module_name), function_name)
+    return int(runner(rest) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
