@@ -13,6 +13,9 @@ from .errors import AcpTimeoutError
 
 T = TypeVar("T")
 
+# How long a cancelled call may take to clean up (send session/cancel, see the turn end) before we return.
+CLEANUP_WAIT_S = 6.0
+
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
@@ -61,15 +64,29 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None, *, what
         raise RuntimeError(
             "A blocking acp-notebook call was made on the background loop thread; use the async twin (a...)."
         )
-    future = submit(coro)
+    finished = threading.Event()
+
+    async def tracked() -> T:
+        try:
+            return await coro
+        finally:
+            finished.set()
+
+    future = submit(tracked())
     try:
         return future.result(timeout)
     except concurrent.futures.TimeoutError:
-        future.cancel()
+        _cancel_and_settle(future, finished)
         raise AcpTimeoutError(f"{what} did not finish within {timeout:g} s") from None
     except KeyboardInterrupt:
-        future.cancel()
+        _cancel_and_settle(future, finished)
         raise
+
+
+def _cancel_and_settle(future: concurrent.futures.Future[Any], finished: threading.Event) -> None:
+    """Cancel the coroutine and give its cleanup (a session/cancel, say) a bounded moment to run."""
+    future.cancel()
+    finished.wait(CLEANUP_WAIT_S)
 
 
 async def run_async(coro: Coroutine[Any, Any, T], timeout: float | None = None, *, what: str = "the request") -> T:

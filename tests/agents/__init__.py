@@ -1,0 +1,1 @@
+"""Small ACP agents of our own that misbehave on purpose, for the client's tests."""

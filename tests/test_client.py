@@ -1,0 +1,311 @@
+"""The client against real agent subprocesses: the demo agent and tests/agents/edge_agent.py."""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+from pathlib import Path
+
+import pytest
+
+import acp_notebook as acpnb
+from acp_notebook.client import PermissionRequest
+from tests.schema_check import FrameLog
+
+EDGE = [sys.executable, str(Path(__file__).parent / "agents" / "edge_agent.py")]
+
+
+def validate_log(agent: acpnb.Agent) -> FrameLog:
+    """Every frame our client sent and received, checked against the official schema."""
+    frames = FrameLog(local="client")
+    for entry in agent.log:
+        frames.record("client" if entry["dir"] == "send" else "agent", entry["msg"])
+    frames.check()
+    return frames
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> bool:
+    """True once the process has ended (waits on a pidfd, no polling)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        return bool(readable)
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def demo(tmp_path):
+    agent = acpnb.start("demo", cwd=tmp_path, timeout=30)
+    yield agent
+    agent.close()
+
+
+def test_initialize_reports_info_capabilities_and_auth(demo):
+    assert demo.info["name"] == "acp-notebook-demo"
+    assert demo.info["version"]
+    assert demo.capabilities["loadSession"] is True
+    assert isinstance(demo.auth_methods, list)
+    assert demo.status == "running" and demo.running
+    sent_init = demo.log[0]["msg"]
+    assert sent_init["method"] == "initialize"
+    caps = sent_init["params"]["clientCapabilities"]
+    assert caps["fs"] == {"readTextFile": True, "writeTextFile": True}
+    assert caps["session"]["configOptions"]["boolean"] == {}
+
+
+def test_done_when_of_the_core_issue(demo):
+    session = demo.new_session()
+    assert session.config.ids()[0] == "model"
+    assert "thought_level" not in session.config
+    new_state = session.set("model", "smart")
+    assert "thought_level" in new_state
+    assert new_state["model"].value == "smart" and session.model == "smart"
+    before = session.config
+    with pytest.raises(acpnb.ConfigOptionError) as info:
+        session.set("model", "genius")
+    assert "fast" in str(info.value) and "smart" in str(info.value)
+    assert session.config == before
+    turn = session.prompt("Tell me about tide pools")
+    assert isinstance(turn, acpnb.Turn)
+    assert turn.text and turn.stop_reason == "end_turn"
+    assert session.title
+    assert turn.duration_s is not None and turn.ttft_s is not None and 0 <= turn.ttft_s <= turn.duration_s
+    assert turn.model == "smart"
+    validate_log(demo)
+
+
+def test_boolean_options_and_custom_categories(demo):
+    session = demo.new_session()
+    assert session.config["show_thoughts"].type == "boolean"
+    assert session.config["tone"].category == "_demo_style"
+    session.set("show_thoughts", True)
+    assert session.config["show_thoughts"].value is True
+    on_wire = [e["msg"] for e in demo.log if e["msg"].get("method") == "session/set_config_option"]
+    assert on_wire[-1]["params"]["type"] == "boolean" and on_wire[-1]["params"]["value"] is True
+    with pytest.raises(acpnb.ConfigOptionError, match="True or False"):
+        session.set("show_thoughts", "yes")
+    with pytest.raises(acpnb.ConfigOptionError, match="Did you mean 'model'"):
+        session.set("modell", "fast")
+    validate_log(demo)
+
+
+def test_local_rejection_makes_no_round_trip(demo):
+    session = demo.new_session()
+    sent_before = sum(1 for e in demo.log if e["dir"] == "send")
+    with pytest.raises(acpnb.ConfigOptionError):
+        session.set("mode", "yolo")
+    assert sum(1 for e in demo.log if e["dir"] == "send") == sent_before
+
+
+def test_agent_rejection_leaves_state_unchanged():
+    with acpnb.start(EDGE + ["edge"]) as agent:
+        session = agent.new_session()
+        before = session.config
+        with pytest.raises(acpnb.ConfigOptionError, match="forbidden is not allowed") as info:
+            session.set("model", "forbidden")
+        assert info.value.config_id == "model"
+        assert isinstance(info.value.__cause__, acpnb.RpcError)
+        assert session.config == before and session.model == "m1"
+        assert session.set("model", "m2")["model"].value == "m2"
+
+
+def test_updates_in_wire_order_and_unknowns_ignored():
+    with acpnb.start(EDGE + ["edge"]) as agent:
+        session = agent.new_session()
+        assert "dial" not in session.config, "unknown option types stay out of config"
+        assert [o["id"] for o in session.state.raw_options] == ["model", "style", "dial"]
+        assert session.config["style"].category == "_edge_style"
+        turn = session.prompt("go")
+        assert turn.text == "".join(f"{i}," for i in range(300))
+        assert session.model == "m2", "config_option_update reached session.config"
+        assert session.title == "Edge cases" and session.meta == {"edge": {"n": 1}}
+        assert turn.usage["cost"] == {"amount": 0.5, "currency": "USD"}
+        notes = [e.get("note") for e in agent.log if e.get("note")]
+        assert "ignored: unknown session" in notes
+        assert any("hologram" in n for n in notes)
+        assert agent.status == "running"
+
+
+def test_permission_policies_and_fs(tmp_path):
+    (tmp_path / "notes.txt").write_text("one\ntwo\nthree\n")
+    with acpnb.start("demo", cwd=tmp_path) as agent:
+        denied = agent.new_session()
+        turn = denied.prompt("read notes.txt")
+        assert [p.chosen for p in turn.permissions] == [denied_choice(turn)]
+        assert turn.tool_calls and turn.tool_calls[0].status == "failed"
+
+        allowed = agent.new_session(permission="allow")
+        turn = allowed.prompt("read notes.txt")
+        assert turn.tool_calls[0].status == "completed"
+        assert "3" in turn.text
+        turn = allowed.prompt("write hello there to out/greeting.txt")
+        assert (tmp_path / "out" / "greeting.txt").read_text() == "hello there"
+        assert turn.tool_calls[-1].kind == "edit" and turn.tool_calls[-1].diffs
+
+        seen: list[PermissionRequest] = []
+
+        def ask(request: PermissionRequest):
+            seen.append(request)
+            return request.option_for("allow_once")
+
+        custom = agent.new_session(permission=ask)
+        custom.prompt("read notes.txt")
+        assert seen and seen[0].session is custom and seen[0].tool_call["toolCallId"]
+        validate_log(agent)
+
+
+def denied_choice(turn):
+    return next(o["optionId"] for o in turn.permissions[0].options if o["kind"] == "reject_once")
+
+
+def test_fs_is_confined_to_the_session_directories(tmp_path):
+    inside = tmp_path / "work"
+    inside.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not read")
+    (inside / "link.txt").symlink_to(secret)
+    with acpnb.start("demo", cwd=inside, permission="allow") as agent:
+        session = agent.new_session()
+        for target in (str(secret), "link.txt", "../secret.txt"):
+            turn = session.prompt(f"read {target}")
+            assert turn.tool_calls[-1].status == "failed", target
+            assert "do not read" not in turn.text
+        extra = agent.new_session(additional_directories=[str(tmp_path)])
+        turn = extra.prompt(f"read {secret}")
+        assert turn.tool_calls[-1].status == "completed"
+
+
+def test_prompt_timeout_cancels_the_turn_and_the_session_stays_usable(tmp_path):
+    slow = [sys.executable, "-m", "acp_notebook.demo", "--delay", "0.2"]
+    with acpnb.start(slow, cwd=tmp_path) as agent:
+        session = agent.new_session()
+        session.set("model", "smart")
+        with pytest.raises(acpnb.AcpTimeoutError):
+            session.prompt("a long answer please", timeout=0.5)
+        cancels = [e for e in agent.log if e["msg"].get("method") == "session/cancel"]
+        assert cancels, "a timed-out turn sends session/cancel"
+        assert session.turns[-1].done.wait(10)
+        assert session.turns[-1].stop_reason == "cancelled"
+        session.set("model", "fast")
+        assert session.prompt("short one").stop_reason == "end_turn"
+
+
+def test_list_load_and_resume(tmp_path):
+    with acpnb.start("demo", cwd=tmp_path) as agent:
+        first = agent.new_session()
+        first.prompt("Remember the lighthouse")
+        listed = agent.list_sessions()
+        assert any(s["sessionId"] == first.id for s in listed)
+    with acpnb.start("demo", cwd=tmp_path) as agent:
+        with pytest.raises(acpnb.RpcError):
+            agent.load_session("no-such-session")
+        assert "no-such-session" not in [s.id for s in agent.sessions]
+
+
+def test_load_replays_history_into_the_session(demo):
+    first = demo.new_session()
+    first.prompt("Remember the lighthouse")
+    loaded = demo.load_session(first.id)
+    kinds = [u["sessionUpdate"] for u in loaded.history]
+    assert "user_message_chunk" in kinds and "agent_message_chunk" in kinds
+    assert loaded.config.ids()[0] == "model"
+    resumed = demo.resume_session(first.id)
+    assert resumed.config.ids()[0] == "model"
+    validate_log(demo)
+
+
+def test_legacy_agent_modes_and_models(tmp_path):
+    with acpnb.start([sys.executable, "-m", "acp_notebook.demo", "--legacy"], cwd=tmp_path) as agent:
+        session = agent.new_session()
+        mode = session.config["mode"]
+        assert mode.legacy_source == "modes"
+        other = next(v for v in mode.values if v != mode.value)
+        session.set("mode", other)
+        assert session.config["mode"].value == other
+        assert any(e["msg"].get("method") == "session/set_mode" for e in agent.log)
+        if "model" in session.config:
+            with pytest.raises(acpnb.ConfigOptionError, match="read-only"):
+                session.set("model", session.config["model"].value)
+
+
+def test_authenticate_and_capability_errors(tmp_path):
+    with acpnb.start([sys.executable, "-m", "acp_notebook.demo", "--require-auth"], cwd=tmp_path) as agent:
+        assert [m["id"] for m in agent.auth_methods] == ["demo-token"]
+        with pytest.raises(acpnb.RpcError) as info:
+            agent.new_session()
+        assert info.value.code == -32000 and "authenticate" in info.value.hint
+        with pytest.raises(acpnb.AcpError, match="demo-token"):
+            agent.authenticate("password")
+        agent.authenticate("demo-token")
+        assert agent.new_session().config
+    with acpnb.start(EDGE + ["edge"]) as agent:
+        with pytest.raises(acpnb.CapabilityError, match="session/list"):
+            agent.list_sessions()
+
+
+def test_start_errors_are_clear(tmp_path):
+    with pytest.raises(acpnb.AgentStartError, match="cannot run 'definitely-not-an-agent-binary'"):
+        acpnb.start(["definitely-not-an-agent-binary", "--acp"])
+    with pytest.raises(acpnb.AgentStartError, match="unknown agent") as info:
+        acpnb.start("nonexistent_agent_name")
+    assert "demo" in info.value.hint
+    with pytest.raises(acpnb.AgentStartError) as info:
+        acpnb.start(EDGE + ["exit-early"])
+    assert info.value.exit_code == 7
+    assert "cannot find my config file" in str(info.value)
+    with pytest.raises(acpnb.AgentStartError, match="did not answer initialize"):
+        acpnb.start(EDGE + ["silent"], timeout=1)
+
+
+def test_stderr_is_drained_so_a_chatty_agent_does_not_freeze():
+    with acpnb.start(EDGE + ["stderr-flood"], timeout=30) as agent:
+        assert agent.new_session().config
+        assert agent.stderr_tail(1) == ["edge-agent: flood done"]
+
+
+def test_a_crash_mid_turn_fails_the_turn_with_the_stderr_tail():
+    agent = acpnb.start(EDGE + ["crash"])
+    try:
+        session = agent.new_session()
+        with pytest.raises(acpnb.AgentExitedError) as info:
+            session.prompt("go", timeout=30)
+        assert "simulated fatal error" in str(info.value)
+        assert agent.status == "exited" and agent.exit_code == 3
+        assert session.turns[-1].error is not None
+        with pytest.raises(acpnb.AgentExitedError):
+            agent.new_session()
+    finally:
+        agent.close()
+
+
+def test_close_ends_the_process_and_is_idempotent(tmp_path):
+    agent = acpnb.start("demo", cwd=tmp_path)
+    pid = agent.pid
+    agent.close()
+    assert wait_gone(pid)
+    agent.close()
+    assert agent.status == "closed"
+    with pytest.raises(acpnb.AgentClosedError):
+        agent.new_session()
+
+
+def test_async_twins(tmp_path):
+    import asyncio
+
+    async def main():
+        agent = await acpnb.astart("demo", cwd=tmp_path)
+        try:
+            session = await agent.anew_session()
+            await session.aset("model", "smart")
+            turn = await session.aprompt("hello from asyncio")
+            return turn, session
+        finally:
+            await agent.aclose()
+
+    turn, session = asyncio.run(main())
+    assert turn.text and session.model == "smart"
