@@ -11,7 +11,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "demo-agent": ("acp_notebook.demo", "main", "run the built-in demo agent on stdio"),
     "proxy": ("acp_notebook.proxy", "main", "run the multi-agent proxy on stdio (--agent NAME=SPEC ...)"),
     "sweep": ("acp_notebook.sweep", "main", "run prompts across agent:model ids and summarise the results"),
-    "agents": ("acp_notebook.agents_cli", "main", "list the registered agents (--check: try each one)"),
+    "agents": ("acp_notebook.agents_cli", "main", "list the registered agents and whether each can start here"),
     "tour": ("acp_notebook.tour", "main", "a guided run of the demo agent: options, a model switch, a turn"),
 }
 

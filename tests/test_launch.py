@@ -1,0 +1,86 @@
+"""The agent registry: built-in entries, register(), the user TOML file, spec resolution; the tour and agents CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import acp_notebook as acpnb
+from acp_notebook import launch
+
+
+def test_builtin_agents_are_registered_with_pinned_packages():
+    table = acpnb.agents()
+    assert list(table)[:5] == ["demo", "claude", "codex", "gemini", "opencode"]
+    assert table["demo"].installed and table["demo"].can_start
+    assert table["claude"].spec.npm_package == "@zed-industries/claude-agent-acp@0.23.1"
+    assert table["opencode"].spec.npm_package == "opencode-ai@1.18.33"
+    assert table["gemini"].spec.command == ("gemini", "--acp")
+    assert "ANTHROPIC_API_KEY" in table["claude"].spec.env_vars
+    assert "<table>" in table._repr_html_()
+
+
+def test_missing_program_falls_back_to_npx_or_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACP_NOTEBOOK_AGENT_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither the agent nor npx can be found
+    with pytest.raises(acpnb.AgentStartError, match="not installed") as info:
+        launch.registered("claude").resolve()
+    assert "npm install -g @zed-industries/claude-agent-acp@0.23.1" in info.value.hint
+    fake_npx = tmp_path / "npx"
+    fake_npx.write_text("#!/bin/sh\n")
+    fake_npx.chmod(0o755)
+    assert launch.registered("gemini").resolve() == ["npx", "-y", "@google/gemini-cli@0.61.0", "--acp"]
+    assert acpnb.agents()["gemini"].how.startswith("npx")
+
+
+def test_register_and_resolve_specs(monkeypatch):
+    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
+    acpnb.register("mine", "python -m acp_notebook.demo --delay 0", env={"X": "1"})
+    name, argv, env = launch.resolve_spec("mine", {"Y": "2"})
+    assert (name, argv[-2:], env) == ("mine", ["--delay", "0"], {"X": "1", "Y": "2"})
+    assert launch.resolve_spec(["python3", "agent.py"])[:2] == ("python3", ["python3", "agent.py"])
+    assert launch.resolve_spec("python3 agent.py --flag")[1] == ["python3", "agent.py", "--flag"]
+    with pytest.raises(ValueError, match="single words"):
+        acpnb.register("a:b", ["x"])
+    with pytest.raises(ValueError, match="cannot be empty"):
+        acpnb.register("empty", [])
+
+
+def test_user_toml_file_adds_agents(monkeypatch, tmp_path):
+    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
+    monkeypatch.setattr(launch, "_user_file_loaded", None)
+    path = tmp_path / "agents.toml"
+    path.write_text(f'[agents.local]\ncommand = ["{sys.executable}", "-m", "acp_notebook.demo"]\n'
+                    'description = "my copy"\nenv = { ACP_DEMO_DELAY = "0" }\n')
+    monkeypatch.setenv("ACP_NOTEBOOK_AGENTS_FILE", str(path))
+    table = acpnb.agents()
+    assert table["local"].spec.description == "my copy"
+    assert table["local"].spec.env == {"ACP_DEMO_DELAY": "0"}
+    with acpnb.start("local", cwd=tmp_path) as agent:
+        assert agent.info["name"] == "acp-notebook-demo"
+    path.write_text("[agents.broken\n")
+    monkeypatch.setattr(launch, "_user_file_loaded", None)
+    with pytest.raises(ValueError, match="not valid TOML"):
+        acpnb.agents()
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "acp_notebook.cli", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_cli_tour_runs_the_demo_agent_end_to_end():
+    done = run_cli("tour", "--delay", "0")
+    assert done.returncode == 0, done.stderr
+    assert "new option(s): thought_level" in done.stdout
+    assert "title, from session_info_update: 'Tell me about tide pools'" in done.stdout
+    assert "read:completed" in done.stdout
+
+
+def test_cli_agents_and_usage_errors():
+    listed = run_cli("agents")
+    assert listed.returncode == 0 and "demo" in listed.stdout and "opencode" in listed.stdout
+    unknown = run_cli("frobnicate")
+    assert unknown.returncode == 2 and "unknown command 'frobnicate'" in unknown.stderr
