@@ -19,6 +19,7 @@ from .errors import (
 )
 from .launch import AgentSpec, agents, register
 from .state import Choice, ConfigOption, ConfigOptions, SessionState
+from .sweep import SweepResult, sweep
 from .turn import ToolCall, Turn
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "RpcError",
     "Session",
     "SessionState",
+    "SweepResult",
     "ToolCall",
     "Turn",
     "__version__",
@@ -49,6 +51,7 @@ __all__ = [
     "load_ipython_extension",
     "register",
     "start",
+    "sweep",
 ]
 
 
