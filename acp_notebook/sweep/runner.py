@@ -106,10 +106,13 @@ def _iso(timestamp: float) -> str:
 
 
 def _describe_error(phase: str, exc: BaseException) -> str:
-    message = str(exc) if isinstance(exc, AcpError) else f"{type(exc).__name__}: {exc}"
     if isinstance(exc, AcpError):
-        message = f"{type(exc).__name__}: {message}"
-    text = f"{phase}: {' '.join(message.split())}"
+        message = exc.message
+        if isinstance(exc, ConfigOptionError) and exc.hint:
+            message += f" ({exc.hint})"  # names the valid values
+    else:
+        message = str(exc)
+    text = f"{phase}: {type(exc).__name__}: {' '.join(message.split())}"
     return text if len(text) <= ERROR_TEXT_LIMIT else text[: ERROR_TEXT_LIMIT - 3] + "..."
 
 
@@ -192,8 +195,10 @@ class _AgentPool:
         if self.given is not None:
             agents[self.given.name] = self._agent_facts(self.given, owned=False)
         for agent in self.started:
+            earlier = agents.get(agent.name, {})
             facts = self._agent_facts(agent, owned=True)
-            facts["processes"] = agents.get(agent.name, {}).get("processes", 0) + 1
+            facts["pids"] = [*earlier.get("pids", []), agent.pid]
+            facts["processes"] = len(facts["pids"])
             agents[agent.name] = facts
         for key, future in self._starting.items():
             if future.done() and not future.cancelled() and future.exception() is not None:
@@ -202,7 +207,7 @@ class _AgentPool:
 
     @staticmethod
     def _agent_facts(agent: Agent, *, owned: bool) -> dict[str, Any]:
-        return {"info": dict(agent.info), "command": list(agent.command), "pid": agent.pid,
+        return {"info": dict(agent.info), "command": list(agent.command), "pids": [agent.pid],
                 "protocol_version": agent.protocol_version, "started_by_sweep": owned}
 
 
