@@ -1,0 +1,84 @@
+"""Command line and stdio serving for the demo agent: `main(argv)` and `serve(agent)`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import acp
+from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+
+from .agent import DemoAgent
+
+__all__ = ["build_parser", "main", "serve"]
+
+DELAY_ENV = "ACP_DEMO_DELAY"
+
+
+def _delay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("the delay cannot be negative")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acp-notebook demo-agent",
+        description="The built-in demo ACP agent on stdio: offline, deterministic, no API keys.",
+    )
+    parser.add_argument(
+        "--delay",
+        type=_delay,
+        default=None,
+        metavar="SECONDS",
+        help=f"pause before each streamed chunk (default: ${DELAY_ENV} or 0)",
+    )
+    parser.add_argument(
+        "--legacy",
+        action="store_true",
+        help="behave like an old agent: `modes`/`models` on session setup, no configOptions",
+    )
+    parser.add_argument(
+        "--require-auth",
+        action="store_true",
+        help="advertise the auth method 'demo-token' and refuse sessions until it is used",
+    )
+    return parser
+
+
+async def serve(agent: DemoAgent) -> None:
+    """Speak ACP on this process's stdin/stdout until the client closes stdin."""
+    reader, writer = await acp.stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    # The protocol owns the stdout pipe now; anything printed by accident goes to stderr.
+    real_stdout, sys.stdout = sys.stdout, sys.stderr
+    try:
+        await acp.run_agent(agent, writer, reader, use_unstable_protocol=True)
+    finally:
+        sys.stdout = real_stdout
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `acp-notebook demo-agent` and `python -m acp_notebook.demo`."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    delay = args.delay
+    if delay is None:
+        try:
+            delay = _delay(os.environ.get(DELAY_ENV, "0") or "0")
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"${DELAY_ENV}: {exc}")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-notebook-demo: %(levelname)s %(message)s")
+    agent = DemoAgent(delay=delay, legacy=args.legacy, require_auth=args.require_auth)
+    try:
+        asyncio.run(serve(agent))
+    except KeyboardInterrupt:
+        return 130
+    return 0
