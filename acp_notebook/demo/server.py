@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_delay,
         default=None,
         metavar="SECONDS",
-        help=f"pause before each streamed chunk (default: ${DELAY_ENV} or 0)",
+        help=f"pause between streamed chunks (default: ${DELAY_ENV} or 0)",
     )
     parser.add_argument(
         "--legacy",
