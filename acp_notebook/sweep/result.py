@@ -390,15 +390,12 @@ class SweepResult:
         ``metric`` may be any numeric column, e.g. ``"ttft_s"`` or ``"cost"``.
         """
         try:
-            import matplotlib
-            from matplotlib.figure import Figure
+            import matplotlib  # noqa: F401
         except ImportError as exc:
             raise ImportError("SweepResult.plot() needs matplotlib: `pip install 'acp-notebook[plot]'`") from exc
-        del matplotlib
         models = self.models
         if ax is None:
-            _enable_inline_display()
-            figure = Figure(figsize=(max(4.0, 1.6 * len(models) + 2), 3.6), layout="constrained")
+            figure = _new_figure(figsize=(max(4.0, 1.6 * len(models) + 2), 3.6), layout="constrained")
             ax = figure.add_subplot()
         else:
             figure = ax.figure
@@ -419,9 +416,10 @@ class SweepResult:
                 ax.scatter(spread, values, s=14, alpha=0.7, zorder=3)
         ax.set_xticks(positions, labels)
         ax.set_xlim(0.4, len(models) + 0.6)
-        label = {"duration_s": "turn latency (s)", "ttft_s": "time to first token (s)"}.get(metric, metric)
+        title, label = {"duration_s": ("Turn latency", "turn latency (s)"),
+                        "ttft_s": ("Time to first token", "time to first token (s)")}.get(metric, (metric, metric))
         ax.set_ylabel(label)
-        ax.set_title(f"{label} per model")
+        ax.set_title(f"{title} per model")
         ax.set_ylim(bottom=0)
         ax.grid(axis="y", alpha=0.3)
         return figure
@@ -475,14 +473,22 @@ class SweepResult:
         )
 
 
-def _enable_inline_display() -> None:
-    """In a kernel, importing pyplot selects the inline backend, which registers the PNG formatter for Figures.
+def _new_figure(**options: Any):
+    """A Figure that a notebook shows once, as the cell's value; elsewhere a plain Figure (no GUI window).
 
-    The figure itself is built without pyplot so it is shown once (as the cell's value), not twice.
+    In a kernel, creating it through pyplot loads the inline backend, which registers the PNG
+    formatter for Figures; closing it at once stops pyplot from showing it a second time.
     """
     try:
         from IPython import get_ipython
     except ImportError:
-        return
-    if get_ipython() is not None:
-        import matplotlib.pyplot  # noqa: F401
+        get_ipython = None  # type: ignore[assignment]
+    if get_ipython is not None and get_ipython() is not None:
+        import matplotlib.pyplot as plt
+
+        figure = plt.figure(**options)
+        plt.close(figure)
+        return figure
+    from matplotlib.figure import Figure
+
+    return Figure(**options)
