@@ -62,13 +62,18 @@ def test_the_sweep_cell_shows_a_progress_bar_that_reached_the_end_and_the_result
 
 
 def test_dataframe_summary_and_plots_are_shown(executed):
-    notebook, _ = executed
+    notebook, workdir = executed
     (frame,) = data_of(code_cell(notebook, "df = result.to_pandas()"), "text/html")
     assert "confirmed_model" in frame and "demo:smart" in frame
     (summary,) = data_of(code_cell(notebook, "result.summary()"), "text/html")
     assert "latency_median_s" in summary and "demo:fast" in summary
     assert data_of(code_cell(notebook, "result.plot()"), "image/png")
     assert data_of(code_cell(notebook, 'result.plot(metric="ttft_s")'), "image/png")
+    # With the demo pausing between chunks, the smart model (more chunks) is the slower one.
+    from acp_notebook.sweep import SweepResult
+
+    summary_rows = {s["model"]: s for s in SweepResult.load(workdir / "sweep-results.csv").summary()}
+    assert summary_rows["demo:smart"]["latency_median_s"] > summary_rows["demo:fast"]["latency_median_s"]
 
 
 def test_failures_cli_and_async_cells(executed):
@@ -78,7 +83,7 @@ def test_failures_cli_and_async_cells(executed):
     assert smart.startswith("demo:smart  ok") and "Thought 3 of 3" in smart
     assert fast.startswith("demo:fast   error") and "thought_level" in fast
     assert turbo.startswith("demo:turbo  error") and "'turbo' is not a choice" in turbo
-    cli_text = "".join(o.get("text", "") for o in outputs_of(code_cell(notebook, "import sys")))
+    cli_text = "".join(o.get("text", "") for o in outputs_of(code_cell(notebook, "import sys\n\n!")))
     assert "4 runs: 4 ok, 0 failed" in cli_text
     (quick,) = data_of(code_cell(notebook, "from acp_notebook.sweep import asweep"), "text/html")
     assert "demo:smart" in quick
