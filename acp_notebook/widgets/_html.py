@@ -1,0 +1,251 @@
+"""HTML fragments shared by the widgets: session header, status badges, tool calls, plans, diffs, usage."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+# JupyterLab's theme variables, with fallbacks for other frontends (classic, VS Code).
+FG = "var(--jp-ui-font-color1, #1f1f1f)"
+MUTED = "var(--jp-ui-font-color2, #616161)"
+BORDER = "var(--jp-border-color2, #e0e0e0)"
+PANEL_BG = "var(--jp-layout-color2, #f5f5f5)"
+MONO = "var(--jp-code-font-family, SFMono-Regular, Menlo, monospace)"
+
+STATUS_COLORS: dict[str, str] = {
+    "idle": "#2e7d32",
+    "done": "#2e7d32",
+    "working": "#b26a00",
+    "waiting": "#6a1b9a",
+    "cancelled": "#616161",
+    "closed": "#616161",
+    "error": "#c62828",
+}
+
+TOOL_STATUS_COLORS: dict[str, str] = {
+    "pending": "#616161",
+    "in_progress": "#b26a00",
+    "completed": "#2e7d32",
+    "failed": "#c62828",
+}
+
+PLAN_MARKS: dict[str, str] = {"completed": "&#9745;", "in_progress": "&#9684;", "pending": "&#9744;"}
+
+
+def badge(text: str, color: str, *, css_class: str = "") -> str:
+    """A small rounded label (status, kind)."""
+    cls = f' class="{escape(css_class)}"' if css_class else ""
+    return (
+        f'<span{cls} style="display:inline-block;padding:0 7px;border-radius:9px;font-size:0.85em;'
+        f'line-height:1.6;color:#fff;background:{color};white-space:nowrap">{escape(text)}</span>'
+    )
+
+
+def chip(text: str, *, css_class: str = "", title: str = "") -> str:
+    """A quiet outlined label (model name, agent version)."""
+    cls = f' class="{escape(css_class)}"' if css_class else ""
+    tip = f' title="{escape(title)}"' if title else ""
+    return (
+        f'<span{cls}{tip} style="display:inline-block;padding:0 7px;border:1px solid {BORDER};'
+        f'border-radius:9px;font-size:0.85em;line-height:1.6;color:{MUTED};white-space:nowrap">'
+        f"{escape(text)}</span>"
+    )
+
+
+@dataclass(frozen=True)
+class HeaderInfo:
+    """What a session header shows."""
+
+    title: str
+    agent: str  # the agent's name and version, e.g. "acp-notebook-demo 0.1.0"
+    model: str | None
+    status: str
+    detail: str = ""
+    extra: str = ""  # one more quiet chip (a cell's elapsed time, the session id)
+
+
+def header_html(info: HeaderInfo) -> str:
+    """The title bar: title on the left; agent, model and status on the right."""
+    status_color = STATUS_COLORS.get(info.status, MUTED)
+    parts = [chip(info.agent, css_class="acpnb-agent")]
+    if info.model:
+        parts.append(chip(f"model: {info.model}", css_class="acpnb-model"))
+    if info.extra:
+        parts.append(chip(info.extra, css_class="acpnb-extra"))
+    parts.append(badge(info.status, status_color, css_class=f"acpnb-status acpnb-status-{info.status}"))
+    detail = (
+        f'<div class="acpnb-status-detail" style="color:{MUTED};font-size:0.85em;margin-top:2px">'
+        f"{escape(info.detail)}</div>"
+        if info.detail
+        else ""
+    )
+    return (
+        f'<div class="acpnb-header" style="display:flex;flex-wrap:wrap;align-items:center;gap:6px 10px;'
+        f"padding:6px 10px;border:1px solid {BORDER};border-radius:6px;background:{PANEL_BG};color:{FG}\">"
+        f'<span class="acpnb-title" style="font-weight:600;font-size:1.1em;flex:1 1 auto;min-width:12em">'
+        f"{escape(info.title)}</span>"
+        f'<span style="display:flex;flex-wrap:wrap;gap:6px;align-items:center">{"".join(parts)}</span>'
+        f"</div>{detail}"
+    )
+
+
+def error_html(message: str) -> str:
+    """One clear line for a failure shown inside a widget (the panel, a cell)."""
+    if not message:
+        return ""
+    return (
+        f'<div class="acpnb-error" style="color:#c62828;padding:2px 4px">'
+        f"&#9888; {escape(message)}</div>"
+    )
+
+
+def muted_html(text: str, *, css_class: str = "") -> str:
+    cls = f' class="{escape(css_class)}"' if css_class else ""
+    return f'<div{cls} style="color:{MUTED};font-size:0.9em;padding:2px 4px">{text}</div>'
+
+
+def plan_html(entries: Sequence[Mapping[str, Any]]) -> str:
+    """The agent's plan as a checklist."""
+    if not entries:
+        return ""
+    rows = []
+    for entry in entries:
+        status = str(entry.get("status") or "pending")
+        mark = PLAN_MARKS.get(status, PLAN_MARKS["pending"])
+        style = f"color:{MUTED};text-decoration:line-through" if status == "completed" else f"color:{FG}"
+        if status == "in_progress":
+            style += ";font-weight:600"
+        rows.append(
+            f'<li class="acpnb-plan-{escape(status)}" style="list-style:none;margin:0;line-height:1.5;{style}">'
+            f'<span style="display:inline-block;width:1.4em">{mark}</span>{escape(str(entry.get("content", "")))}</li>'
+        )
+    return (
+        f'<div class="acpnb-plan" style="padding:2px 4px"><div style="color:{MUTED};font-size:0.85em">Plan</div>'
+        f'<ul style="margin:2px 0;padding-left:4px">{"".join(rows)}</ul></div>'
+    )
+
+
+def diff_html(diff: Mapping[str, Any], *, max_lines: int = 80) -> str:
+    """A unified diff of one ``diff`` content block, coloured per line."""
+    path = str(diff.get("path") or "")
+    old = diff.get("oldText")
+    new = str(diff.get("newText") or "")
+    old_lines = [] if old is None else str(old).splitlines()
+    lines = list(
+        difflib.unified_diff(old_lines, new.splitlines(), fromfile="a" + path if old is not None else "/dev/null",
+                             tofile="b" + path, lineterm="")
+    )
+    shown = []
+    for line in lines[:max_lines]:
+        if line.startswith("+") and not line.startswith("+++"):
+            color = "#2e7d32"
+        elif line.startswith("-") and not line.startswith("---"):
+            color = "#c62828"
+        elif line.startswith("@@"):
+            color = "#1565c0"
+        else:
+            color = MUTED
+        shown.append(f'<span style="color:{color}">{escape(line)}</span>')
+    if len(lines) > max_lines:
+        shown.append(f'<span style="color:{MUTED}">... {len(lines) - max_lines} more lines</span>')
+    return (
+        f'<pre class="acpnb-diff" style="margin:4px 0;padding:4px 6px;border:1px solid {BORDER};border-radius:4px;'
+        f'font-family:{MONO};font-size:0.85em;white-space:pre-wrap">{"<br>".join(shown)}</pre>'
+    )
+
+
+def _content_text(block: Mapping[str, Any]) -> str | None:
+    if block.get("type") == "content":
+        inner = block.get("content") or {}
+        if inner.get("type") == "text":
+            return str(inner.get("text") or "")
+        return f"[{inner.get('type', 'content')}]"
+    if block.get("type") == "terminal":
+        return f"[terminal {block.get('terminalId', '')}]"
+    return None
+
+
+def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 600) -> str:
+    """One tool call: title, kind, status, locations, its text output and diffs, permission decisions."""
+    status = str(call.status or "pending")
+    head = [
+        f'<span style="font-weight:600">{escape(str(call.title or call.id))}</span>',
+        chip(str(call.kind or "other"), css_class="acpnb-tool-kind"),
+        badge(status.replace("_", " "), TOOL_STATUS_COLORS.get(status, MUTED), css_class="acpnb-tool-status"),
+    ]
+    body = []
+    paths = [str(loc.get("path")) for loc in call.locations or [] if isinstance(loc, Mapping) and loc.get("path")]
+    if paths:
+        body.append(muted_html(escape(", ".join(paths))))
+    for decision in decisions:
+        body.append(muted_html(escape(decision), css_class="acpnb-permission-decision"))
+    for block in call.content or []:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "diff":
+            body.append(diff_html(block))
+            continue
+        text = _content_text(block)
+        if text:
+            clipped = text if len(text) <= max_text else text[:max_text] + " ..."
+            body.append(
+                f'<pre style="margin:2px 0;padding:2px 6px;font-family:{MONO};font-size:0.85em;'
+                f'white-space:pre-wrap;color:{FG}">{escape(clipped)}</pre>'
+            )
+    return (
+        f'<div class="acpnb-tool-call" style="border-left:3px solid {TOOL_STATUS_COLORS.get(status, BORDER)};'
+        f'padding:2px 8px;margin:4px 0">'
+        f'<div style="display:flex;gap:8px;align-items:center;flex-wrap:wrap">{"".join(head)}</div>'
+        f'{"".join(body)}</div>'
+    )
+
+
+def usage_html(usage: Mapping[str, Any] | None, *, duration_s: float | None = None,
+               stop_reason: str | None = None) -> str:
+    """A quiet footer: tokens, context window, cost, duration, stop reason."""
+    parts = []
+    usage = usage or {}
+    if usage.get("used") is not None:
+        used = f"{usage['used']:,}" if isinstance(usage["used"], int) else str(usage["used"])
+        size = usage.get("size")
+        parts.append(f"{used} of {size:,} tokens" if isinstance(size, int) else f"{used} tokens")
+    for key in ("inputTokens", "outputTokens", "totalTokens"):
+        if isinstance(usage.get(key), int):
+            label = {"inputTokens": "in", "outputTokens": "out", "totalTokens": "total"}[key]
+            parts.append(f"{usage[key]:,} {label}")
+    cost = usage.get("cost")
+    if isinstance(cost, Mapping) and cost.get("amount") is not None:
+        currency = cost.get("currency") or ""
+        amount = cost["amount"]
+        parts.append(f"${amount:.4f}" if currency == "USD" and isinstance(amount, (int, float))
+                     else f"{amount} {currency}".strip())
+    if duration_s is not None:
+        parts.append(seconds(duration_s))
+    if stop_reason and stop_reason != "end_turn":
+        parts.append(f"stopped: {stop_reason.replace('_', ' ')}")
+    if not parts:
+        return ""
+    return muted_html(" &middot; ".join(escape(p) for p in parts), css_class="acpnb-usage")
+
+
+def seconds(value: float) -> str:
+    """A duration for people: 45 ms, 2.3 s, 1 min 5 s."""
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 60:
+        return f"{value:.1f} s"
+    return f"{int(value // 60)} min {value % 60:.0f} s"
+
+
+def json_html(value: Any) -> str:
+    """Pretty JSON in a scrollable monospace block."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return (
+        f'<pre class="acpnb-json" style="margin:0;padding:6px 8px;max-height:360px;overflow:auto;'
+        f'border:1px solid {BORDER};border-radius:4px;font-family:{MONO};font-size:0.85em;color:{FG}">'
+        f"{escape(text)}</pre>"
+    )
