@@ -324,19 +324,33 @@ def test_with_an_agent_spec_the_sweep_starts_and_closes_it(tmp_path):
     assert facts["processes"] == 1 and all(gone(pid) for pid in facts["pids"])
 
 
+def proxy_starter():
+    start = getattr(acpnb, "start_proxy", None)
+    if start is None:
+        try:
+            from acp_notebook.proxy import start_proxy as start
+        except ImportError:
+            pytest.skip("the multi-agent proxy (acp_notebook.proxy.start_proxy) has not landed")
+    return start
+
+
 def test_sweep_through_the_proxy(tmp_path):
-    if not hasattr(acpnb, "start_proxy"):
-        pytest.skip("acpnb.start_proxy has not landed yet")
-    proxy = acpnb.start_proxy({"a": "demo", "b": "demo"}, cwd=tmp_path)
+    proxy = proxy_starter()({"a": "demo", "b": "demo"}, cwd=tmp_path)
     try:
-        result = acpnb.sweep(["hello", "bye"], ["a:fast", "a:smart", "b:fast", "b:smart"], agent=proxy,
+        result = acpnb.sweep(["hello", "bye"], ["a:fast", "a:smart", "b:fast", "b:smart", "c:fast"], agent=proxy,
                              concurrency=4, progress=False)
-        assert len(result) == 8
-        assert all(r["status"] == "ok" for r in result.rows), result.failed
-        for row in result.rows:
+        assert len(result) == 10
+        good = [r for r in result.rows if r["model"] != "c:fast"]
+        assert all(r["status"] == "ok" for r in good), result.failed
+        for row in good:
             assert row["confirmed_model"] == row["model"] == row["model_at_end"]
             assert row["text"].startswith(f"[{row['model'].split(':')[1]}]")
-        assert proxy.status == "running"
+            assert row["agent"] == proxy.name
+        # An id the proxy does not offer is an error row naming the valid ones.
+        for row in (r for r in result.rows if r["model"] == "c:fast"):
+            assert row["status"] == "error" and "'c:fast' is not a choice" in row["error"]
+            assert "a:fast" in row["error"]
+        assert proxy.status == "running" and proxy.sessions == []
     finally:
         proxy.close()
 

@@ -66,6 +66,20 @@ def test_prompts_file_config_and_json_summary(tmp_path):
     assert all(r["config"]["thought_level"] == "high" for r in result.rows)
 
 
+def test_through_the_proxy_with_agent(tmp_path):
+    proxy = pytest.importorskip("acp_notebook.proxy")
+    if not hasattr(proxy, "main"):
+        pytest.skip("the multi-agent proxy's command line has not landed")
+    spec = shlex.join([sys.executable, "-m", "acp_notebook.proxy", "--agent", "a=demo", "--agent", "b=demo"])
+    done = run("--agent", spec, "--model", "a:fast", "--model", "b:smart", "--prompt", "hello", "--repeats", "2",
+               "--out", "r.csv", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 runs: 4 ok, 0 failed" in done.stdout
+    rows = SweepResult.load(tmp_path / "r.csv").rows
+    assert sorted(r["confirmed_model"] for r in rows) == ["a:fast", "a:fast", "b:smart", "b:smart"]
+    assert all(r["confirmed_model"] == r["model"] for r in rows)
+
+
 def test_every_run_failing_exits_1_and_prints_the_errors(tmp_path):
     done = run("--register", f"stubborn={shlex.join(STUBBORN)}", "--model", "stubborn:smart", "--prompt", "hi",
                "--no-progress", cwd=tmp_path)
