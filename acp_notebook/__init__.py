@@ -18,6 +18,7 @@ from .errors import (
     RpcError,
 )
 from .launch import AgentSpec, agents, register
+from .proxy import start_proxy
 from .state import Choice, ConfigOption, ConfigOptions, SessionState
 from .sweep import SweepResult, sweep
 from .turn import ToolCall, Turn
@@ -51,6 +52,7 @@ __all__ = [
     "load_ipython_extension",
     "register",
     "start",
+    "start_proxy",
     "sweep",
 ]
 

@@ -1,0 +1,388 @@
+"""One agent behind the proxy: its subprocess, its SDK connection, its stderr, its start and its end."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import queue
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from acp.connection import Connection, StreamDirection, StreamEvent
+from acp.exceptions import RequestError
+
+from ..errors import AcpError
+from ..launch import AgentSpec, resolve_spec
+
+if TYPE_CHECKING:
+    from .server import Candidate
+
+__all__ = ["Backend", "BackendConfig", "BackendGone"]
+
+STDIO_LIMIT = 50 * 1024 * 1024
+STDERR_LINES_KEPT = 200
+ORPHAN_UPDATES_KEPT = 500
+ORPHAN_SESSIONS_KEPT = 64
+
+
+class _StderrEcho:
+    """Copies agents' stderr lines to the proxy's own stderr from a thread, dropping lines when it lags.
+
+    Not every client drains the proxy's stderr (the SDK's spawn helpers pipe it and never read it);
+    a blocking write there must stall this thread only, never the event loop."""
+
+    def __init__(self, capacity: int = 2000) -> None:
+        self._lines: queue.Queue[bytes] = queue.Queue(maxsize=capacity)
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+
+    def write(self, line: str) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="proxy-stderr-echo", daemon=True)
+            self._thread.start()
+        try:
+            self._lines.put_nowait(line.encode("utf-8", "replace"))
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            data = self._lines.get()
+            with contextlib.suppress(OSError):
+                os.write(2, data)
+
+
+_echo = _StderrEcho()
+
+
+class BackendGone(Exception):
+    """The agent is not running (it never started, or it exited); the message says why."""
+
+    def __init__(self, message: str, *, agent: str, exit_code: int | None = None,
+                 stderr: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.exit_code = exit_code
+        self.stderr = list(stderr or [])
+
+    def to_request_error(self, message: str | None = None) -> RequestError:
+        data: dict[str, Any] = {"agent": self.agent, "stderr": self.stderr}
+        if self.exit_code is not None:
+            data["exitCode"] = self.exit_code
+        return RequestError(-32603, message or str(self), data)
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """An agent as given on the command line: its name and how to start it."""
+
+    name: str
+    spec: str | list[str] | AgentSpec
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+NotificationSink = Callable[["Backend", str, dict[str, Any]], None]
+RequestSink = Callable[["Backend", str, dict[str, Any]], Any]
+ExitSink = Callable[["Backend"], None]
+FrameSink = Callable[[str, str, dict[str, Any]], None]
+
+
+class Backend:
+    """A backend agent, started on demand and restarted after it dies.
+
+    Notifications are handed to `on_notification` synchronously from the SDK's receive loop, in
+    wire order; requests go to `on_request` (awaited, its result is the answer).
+    """
+
+    def __init__(self, config: BackendConfig, *, cwd: str, on_notification: NotificationSink,
+                 on_request: RequestSink, on_exit: ExitSink, on_frame: FrameSink | None = None) -> None:
+        self.config = config
+        self.name = config.name
+        self.cwd = cwd
+        self._on_notification = on_notification
+        self._on_request = on_request
+        self._on_exit = on_exit
+        self._on_frame = on_frame
+        self.status = "idle"  # idle -> starting -> ready -> exited | failed; closed at shutdown
+        self.error: str | None = None
+        self.command: list[str] = []
+        self.init_result: dict[str, Any] = {}
+        self.exit_code: int | None = None
+        self.starts = 0
+        self.conn: Connection | None = None
+        self.process: asyncio.subprocess.Process | None = None
+        self.routes: dict[str, Candidate] = {}
+        self._orphans: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
+        self._start_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._exited: asyncio.Event = asyncio.Event()
+        self._stderr_done: asyncio.Event = asyncio.Event()
+
+    # --- state ---------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        return dict(self.init_result.get("agentCapabilities") or {})
+
+    def supports(self, session_capability: str) -> bool:
+        """`list`, `close`, `resume`, `delete`... from sessionCapabilities; `load` from loadSession."""
+        caps = self.capabilities
+        if session_capability == "load":
+            return bool(caps.get("loadSession"))
+        return (caps.get("sessionCapabilities") or {}).get(session_capability) is not None
+
+    def stderr_tail(self, lines: int = 10) -> list[str]:
+        return list(self._stderr)[-lines:]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "error": self.error,
+            "pid": self.pid,
+            "exitCode": self.exit_code,
+            "starts": self.starts,
+            "command": self.command,
+            "agentInfo": self.init_result.get("agentInfo"),
+            "stderrTail": self.stderr_tail(10),
+        }
+
+    def failure(self) -> BackendGone:
+        """Why this backend cannot serve a request right now."""
+        if self.status == "exited":
+            return self._gone(f"agent '{self.name}' exited with code {self.exit_code}")
+        if self.status == "closed":
+            return BackendGone(f"agent '{self.name}' was shut down", agent=self.name)
+        return BackendGone(self.error or f"agent '{self.name}' is not running", agent=self.name,
+                           exit_code=self.exit_code, stderr=self.stderr_tail())
+
+    def _gone(self, message: str) -> BackendGone:
+        tail = self.stderr_tail(10)
+        text = message + (":\n  " + "\n  ".join(tail) if tail else " (it wrote nothing to stderr)")
+        return BackendGone(text, agent=self.name, exit_code=self.exit_code, stderr=tail)
+
+    # --- start ----------------------------------------------------------------
+    async def ensure_ready(self, init_params: dict[str, Any]) -> None:
+        """Start and initialize the agent unless it is running; raises BackendGone on failure.
+
+        The start runs in its own task, so a caller that gives up (a probe timeout) does not
+        abort it: the next caller finds the agent started."""
+        if self.status == "ready":
+            return
+        if self.status == "closed":
+            raise self.failure()
+        if self._start_task is None or self._start_task.done():
+            self._start_task = asyncio.create_task(self._start(init_params), name=f"proxy-start-{self.name}")
+        await asyncio.shield(self._start_task)
+        if self.status != "ready":
+            raise self.failure()
+
+    async def _start(self, init_params: dict[str, Any]) -> None:
+        self.status = "starting"
+        self.error = None
+        self.exit_code = None
+        self.init_result = {}
+        self._exited = asyncio.Event()
+        self._stderr_done = asyncio.Event()
+        self.starts += 1
+        try:
+            _, argv, extra_env = resolve_spec(self.config.spec, self.config.env)
+        except AcpError as exc:
+            self._fail(f"agent '{self.name}': {exc}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else ""))
+            return
+        except ValueError as exc:
+            self._fail(f"agent '{self.name}': {exc}")
+            return
+        self.command = argv
+        try:
+            # The user's whole environment (API keys...), not the SDK's trimmed default one.
+            self.process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.cwd,
+                env={**os.environ, **extra_env},
+                start_new_session=True,  # its own process group: shutdown ends the agent and its children
+                limit=STDIO_LIMIT,
+            )
+        except OSError as exc:
+            self._fail(f"agent '{self.name}': cannot run {argv[0]!r}: {exc.strerror or exc}")
+            return
+        process = self.process
+        assert process.stdin is not None and process.stdout is not None
+        self._tasks = [
+            asyncio.create_task(self._drain_stderr(process, self._stderr_done), name=f"proxy-stderr-{self.name}"),
+            asyncio.create_task(self._watch_exit(process), name=f"proxy-exit-{self.name}"),
+        ]
+        self.conn = Connection(self._handle, process.stdin, process.stdout, observers=[self._observe])
+        request = asyncio.ensure_future(self.conn.send_request("initialize", init_params))
+        exited = asyncio.ensure_future(self._exited.wait())
+        try:
+            await asyncio.wait({request, exited}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+        if not request.done():
+            request.cancel()
+        try:
+            result = request.result() if request.done() and not request.cancelled() else None
+        except RequestError as exc:
+            self._fail(f"agent '{self.name}' refused initialize: {exc}")
+            await self._terminate()
+            return
+        except ConnectionError:
+            result = None
+        if not isinstance(result, dict):
+            await self._settle()
+            self._fail(str(self._gone(f"agent '{self.name}' exited with code {self.exit_code} "
+                                      "before answering initialize")))
+            return
+        self.init_result = result
+        self.status = "ready"
+
+    def _fail(self, message: str) -> None:
+        self.status = "failed"
+        self.error = message
+
+    async def _drain_stderr(self, process: asyncio.subprocess.Process, done: asyncio.Event) -> None:
+        # A full stderr pipe would freeze the agent; the tail goes into error messages and,
+        # prefixed with the agent's name, to the proxy's own stderr for whoever runs it.
+        assert process.stderr is not None
+        try:
+            while True:
+                try:
+                    line = await process.stderr.readline()
+                except (ValueError, asyncio.LimitOverrunError):
+                    continue
+                if not line:
+                    return
+                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                self._stderr.append(text)
+                _echo.write(f"[{self.name}] {text}\n")
+        finally:
+            done.set()
+
+    async def _watch_exit(self, process: asyncio.subprocess.Process) -> None:
+        code = await process.wait()
+        if process is not self.process:
+            return
+        self.exit_code = code
+        self._exited.set()
+        if self.status in ("ready", "starting"):
+            # Status and routes change in the same step, so no request can reach a dead session
+            # and a restart cannot lose the routes of the new process.
+            self.status = "exited"
+            self.error = f"agent '{self.name}' exited with code {code}"
+            self._on_exit(self)
+            await self._settle()
+            if process is self.process and self.status == "exited":
+                self.error = str(self._gone(f"agent '{self.name}' exited with code {code}"))
+
+    async def _settle(self) -> None:
+        """Let the exit watcher and the stderr drain finish, so errors carry the code and last lines."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._exited.wait(), 2.0)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stderr_done.wait(), 1.0)
+
+    # --- requests and frames ----------------------------------------------------
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request to the agent; BackendGone when it is not running or dies before answering."""
+        if self.status != "ready" or self.conn is None:
+            raise self.failure()
+        try:
+            return await self.conn.send_request(method, params)
+        except ConnectionError:
+            await self._settle()
+            raise self._gone(f"agent '{self.name}' exited with code {self.exit_code} while answering {method}") \
+                from None
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if self.status == "ready" and self.conn is not None:
+            with contextlib.suppress(ConnectionError):
+                await self.conn.send_notification(method, params)
+
+    async def _handle(self, method: str, params: Any, is_notification: bool) -> Any:
+        if is_notification:
+            return None  # already handed over, in wire order, by _observe
+        return await self._on_request(self, method, params if isinstance(params, dict) else {})
+
+    def _observe(self, event: StreamEvent) -> None:
+        message = event.message
+        incoming = event.direction == StreamDirection.INCOMING
+        if self._on_frame is not None:
+            self._on_frame(self.name, "in" if incoming else "out", message)
+        if incoming and "method" in message and "id" not in message:
+            params = message.get("params")
+            self._on_notification(self, message["method"], params if isinstance(params, dict) else {})
+
+    # --- session routes ---------------------------------------------------------
+    def hold_orphan(self, session_id: str, method: str, params: dict[str, Any]) -> None:
+        """Keep a notification for a session id not registered yet (sent before its session/new answer)."""
+        if session_id not in self._orphans and len(self._orphans) >= ORPHAN_SESSIONS_KEPT:
+            self._orphans.pop(next(iter(self._orphans)))
+        held = self._orphans.setdefault(session_id, [])
+        if len(held) < ORPHAN_UPDATES_KEPT:
+            held.append((method, params))
+
+    def register(self, candidate: Candidate) -> list[tuple[str, dict[str, Any]]]:
+        """Route the agent's session id to `candidate`; returns what the agent sent for it before."""
+        self.routes[candidate.backend_session_id] = candidate
+        return self._orphans.pop(candidate.backend_session_id, [])
+
+    def unregister(self, candidate: Candidate) -> None:
+        if self.routes.get(candidate.backend_session_id) is candidate:
+            del self.routes[candidate.backend_session_id]
+
+    def forget_sessions(self) -> list[Candidate]:
+        routes = list(self.routes.values())
+        self.routes.clear()
+        self._orphans.clear()
+        return routes
+
+    # --- end ----------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """End the agent: EOF on stdin, then SIGTERM, then SIGKILL to its process group."""
+        self.status = "closed"
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.conn.close(), 1.0)
+        await self._terminate()
+        for task in self._tasks:
+            task.cancel()
+
+    async def _terminate(self) -> None:
+        process = self.process
+        if process is None:
+            return
+        if process.stdin is not None:
+            with contextlib.suppress(Exception):
+                process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 1.0)
+        except asyncio.TimeoutError:
+            self.kill(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 1.0)
+            except asyncio.TimeoutError:
+                self.kill(signal.SIGKILL)
+                await process.wait()
+        self.kill(signal.SIGKILL)  # whatever the agent left behind in its group
+
+    def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)

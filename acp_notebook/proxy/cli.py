@@ -1,0 +1,176 @@
+"""`acp-notebook proxy --agent NAME=SPEC ...`: argument parsing, agent spec decoding, serving on stdio."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import IO, Any
+
+from acp.connection import Connection, StreamDirection, StreamEvent
+from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+from acp.stdio import stdio_streams
+
+from ..launch import AgentSpec
+from .backend import BackendConfig
+from .server import ProxyServer
+
+__all__ = ["build_parser", "decode_spec", "encode_spec", "main", "parse_agent", "serve"]
+
+DEFAULT_PROBE_TIMEOUT = 30.0
+
+
+def encode_spec(spec: str | Sequence[str] | AgentSpec | Mapping[str, Any]) -> str:
+    """A SPEC for `--agent NAME=SPEC`: strings stay as they are (a registry name or a command
+    line); argv lists and AgentSpecs become JSON, so no quoting can change them."""
+    if isinstance(spec, str):
+        if spec.lstrip().startswith(("[", "{")):
+            return json.dumps({"command": spec})  # a command line that looks like JSON stays a command line
+        return spec
+    if isinstance(spec, AgentSpec):
+        data = {f.name: getattr(spec, f.name) for f in fields(AgentSpec)}
+        data["env"] = dict(spec.env)
+        return json.dumps({"agentSpec": data})
+    if isinstance(spec, Mapping):
+        return json.dumps(dict(spec))
+    return json.dumps([str(part) for part in spec])
+
+
+def decode_spec(text: str) -> tuple[str | list[str] | AgentSpec, dict[str, str]]:
+    """The inverse of `encode_spec`: (spec for resolve_spec, extra environment)."""
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("the agent's SPEC is empty")
+    if stripped[0] not in "[{":
+        return stripped, {}
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"SPEC {text!r} starts like JSON but is not valid JSON: {exc}") from None
+    if isinstance(data, list):
+        if not data or not all(isinstance(part, str) for part in data):
+            raise ValueError(f"a JSON SPEC list must be a non-empty argv of strings, got {text!r}")
+        return data, {}
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON SPEC must be a list (argv) or an object, got {text!r}")
+    env = {str(k): str(v) for k, v in (data.get("env") or {}).items()}
+    if "agentSpec" in data:
+        raw = dict(data["agentSpec"])
+        known = {f.name for f in fields(AgentSpec)}
+        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in raw.items() if k in known}
+        return AgentSpec(**kwargs), env
+    command = data.get("command")
+    if isinstance(command, str) and command.strip():
+        return command, env
+    if isinstance(command, list) and command and all(isinstance(p, str) for p in command):
+        return command, env
+    raise ValueError(f"a JSON SPEC object needs \"command\" (a string or an argv list), got {text!r}")
+
+
+def parse_agent(text: str) -> BackendConfig:
+    name, sep, spec = text.partition("=")
+    name = name.strip()
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected NAME=SPEC (e.g. a=demo), got {text!r}")
+    if not name or any(c.isspace() for c in name) or ":" in name or "/" in name:
+        raise argparse.ArgumentTypeError(f"agent names are single words without ':' or '/' (got {name!r})")
+    try:
+        decoded, env = decode_spec(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return BackendConfig(name=name, spec=decoded, env=env)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acp-notebook proxy",
+        description="An ACP agent on stdio that puts several agents behind one endpoint; their models "
+                    "appear as agent:model in one grouped model option.",
+    )
+    parser.add_argument("--agent", dest="agents", action="append", type=parse_agent, required=True,
+                        metavar="NAME=SPEC",
+                        help="an agent behind the proxy: a registered name (demo, claude...), a command line, "
+                             "or a JSON argv list; repeat for each agent")
+    parser.add_argument("--probe-timeout", type=float, default=DEFAULT_PROBE_TIMEOUT, metavar="SECONDS",
+                        help=f"how long each agent may take to start and open a session "
+                             f"(default {DEFAULT_PROBE_TIMEOUT:g})")
+    parser.add_argument("--trace", metavar="FILE",
+                        help="append every frame on every pipe to FILE as JSON lines ({link, dir, t, msg})")
+    parser.add_argument("--cwd", default=None, help="where the agents run (default: the current directory)")
+    return parser
+
+
+class FrameTrace:
+    """Writes each frame the proxy sends or receives as one JSON line: link is "client" or an agent name,
+    dir is "in" (received by the proxy) or "out" (sent by it)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def __call__(self, link: str, direction: str, message: dict[str, Any]) -> None:
+        record = {"link": link, "dir": direction, "t": time.time(), "msg": message}
+        self.stream.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+    def client_observer(self, event: StreamEvent) -> None:
+        self("client", "in" if event.direction == StreamDirection.INCOMING else "out", event.message)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stream.close()
+
+
+async def serve(agents: Sequence[BackendConfig], *, probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+                trace: str | None = None, cwd: str | None = None) -> None:
+    """Speak ACP on stdin/stdout until the client closes stdin (or SIGTERM), then end every agent."""
+    tracer = FrameTrace(open(trace, "a", encoding="utf-8")) if trace else None  # noqa: SIM115 - closed below
+    server = ProxyServer(agents, cwd=cwd or os.getcwd(), probe_timeout=probe_timeout, tracer=tracer)
+    reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    # stdout belongs to the protocol now; a stray print goes to stderr instead of corrupting it.
+    real_stdout, sys.stdout = sys.stdout, sys.stderr
+    observers = [tracer.client_observer] if tracer is not None else []
+    connection = Connection(server.handle_client, writer, reader, observers=observers, listening=False)
+    server.attach(connection)
+    loop = asyncio.get_running_loop()
+    listening = asyncio.ensure_future(connection.main_loop())
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({listening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if stop.is_set():
+            for backend in server.backends.values():  # told to stop: no grace for the agents either
+                backend.kill(signal.SIGKILL)
+        await server.shutdown()
+        listening.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(connection.close(), 1.0)
+        if tracer is not None:
+            tracer.close()
+        sys.stdout = real_stdout
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `acp-notebook proxy` and `python -m acp_notebook.proxy`."""
+    args = build_parser().parse_args(argv)
+    names = [config.name for config in args.agents]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        build_parser().error(f"agent names must be unique: {', '.join(duplicates)}")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-notebook-proxy: %(levelname)s %(message)s")
+    try:
+        asyncio.run(serve(args.agents, probe_timeout=args.probe_timeout, trace=args.trace, cwd=args.cwd))
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,192 @@
+"""The proxy's namespaced model option: `agent:model` values, grouped by agent, and the rewriting of config option lists."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "META_KEY",
+    "SEPARATOR",
+    "AgentModels",
+    "ModelChoice",
+    "agent_models",
+    "find_model_option",
+    "model_option",
+    "rewrite_options",
+    "split_value",
+]
+
+SEPARATOR = ":"
+# The value that stands for "whatever this agent runs" when the agent offers no model option.
+DEFAULT_MODEL = "default"
+# Our key inside `_meta` objects; the proxy's own annotations live under it.
+META_KEY = "acp-notebook/proxy"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """One model an agent offers, as the agent names it (bare value, no prefix)."""
+
+    value: str
+    name: str
+    description: str | None = None
+    meta: Mapping[str, Any] | None = None
+    backend_group: str | None = None  # the label of the agent's own group, when it groups its models
+
+
+@dataclass(frozen=True)
+class AgentModels:
+    """What one agent offers as models: its model option (if any), flattened, and the current value."""
+
+    agent: str
+    option_id: str | None  # the agent's id for its model option; None when it has none
+    current: str
+    choices: tuple[ModelChoice, ...]
+    option_name: str | None = None
+    option_description: str | None = None
+
+    @property
+    def values(self) -> list[str]:
+        return [choice.value for choice in self.choices]
+
+    def prefixed(self, value: str) -> str:
+        return f"{self.agent}{SEPARATOR}{value}"
+
+
+def find_model_option(options: Sequence[Mapping[str, Any]] | None) -> Mapping[str, Any] | None:
+    """The agent's model option: the first select with category `model`, else a select with id `model`."""
+    selects = [o for o in options or () if isinstance(o, Mapping) and o.get("type") == "select"]
+    for option in selects:
+        if option.get("category") == "model":
+            return option
+    for option in selects:
+        if option.get("id") == "model":
+            return option
+    return None
+
+
+def _flatten(entries: Iterable[Any]) -> list[ModelChoice]:
+    choices: list[ModelChoice] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        if "group" in entry and isinstance(entry.get("options"), list):
+            label = str(entry.get("name") or entry.get("group"))
+            for inner in _flatten(entry["options"]):
+                choices.append(ModelChoice(inner.value, inner.name, inner.description, inner.meta, label))
+        elif isinstance(entry.get("value"), str):
+            choices.append(ModelChoice(entry["value"], str(entry.get("name") or entry["value"]),
+                                       entry.get("description"), entry.get("_meta")))
+    return choices
+
+
+def agent_models(agent: str, options: Sequence[Mapping[str, Any]] | None) -> AgentModels:
+    """Read an agent's (unprefixed) config options: its models, or the single `default` when it has none."""
+    option = find_model_option(options)
+    if option is None:
+        return AgentModels(agent, None, DEFAULT_MODEL, (ModelChoice(DEFAULT_MODEL, DEFAULT_MODEL,
+                                                                    "this agent does not offer a model choice"),))
+    choices = tuple(_flatten(option.get("options") or ()))
+    current = option.get("currentValue")
+    if not isinstance(current, str):
+        current = choices[0].value if choices else DEFAULT_MODEL
+    return AgentModels(agent, str(option.get("id")), current, choices,
+                       option_name=option.get("name"), option_description=option.get("description"))
+
+
+def split_value(value: Any, agents: Iterable[str]) -> tuple[str, str] | None:
+    """`"agent:model"` -> `("agent", "model")` when `agent` is one of `agents`; the model part may
+    itself contain `:` or `/`. None when the value names no known agent."""
+    if not isinstance(value, str):
+        return None
+    agent, sep, bare = value.partition(SEPARATOR)
+    if not sep or not bare or agent not in set(agents):
+        return None
+    return agent, bare
+
+
+def _group(models: AgentModels) -> dict[str, Any]:
+    options = []
+    for choice in models.choices:
+        entry: dict[str, Any] = {"value": models.prefixed(choice.value), "name": choice.name}
+        if choice.description is not None:
+            entry["description"] = choice.description
+        ours: dict[str, Any] = {"agent": models.agent, "value": choice.value}
+        if choice.backend_group is not None:
+            ours["group"] = choice.backend_group
+        entry["_meta"] = {**dict(choice.meta or {}), META_KEY: ours}
+        options.append(entry)
+    return {"group": models.agent, "name": models.agent, "options": options}
+
+
+def model_option(
+    groups: Sequence[AgentModels],
+    current: str,
+    *,
+    marker: str,
+    bound: AgentModels | None = None,
+    template: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The proxy's `model` option: one group per agent (labelled with its name), values `agent:model`.
+
+    `template` is the bound agent's own model option: its name, description and `_meta` carry over.
+    `marker` identifies this proxy process, so an option it already rewrote is recognised (idempotence).
+    """
+    source = dict(template or {})
+    option: dict[str, Any] = {
+        "id": "model",
+        "name": source.get("name") or "Model",
+        "description": source.get("description") or "Agent and model, as agent:model",
+        "category": "model",
+        "type": "select",
+        "currentValue": current,
+        "options": [_group(models) for models in groups],
+    }
+    ours: dict[str, Any] = {"marker": marker, "agents": [models.agent for models in groups]}
+    if bound is not None:
+        ours["agent"] = bound.agent
+        if bound.option_id is not None:
+            ours["agentOptionId"] = bound.option_id
+    option["_meta"] = {**dict(source.get("_meta") or {}), META_KEY: ours}
+    return option
+
+
+def is_rewritten(option: Mapping[str, Any], marker: str) -> bool:
+    meta = option.get("_meta")
+    return isinstance(meta, Mapping) and isinstance(meta.get(META_KEY), Mapping) and \
+        meta[META_KEY].get("marker") == marker
+
+
+def rewrite_options(
+    options: Sequence[Mapping[str, Any]] | None,
+    agent: str,
+    *,
+    marker: str,
+    others: Sequence[AgentModels] = (),
+    order: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """A bound agent's config option list as the proxy's client sees it.
+
+    The agent's model option becomes the proxy's `model` option (values `agent:model`, the agent's
+    models in a group named after it, plus `others`' groups while other agents may still be picked);
+    an agent without a model option gets one with the single value `agent:default`, first. Every
+    other option passes through untouched, in the agent's order. A list this proxy already
+    rewrote is returned as it is, so rewriting twice changes nothing.
+    """
+    options = [copy.deepcopy(dict(o)) for o in options or () if isinstance(o, Mapping)]
+    if any(is_rewritten(o, marker) for o in options):
+        return options
+    found = find_model_option(options)
+    models = agent_models(agent, options)
+    groups = [models, *(o for o in others if o.agent != agent)]
+    if order is not None:
+        rank = {name: index for index, name in enumerate(order)}
+        groups.sort(key=lambda g: rank.get(g.agent, len(rank)))
+    rewritten = model_option(groups, models.prefixed(models.current), marker=marker, bound=models, template=found)
+    if found is None:
+        return [rewritten, *options]
+    return [rewritten if o is found else o for o in options]

@@ -1,0 +1,1 @@
+"""ACP agents that misbehave on purpose, run behind the proxy in tests/test_proxy*.py."""
