@@ -8,6 +8,7 @@ import io
 import json
 import os
 import select
+import signal
 import sys
 import threading
 from datetime import datetime
@@ -282,6 +283,61 @@ def test_out_is_written_as_runs_finish_and_a_second_call_resumes(tmp_path, suffi
 
     third = acpnb.sweep("hello", ["demo:fast", "demo:smart"], repeats=2, cwd=tmp_path, out=out, progress=False)
     assert third.metadata["executed"] == 0 and third.rows == second.rows
+
+
+class InterruptAfterFirstRun(Progress):
+    """Calls ``interrupt`` (from the loop thread) once the first run has finished."""
+
+    def __init__(self, interrupt) -> None:
+        super().__init__()
+        self.interrupt = interrupt
+
+    def _draw(self, row):
+        if row is not None and self.done == 1:
+            self.interrupt()
+
+
+def check_interrupted(out: Path, planned: int) -> int:
+    """The finished rows are in the file and every agent the sweep started is gone; returns the row count."""
+    stored = SweepResult.load(out)
+    assert 1 <= len(stored) < planned and all(r["status"] == "ok" for r in stored.rows)
+    pids = stored.metadata["agents"]["slowdemo"]["pids"]  # written by the cleanup the call waited for
+    assert pids and all(gone(pid, timeout=0) for pid in pids)
+    return len(stored)
+
+
+def test_an_interrupted_sweep_closes_its_agents_and_the_next_call_finishes_it(tmp_path):
+    acpnb.register("slowdemo", demo_with_delay(0.2))
+    out = tmp_path / "r.csv"
+    main_thread = threading.main_thread().ident
+
+    def sigint() -> None:  # what a kernel interrupt does to the cell blocked in sweep()
+        signal.pthread_kill(main_thread, signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        acpnb.sweep("hello", ["slowdemo:fast"], repeats=6, concurrency=2, cwd=tmp_path, out=out,
+                    progress=InterruptAfterFirstRun(sigint))
+    done = check_interrupted(out, 6)
+    rest = acpnb.sweep("hello", ["slowdemo:fast"], repeats=6, concurrency=2, cwd=tmp_path, out=out, progress=False)
+    assert rest.metadata["skipped"] == done and rest.metadata["executed"] == 6 - done
+    assert len(rest) == 6 and all(r["status"] == "ok" for r in rest.rows)
+
+
+def test_a_cancelled_asweep_closes_its_agents(tmp_path):
+    acpnb.register("slowdemo", demo_with_delay(0.2))
+    out = tmp_path / "r.jsonl"
+
+    async def cancel_after_first_run() -> None:
+        loop = asyncio.get_running_loop()
+        holder: dict = {}
+        progress = InterruptAfterFirstRun(lambda: loop.call_soon_threadsafe(holder["task"].cancel))
+        holder["task"] = asyncio.ensure_future(asweep("hello", ["slowdemo:fast"], repeats=6, concurrency=2,
+                                                      cwd=tmp_path, out=out, progress=progress))
+        with pytest.raises(asyncio.CancelledError):
+            await holder["task"]
+
+    asyncio.run(cancel_after_first_run())
+    check_interrupted(out, 6)
 
 
 def test_resume_skips_failed_runs_unless_asked_to_retry_them(tmp_path):

@@ -7,6 +7,7 @@ import contextlib
 import os
 import platform
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ __all__ = ["ModelNotInForce", "PlannedRun", "asweep", "plan_runs", "split_model_
 AgentLike = Union[Agent, SpecLike, None]
 ERROR_TEXT_LIMIT = 600
 SESSION_CLOSE_TIMEOUT_S = 10.0
+CLEANUP_WAIT_S = 30.0  # how long an interrupted sweep waits for its agents to close before it returns
 
 
 class ModelNotInForce(AcpError):
@@ -314,6 +316,14 @@ class _Sweep:
         self.created = time.time()
         self.finished: float | None = None
         self.pool: _AgentPool | None = None
+        # Set when run() begins and when its cleanup (agents closed, metadata written) is over, so an
+        # interrupted caller can wait for the cleanup before it returns.
+        self.started = threading.Event()
+        self.cleaned = threading.Event()
+
+    def wait_for_cleanup(self) -> None:
+        if self.started.is_set():
+            self.cleaned.wait(CLEANUP_WAIT_S)
 
     # --- metadata ---------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
@@ -361,19 +371,25 @@ class _Sweep:
                                spec=self.agent_spec)
         semaphore = asyncio.Semaphore(self.concurrency)
         write_lock = asyncio.Lock()
+        self.started.set()
         tasks = [asyncio.ensure_future(self._run_one(run, semaphore, write_lock, progress)) for run in self.todo]
         try:
             if tasks:
                 await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            await self.pool.close_all()
-            self.finished = time.time()
-            if self.out is not None:
-                metadata = self.metadata()
-                async with write_lock:
-                    await asyncio.to_thread(self.out.write_metadata, metadata)
+            try:
+                # Interrupted: the runs still going cancel their turns (session/cancel) and close their sessions.
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await self.pool.close_all()
+                self.finished = time.time()
+                if self.out is not None:
+                    metadata = self.metadata()
+                    async with write_lock:
+                        await asyncio.to_thread(self.out.write_metadata, metadata)
+            finally:
+                self.cleaned.set()
 
     async def _run_one(self, run: PlannedRun, semaphore: asyncio.Semaphore, write_lock: asyncio.Lock,
                        progress: Progress) -> None:
@@ -528,6 +544,10 @@ def sweep(prompts: str | Sequence[str], models: str | Sequence[str], *, agent: A
     bar.start(len(state.todo), state.skipped)
     try:
         _loop.run_sync(state.run(bar), None, what="the sweep")
+    except BaseException:
+        # Ctrl-C / kernel interrupt: the finished rows are in `out`; return once the agents are closed.
+        state.wait_for_cleanup()
+        raise
     finally:
         bar.close()
     return state.result()
@@ -545,6 +565,9 @@ async def asweep(prompts: str | Sequence[str], models: str | Sequence[str], *, a
     bar.start(len(state.todo), state.skipped)
     try:
         await _loop.run_async(state.run(bar), None, what="the sweep")
+    except BaseException:
+        await asyncio.get_running_loop().run_in_executor(None, state.wait_for_cleanup)
+        raise
     finally:
         bar.close()
     return state.result()
