@@ -41,7 +41,7 @@ from .client import start as start_agent
 from .errors import AcpError
 from .widgets.chat import TurnView
 from .widgets.inspector import ProtocolInspector
-from .widgets.panel import SessionPanel
+from .widgets.panel import SessionPanel, value_label
 
 __all__ = [
     "AcpMagics",
@@ -478,16 +478,12 @@ class AcpMagics(Magics):
         self._open(entry, agent.new_session(timeout=command.timeout or self.timeout))
 
     def _proxy(self, command: Proxy) -> None:
-        from . import proxy as proxy_package
+        from .proxy import start_proxy
 
-        start_proxy = getattr(proxy_package, "start_proxy", None)
-        if start_proxy is None:
-            raise UsageError("this acp-notebook has no multi-agent proxy (acp_notebook.proxy.start_proxy is missing)")
-        accepted = inspect.signature(start_proxy).parameters
-        options = {"cwd": self._cwd(command.cwd), "timeout": command.timeout or self.timeout,
-                   "name": command.alias or "proxy"}
-        agent = start_proxy(dict(command.agents), **{k: v for k, v in options.items() if k in accepted})
-        entry = self._adopt(command.alias or "proxy", agent)
+        alias = command.alias or "proxy"
+        agent = start_proxy(dict(command.agents), cwd=self._cwd(command.cwd),
+                            timeout=command.timeout or self.timeout, name=alias)
+        entry = self._adopt(alias, agent)
         self._open(entry, agent.new_session(timeout=command.timeout or self.timeout))
 
     def _show_panel(self, command: ShowPanel) -> None:
@@ -504,8 +500,8 @@ class AcpMagics(Magics):
             session.set(option_id, value, timeout=self.timeout)
             changed.append(option_id)
         config = session.config
-        lines = [f"{option_id} = {config[option_id].value_name}" for option_id in changed if option_id in config]
-        lines += [f"new option: {o.id} = {o.value_name}" for o in config if o.id not in before]
+        lines = [f"{option_id} = {value_label(config[option_id])}" for option_id in changed if option_id in config]
+        lines += [f"new option: {o.id} = {value_label(o)}" for o in config if o.id not in before]
         lines += [f"option gone: {gone}" for gone in sorted(before - set(config.ids()))]
         print("\n".join(lines))
 

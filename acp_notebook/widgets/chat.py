@@ -24,7 +24,7 @@ from ..errors import AcpError
 from ..state import StateEvent
 from ..turn import Turn
 from ._html import MONO, MUTED, error_html, header_html, plan_html, seconds, tool_call_html, usage_html
-from .panel import session_header_info
+from .panel import session_header_info, value_label
 from .permission import PermissionPrompt
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
@@ -122,7 +122,7 @@ class TurnView:
         option = self.session.model_option
         if option is None:
             return None
-        return option.value_name
+        return value_label(option)
 
     # --- following the turn (loop thread) -------------------------------------
     def arm(self) -> None:

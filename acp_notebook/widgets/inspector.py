@@ -166,7 +166,7 @@ class ProtocolInspector:
         self.widget = widgets.VBox(
             [widgets.HTML(_STYLE),
              widgets.HBox([self.method, self.session, self.follow, self.count],
-                          layout=widgets.Layout(gap="12px", align_items="center")),
+                          layout=widgets.Layout(grid_gap="12px", align_items="center")),
              self.frames, self.detail],
             layout=widgets.Layout(width="100%"),
         )

@@ -28,7 +28,7 @@ from ..errors import AcpError
 from ..state import ConfigOption, ConfigOptions, StateEvent
 from ._html import HeaderInfo, error_html, header_html, usage_html
 
-__all__ = ["SessionPanel", "choice_label", "dropdown_options", "session_header_info"]
+__all__ = ["SessionPanel", "choice_label", "dropdown_options", "session_header_info", "value_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,17 @@ def choice_label(option: ConfigOption, value: str) -> str:
     if choice is None:
         return value
     return f"{choice.group} / {choice.name}" if option.grouped and choice.group else choice.name
+
+
+def value_label(option: ConfigOption) -> str:
+    """The current value for a header: the choice's name, with its group when another group has that name too."""
+    if option.type != "select":
+        return option.value_name
+    choice = option.choice(str(option.value))
+    if choice is None:
+        return str(option.value)
+    twins = [c for c in option.choices if c.name == choice.name]
+    return f"{choice.group} / {choice.name}" if len(twins) > 1 and choice.group else choice.name
 
 
 def dropdown_options(option: ConfigOption) -> tuple[tuple[str, str], ...]:
@@ -85,7 +96,7 @@ def session_header_info(session: Any, *, title: str | None = None, status: str |
     return HeaderInfo(
         title=title if title is not None else (session.title or fallback),
         agent=agent_label(session),
-        model=model if model is not None else (option.value_name if option is not None else None),
+        model=model if model is not None else (value_label(option) if option is not None else None),
         status=status or live_status,
         detail=live_detail if detail is None else detail,
         extra=extra,

@@ -62,7 +62,7 @@ class PermissionPrompt:
             self.buttons.append(button)
         self.outcome = widgets.HTML()
         self.widget = widgets.VBox(
-            [self.label, widgets.HBox(self.buttons, layout=widgets.Layout(gap="6px")), self.outcome],
+            [self.label, widgets.HBox(self.buttons, layout=widgets.Layout(grid_gap="6px")), self.outcome],
             layout=widgets.Layout(border=f"1px solid {BORDER}", padding="6px 10px", margin="4px 0"),
         )
         self.widget.add_class("acpnb-permission")
