@@ -76,6 +76,16 @@ def test_dataframe_summary_and_plots_are_shown(executed):
     assert summary_rows["demo:smart"]["latency_median_s"] > summary_rows["demo:fast"]["latency_median_s"]
 
 
+def test_the_proxy_cell(executed):
+    notebook, _ = executed
+    cell = code_cell(notebook, "proxy = acpnb.start_proxy(")
+    printed = "".join(o.get("text", "") for o in outputs_of(cell))
+    assert "the proxy offers: a:fast, a:smart, b:fast, b:smart" in printed
+    (table,) = data_of(cell, "text/plain")
+    rows = {line.split()[0]: line.split()[1:5] for line in table.splitlines()[2:]}
+    assert rows == {"a:fast": ["2", "2", "0", "0"], "b:smart": ["2", "2", "0", "0"]}  # runs ok errors timeouts
+
+
 def test_failures_cli_and_async_cells(executed):
     notebook, _ = executed
     checked = "".join(o.get("text", "") for o in outputs_of(code_cell(notebook, "checked = acpnb.sweep(")))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import sys
@@ -244,8 +245,6 @@ class _OutFile:
             fresh = not self.path.exists() or self.path.stat().st_size == 0
             text = rows_to_csv([row], header=fresh)
         else:
-            import json
-
             text = json.dumps(row, default=str) + "\n"
         with self.path.open("a", encoding="utf-8", newline="") as handle:
             handle.write(text)
@@ -512,10 +511,6 @@ class _Sweep:
             row["currency"] = cost.get("currency")
 
 
-def _make(prompts: str | Sequence[str], models: str | Sequence[str], **options: Any) -> _Sweep:
-    return _Sweep(prompts, models, **options)
-
-
 def sweep(prompts: str | Sequence[str], models: str | Sequence[str], *, agent: AgentLike = None, repeats: int = 1,
           concurrency: int = 4, timeout: float | None = 300, config: Mapping[str, Any] | None = None,
           permission: PermissionPolicy = "deny", cwd: str | os.PathLike[str] | None = None,
@@ -538,7 +533,7 @@ def sweep(prompts: str | Sequence[str], models: str | Sequence[str], *, agent: A
     ones again). ``progress``: None picks a widget in notebooks and a text bar elsewhere; False
     shows nothing.
     """
-    state = _make(prompts, models, agent=agent, repeats=repeats, concurrency=concurrency, timeout=timeout,
+    state = _Sweep(prompts, models, agent=agent, repeats=repeats, concurrency=concurrency, timeout=timeout,
                   config=config, permission=permission, cwd=cwd, out=out, retry_errors=retry_errors)
     bar = make_progress(progress)
     bar.start(len(state.todo), state.skipped)
@@ -559,7 +554,7 @@ async def asweep(prompts: str | Sequence[str], models: str | Sequence[str], *, a
                  cwd: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
                  retry_errors: bool = False, progress: ProgressLike = None) -> SweepResult:
     """The async twin of :func:`sweep` (``await acpnb.sweep.asweep(...)`` from a cell or any event loop)."""
-    state = _make(prompts, models, agent=agent, repeats=repeats, concurrency=concurrency, timeout=timeout,
+    state = _Sweep(prompts, models, agent=agent, repeats=repeats, concurrency=concurrency, timeout=timeout,
                   config=config, permission=permission, cwd=cwd, out=out, retry_errors=retry_errors)
     bar = make_progress(progress)
     bar.start(len(state.todo), state.skipped)
