@@ -219,6 +219,14 @@ def test_crash_mid_turn_names_the_agent_and_its_stderr_then_binds_again(proxy_fa
     assert status(proxy)["agents"]["q"]["starts"] == 2
     assert "simulated crash" in "\n".join(proxy.stderr_tail(50))  # the agent's stderr, prefixed, on ours
 
+    # an agent that dies between turns: the session is unbound at once (the client is told) and
+    # the next prompt starts the agent again
+    unbound = FrameWaiter(proxy, is_update(session.id, "config_option_update"))
+    os.killpg(status(proxy)["agents"]["q"]["pid"], signal.SIGKILL)
+    assert "d:fast" in model_values(unbound.wait()["params"]["update"]["configOptions"][0])
+    assert session.prompt("and again?").text.endswith("heard: and again?")
+    assert status(proxy)["agents"]["q"]["starts"] == 3
+
 
 def test_failed_and_slow_agents_are_left_out_and_named(proxy_factory):
     proxy = proxy_factory({"d": "demo", "x": broken("x: cannot read my config", 4),
@@ -276,11 +284,30 @@ def test_list_load_resume_and_close_through_the_proxy(proxy_factory):
     assert unknown.value.code == -32602
 
 
-def test_cancel_is_forwarded(proxy_factory):
+def test_updates_keep_wire_order_and_cancel_is_forwarded(proxy_factory):
     proxy = proxy_factory({"q": quirky(), "d": "demo"})
     session = proxy.new_session()
+    turn = session.prompt("burst 400")  # 400 notifications in a row, each handled in a task of its own
+    assert turn.text == "".join(f"{i}," for i in range(400))
+
     waiting = FrameWaiter(proxy, is_update(session.id, "agent_message_chunk"))
     future = session.start_prompt("slow please")
     waiting.wait()
     session.cancel()
     assert future.result(20).stop_reason == "cancelled"
+
+
+def test_authentication_goes_to_the_agent_that_asked_for_it(proxy_factory):
+    needs_auth = [sys.executable, "-m", "acp_notebook.demo", "--require-auth"]
+    proxy = proxy_factory({"a": needs_auth, "b": "demo"})
+    assert [m["id"] for m in proxy.auth_methods] == ["a:demo-token"]
+    before = proxy.new_session()
+    assert [c.value for c in before.config["model"].choices] == ["b:fast", "b:smart"]
+    failed = raw_result(proxy, "session/new")["_meta"]["acp-notebook/proxy"]["failed"]
+    assert "a:demo-token" in failed["a"]
+    proxy.authenticate("a:demo-token")
+    after = proxy.new_session()
+    assert [c.value for c in after.config["model"].choices] == ["a:fast", "a:smart", "b:fast", "b:smart"]
+    with pytest.raises(acpnb.RpcError) as wrong:
+        proxy.request("authenticate", {"methodId": "b:demo-token"})
+    assert wrong.value.code == -32602 and "a:demo-token" in str(wrong.value)

@@ -4,7 +4,8 @@ Its model option has id "llm" (not "model") and model ids with '/' and ':'. Befo
 session/new it sends a session_info_update (so the notification precedes the session id's answer).
 Prompts: containing "crash" -> a chunk, a line on stderr, exit 3 mid-turn; "slow" -> waits for
 session/cancel; "run CMD" -> terminal/* on the client; "ask" -> session/request_permission;
-"ext" -> an extension notification and request to the client; anything else -> an echo.
+"ext" -> an extension notification and request to the client; "burst N" -> N tiny chunks;
+anything else -> an echo.
 
 --no-model          no model option at all (only "effort" and a custom-category option)
 --probe-delay S     session/new takes S seconds
@@ -126,6 +127,10 @@ class Quirky:
             await self.chunk(sid, "waiting for cancel")
             await event.wait()
             return {"stopReason": "cancelled"}
+        if text.startswith("burst "):
+            for i in range(int(text.split()[1])):
+                await self.chunk(sid, f"{i},")
+            return {"stopReason": "end_turn"}
         if text.startswith("run "):
             if not self.client_caps.get("terminal"):
                 await self.chunk(sid, "no terminal")
