@@ -400,7 +400,7 @@ class _Sweep:
             row = await self._execute(run)
         self.new_rows[run.key] = row
         if self.out is not None:
-            metadata = self.metadata()
+            metadata = self.metadata() if self.out.format == "json" else {}  # only JSON embeds it per write
             async with write_lock:
                 await asyncio.to_thread(self.out.append, row, metadata)
         progress.finished(row)
@@ -526,7 +526,12 @@ def sweep(prompts: str | Sequence[str], models: str | Sequence[str], *, agent: A
     requested model in force (otherwise the row is an error and no prompt is sent), sends the
     prompt and records the turn. Up to ``concurrency`` runs go at once; a turn that takes longer
     than ``timeout`` seconds is cancelled (session/cancel) and recorded as a timeout. A failing
-    run becomes an error row and the sweep goes on. Agents the sweep started are closed at the end.
+    run becomes an error row and the sweep goes on. Agents the sweep started are closed at the end,
+    also when it is interrupted (the finished rows stay in ``out``).
+
+    ``permission`` answers the sessions' permission requests ("deny", "allow" or a callable, as in
+    ``acpnb.start``); ``cwd`` is the sessions' directory and that of the agents the sweep starts.
+    Session setup uses the agent's own request timeout; ``timeout`` limits the prompt turn only.
 
     ``out`` (.csv, .json or .jsonl) receives each row as its run finishes; calling ``sweep`` again
     with the same ``out`` skips the runs already in the file (``retry_errors=True`` runs failed
