@@ -32,7 +32,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.display import HTML, display
+from IPython.display import display
 from traitlets import CaselessStrEnum, Float, Unicode
 
 from . import _loop
@@ -291,6 +291,23 @@ def parse_bool(text: str, option_id: str) -> bool:
             from None
 
 
+def default_alias(argv: Sequence[str]) -> str:
+    """A short name for an agent started from a command: the module, script or package it runs."""
+    program = os.path.basename(argv[0])
+    rest = list(argv[1:])
+    if program.startswith("python"):
+        if "-m" in rest[:-1]:
+            return rest[rest.index("-m") + 1].split(".")[-1]
+        script = next((a for a in rest if not a.startswith("-")), None)
+        if script:
+            return os.path.splitext(os.path.basename(script))[0]
+    if program in ("npx", "bunx", "pnpx", "uvx", "pipx"):
+        package = next((a for a in rest if not a.startswith("-") and a != "run"), None)
+        if package:
+            return package.rsplit("/", 1)[-1].split("@")[0] or package
+    return program
+
+
 # --- state: the agents this notebook started -----------------------------------------
 @dataclass
 class AgentEntry:
@@ -370,6 +387,7 @@ class AcpMagics(Magics):
         self._live_views: dict[str, TurnView] = {}
         self._last_turn: dict[str, concurrent.futures.Future[Any]] = {}
         self._in_async_cell = False
+        self.last_view: TurnView | None = None  # the view of the latest %%acp cell
 
     # --- the magic --------------------------------------------------------------
     @line_cell_magic
@@ -470,11 +488,13 @@ class AcpMagics(Magics):
 
     def _start(self, command: Start) -> None:
         spec: Any = command.spec or self.default_agent
+        alias = command.alias
         if isinstance(spec, tuple):
             spec = list(spec)
+            alias = alias or default_alias(spec)
         agent = start_agent(spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None,
-                            timeout=command.timeout or self.timeout, name=command.alias)
-        entry = self._adopt(command.alias or agent.name, agent)
+                            timeout=command.timeout or self.timeout, name=alias)
+        entry = self._adopt(alias or agent.name, agent)
         self._open(entry, agent.new_session(timeout=command.timeout or self.timeout))
 
     def _proxy(self, command: Proxy) -> None:
@@ -517,7 +537,7 @@ class AcpMagics(Magics):
         else:
             listed = [{"sessionId": s.id, "title": s.title, "updatedAt": s.updated_at, "cwd": s.cwd}
                       for s in open_here.values()]
-        display(HTML(_sessions_table(listed, open_here, entry.session.id if entry.session else None)))
+        display(SessionTable.build(listed, open_here, entry.session.id if entry.session else None))
 
     def _load_session(self, command: LoadSession) -> None:
         entry = self.entry(command.alias)
@@ -588,6 +608,7 @@ class AcpMagics(Magics):
             self._open(entry, entry.agent.new_session(self._cwd(None), timeout=self.timeout), show=False)
         session = self.session_of(entry)
         view = TurnView(session, prompt, interval=self.stream_interval)
+        self.last_view = view
         display(view)
         previous = self._last_turn.get(session.id)
         timeout = self.turn_timeout or None
@@ -682,23 +703,34 @@ def _raise_failure(view: TurnView) -> None:
         raise error
 
 
-def _sessions_table(listed: list[dict[str, Any]], open_here: dict[str, Session], current_id: str | None) -> str:
-    if not listed:
-        return "<i>No sessions.</i>"
-    rows = []
-    for info in listed:
-        session_id = str(info.get("sessionId", ""))
-        marks = []
-        if session_id == current_id:
-            marks.append("current")
-        elif session_id in open_here:
-            marks.append("open")
-        rows.append(
-            f"<tr><td><code>{escape(session_id)}</code></td><td>{escape(str(info.get('title') or ''))}</td>"
-            f"<td>{escape(str(info.get('updatedAt') or ''))}</td><td>{escape(', '.join(marks))}</td></tr>"
-        )
-    head = "<tr><th>session</th><th>title</th><th>updated</th><th></th></tr>"
-    return f'<table class="acpnb-sessions">{head}{"".join(rows)}</table>'
+@dataclass(frozen=True)
+class SessionTable:
+    """What ``%acp sessions`` shows: one row per session (HTML in notebooks, text in terminals)."""
+
+    rows: tuple[tuple[str, str, str, str], ...]  # id, title, updated, mark ("current" / "open" / "")
+
+    @classmethod
+    def build(cls, listed: list[dict[str, Any]], open_here: dict[str, Session], current_id: str | None) -> SessionTable:
+        rows = []
+        for info in listed:
+            session_id = str(info.get("sessionId", ""))
+            mark = "current" if session_id == current_id else "open" if session_id in open_here else ""
+            rows.append((session_id, str(info.get("title") or ""), str(info.get("updatedAt") or ""), mark))
+        return cls(tuple(rows))
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return "No sessions."
+        widths = [max(len(row[i]) for row in self.rows) for i in range(3)]
+        return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0])).rstrip()
+                         for row in self.rows)
+
+    def _repr_html_(self) -> str:
+        if not self.rows:
+            return "<i>No sessions.</i>"
+        body = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in self.rows)
+        head = "<tr><th>session</th><th>title</th><th>updated</th><th></th></tr>"
+        return f'<table class="acpnb-sessions">{head}{body}</table>'
 
 
 # --- extension hooks -------------------------------------------------------------------

@@ -1,0 +1,399 @@
+"""%acp / %%acp on a real IPython shell (no kernel: cells wait for their turn), and the line parser alone."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing import globalipapp
+from IPython.utils.capture import capture_output
+
+import acp_notebook as acpnb
+from acp_notebook import magics as acp_magics
+from acp_notebook.magics import (
+    AcpMagics,
+    Authenticate,
+    Cancel,
+    CellPrompt,
+    Help,
+    ListSessions,
+    LoadSession,
+    NewSession,
+    Proxy,
+    SetOptions,
+    ShowLog,
+    ShowPanel,
+    Start,
+    Stop,
+    Use,
+    default_alias,
+    parse_cell_line,
+    parse_line,
+)
+from acp_notebook.widgets.chat import TurnView
+from acp_notebook.widgets.inspector import ProtocolInspector
+from acp_notebook.widgets.panel import SessionPanel
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+# --- parsing ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("line", "expected"), [
+    ("", ShowPanel()),
+    ("start demo", Start("demo")),
+    ("start", Start("")),
+    ("start demo --name second --cwd /tmp --timeout 5 --env A=1 --env B=x=y",
+     Start("demo", alias="second", cwd="/tmp", timeout=5.0, env=(("A", "1"), ("B", "x=y")))),
+    ("start -- my-agent --acp", Start(("my-agent", "--acp"))),
+    ("start --name mine -- my-agent --name inner", Start(("my-agent", "--name", "inner"), alias="mine")),
+    ("proxy demo=demo claude='claude --verbose'", Proxy((("demo", "demo"), ("claude", "claude --verbose")))),
+    ("proxy demo=demo --name both", Proxy((("demo", "demo"),), alias="both")),
+    ("set model=smart show_thoughts=on", SetOptions((("model", "smart"), ("show_thoughts", "on")))),
+    ("set mode=code --agent second", SetOptions((("mode", "code"),), alias="second")),
+    ("new", NewSession()),
+    ("new --cwd /tmp -a second", NewSession(alias="second", cwd="/tmp")),
+    ("sessions", ListSessions()),
+    ("load demo-1", LoadSession("demo-1")),
+    ("log", ShowLog()),
+    ("log second --method session/update --session", ShowLog("second", "session/update", True)),
+    ("stop", Stop()),
+    ("stop second", Stop("second")),
+    ("use second", Use("second")),
+    ("cancel", Cancel()),
+    ("auth demo-token", Authenticate("demo-token")),
+    ("help", Help()),
+])
+def test_parse_line(line, expected):
+    assert parse_line(line) == expected
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("", CellPrompt()),
+    ("second", CellPrompt("second")),
+    ("--no-wait", CellPrompt(wait=False)),
+    ("second --wait --new", CellPrompt("second", wait=True, new_session=True)),
+])
+def test_parse_cell_line(line, expected):
+    assert parse_cell_line(line) == expected
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    ("bogus", "unknown command 'bogus'"),
+    ("set", "give at least one ID=VALUE"),
+    ("set model", "expected ID=VALUE, got 'model'"),
+    ("start --", "the command is missing"),
+    ("start demo --timeout soon", "invalid float value"),
+    ("start demo --env NOVALUE", "expected KEY=VALUE"),
+    ("proxy", "name at least one agent"),
+    ("proxy demo=", "every NAME needs a SPEC"),
+    ("use", "the following arguments are required: NAME"),
+    ("load", "the following arguments are required: ID"),
+    ("log --frobnicate", "unrecognized arguments: --frobnicate"),
+    ('start "unterminated', "cannot parse the line"),
+])
+def test_bad_lines_raise_one_line_usage_errors(line, says):
+    with pytest.raises(UsageError) as raised:
+        parse_line(line)
+    assert says in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_bad_cell_lines_raise_usage_errors():
+    with pytest.raises(UsageError, match="not allowed with argument"):
+        parse_cell_line("--wait --no-wait")
+
+
+def test_default_alias_names_what_the_command_runs():
+    assert default_alias([sys.executable, "-m", "acp_notebook.demo", "--delay", "1"]) == "demo"
+    assert default_alias(["python3", "tests/agents/stubborn.py"]) == "stubborn"
+    assert default_alias(["npx", "-y", "@zed-industries/claude-agent-acp@0.23.1"]) == "claude-agent-acp"
+    assert default_alias(["/usr/local/bin/gemini", "--experimental-acp"]) == "gemini"
+
+
+# --- on a real shell ----------------------------------------------------------------------
+@pytest.fixture
+def shell(tmp_path, monkeypatch):
+    globalipapp.start_ipython()  # once per process; later calls do nothing
+    ip = globalipapp.get_ipython()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
+    ip.run_line_magic("load_ext", "acp_notebook")
+    yield ip
+    ip.run_line_magic("unload_ext", "acp_notebook")
+    ip.config.pop("AcpMagics", None)  # %config lands in the shell's config, which the next load would read
+
+
+def magics_of(ip) -> AcpMagics:
+    return ip.magics_manager.registry["AcpMagics"]
+
+
+def run(ip, source: str) -> Any:
+    """Run a cell; re-raise what it raised, so tests see the real exception."""
+    result = ip.run_cell(source)
+    if result.error_before_exec is not None:
+        raise result.error_before_exec
+    if result.error_in_exec is not None:
+        raise result.error_in_exec
+    return result.result
+
+
+def displayed(captured) -> list[dict[str, Any]]:
+    return [output.data for output in captured.outputs]
+
+
+def test_help_lists_every_command_with_examples(shell):
+    with capture_output() as captured:
+        run(shell, "%acp?")
+    for example in ("%acp start demo", "%acp start -- my-agent --acp", "%acp proxy demo=demo claude=claude",
+                    "%%acp", "%acp set model=smart", "%acp new", "%acp sessions", "%acp load", "%acp log",
+                    "%acp use second", "%acp stop", "%config AcpMagics"):
+        assert example in captured.stdout, example
+    with capture_output() as captured:
+        run(shell, "%acp help")
+    assert "%acp start demo" in captured.stdout
+
+
+def test_config_sets_the_magics_options(shell):
+    magics = magics_of(shell)
+    run(shell, "%config AcpMagics.permission = 'allow'")
+    run(shell, "%config AcpMagics.stream_interval = 0.25")
+    run(shell, "%config AcpMagics.default_agent = 'claude'")
+    assert (magics.permission, magics.stream_interval, magics.default_agent) == ("allow", 0.25, "claude")
+    with capture_output() as captured:
+        run(shell, "%config AcpMagics")
+    assert "permission" in captured.stdout and "wait" in captured.stdout
+
+
+def test_commands_need_a_running_agent(shell):
+    with pytest.raises(UsageError, match=r"no agent is running: start one with %acp start demo"):
+        run(shell, "%acp set model=smart")
+    with pytest.raises(UsageError, match="no agent named 'nope'"):
+        run(shell, "%acp use nope")
+
+
+def test_start_shows_the_panel_and_several_agents_can_run(shell):
+    with capture_output() as captured:
+        run(shell, "%acp start demo")
+    assert WIDGET_MIME in displayed(captured)[0]
+    magics = magics_of(shell)
+    first = acpnb.current()
+    assert first.agent.name == "demo" and isinstance(magics.panel(first), SessionPanel)
+
+    with capture_output():
+        run(shell, f"%acp start --name second -- {sys.executable} -m acp_notebook.demo")
+    second = acpnb.current()
+    assert second.agent.name == "second" and second is not first
+    assert list(magics.agents) == ["demo", "second"]
+
+    run(shell, "%acp use demo")
+    assert acpnb.current() is first
+    with capture_output():
+        run(shell, "%%acp second\nhello from the second agent")
+    assert [t.stop_reason for t in second.turns] == ["end_turn"] and first.turns == []
+    assert acpnb.current() is first  # %%acp NAME targets one cell only
+
+    run(shell, "%acp stop second")
+    assert second.agent.status == "closed" and list(magics.agents) == ["demo"]
+    run(shell, "%acp stop")
+    assert first.agent.status == "closed" and not magics.agents
+    with pytest.raises(acpnb.AcpError, match="no current session"):
+        acpnb.current()
+
+
+def test_rerunning_a_start_cell_replaces_that_agent(shell):
+    with capture_output():
+        run(shell, "%acp start demo")
+        old = acpnb.current()
+        run(shell, "%acp start demo")
+    assert old.agent.status == "closed" and acpnb.current().agent.status == "running"
+    assert list(magics_of(shell).agents) == ["demo"]
+
+
+def test_set_changes_options_and_says_what_changed(shell):
+    with capture_output():
+        run(shell, "%acp start demo")
+    with capture_output() as captured:
+        run(shell, "%acp set model=smart show_thoughts=on")
+    assert captured.stdout.splitlines() == ["model = Smart", "show_thoughts = on", "new option: thought_level = Medium"]
+    session = acpnb.current()
+    assert session.config.values() == {"model": "smart", "thought_level": "medium", "mode": "ask", "tone": "plain",
+                                       "show_thoughts": True}
+    with capture_output() as captured:
+        run(shell, "%acp set model=fast show_thoughts=OFF")
+    assert "option gone: thought_level" in captured.stdout and session.config["show_thoughts"].value is False
+
+    with pytest.raises(UsageError, match="show_thoughts is on/off"):
+        run(shell, "%acp set show_thoughts=maybe")
+    with pytest.raises(acpnb.ConfigOptionError, match="no config option 'modell'") as raised:
+        run(shell, "%acp set modell=smart")
+    assert "Did you mean 'model'?" in raised.value.hint
+    assert len(raised.value._render_traceback_()) == 2  # one message line, one hint line
+
+
+def test_a_cell_prompt_shows_the_turn_and_waits_for_it_without_a_kernel(shell):
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%acp set model=smart")
+    with capture_output() as captured:
+        run(shell, "%%acp\nExplain the protocol")
+    assert WIDGET_MIME in displayed(captured)[0]
+    session = acpnb.current()
+    (turn,) = session.turns
+    assert turn.stop_reason == "end_turn" and turn.text.startswith("[smart]")
+    assert session.title == "Explain the protocol"
+    with pytest.raises(UsageError, match="the cell is empty"):
+        run(shell, "%%acp\n   \n")
+
+
+def test_no_wait_cells_return_at_once_and_later_cells_queue_behind_them(shell):
+    with capture_output():
+        run(shell, "%acp start demo --env ACP_DEMO_DELAY=0.05")
+        session = acpnb.current()
+        run(shell, "%%acp --no-wait\nfirst question with a few words in it")
+        assert session.busy  # the cell returned while the turn runs
+        run(shell, "%%acp\nsecond question")
+    assert [t.prompt for t in session.turns] == ["first question with a few words in it", "second question"]
+    assert [t.stop_reason for t in session.turns] == ["end_turn", "end_turn"]
+
+
+def test_cancel_stops_a_running_turn(shell):
+    magics = magics_of(shell)
+    with capture_output():
+        run(shell, "%acp start demo --env ACP_DEMO_DELAY=0.2")
+        streaming = threading.Event()
+        acpnb.current().state.observe(lambda event: event.kind == "update" and streaming.set())
+        run(shell, "%%acp --no-wait\na long question that takes a while to answer in full")
+        view = magics.last_view
+        assert streaming.wait(10)
+        run(shell, "%acp cancel")
+    assert view.finished.result(10).stop_reason == "cancelled"
+
+
+@pytest.mark.parametrize(("policy", "reply"), [
+    ("allow", "Read notes.txt: 2 lines."),
+    ("deny", "Permission denied: I did not read notes.txt."),
+])
+def test_the_permission_policy_answers_unattended_runs(shell, policy, reply):
+    run(shell, f"%config AcpMagics.permission = {policy!r}")
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%%acp\nread notes.txt")
+    (turn,) = acpnb.current().turns
+    assert reply in turn.text
+    assert turn.permissions[0].chosen == ("allow_once" if policy == "allow" else "reject_once")
+
+
+def test_an_unanswered_prompt_is_rejected_after_permission_timeout(shell):
+    run(shell, "%config AcpMagics.permission_timeout = 0.2")
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%%acp\nread notes.txt")
+    (turn,) = acpnb.current().turns
+    assert "Permission denied" in turn.text and turn.permissions[0].chosen == "reject_once"
+
+
+def test_new_sessions_and_load(shell):
+    magics = magics_of(shell)
+    with capture_output():
+        run(shell, "%acp start demo")
+        first = acpnb.current()
+        run(shell, "%%acp\nnew topic: Owls")
+        run(shell, "%acp new")
+    second = acpnb.current()
+    assert second is not first and second.id == "demo-2"
+    with capture_output() as captured:
+        run(shell, "%acp sessions")
+    (table,) = [d["text/plain"] for d in displayed(captured)]  # a terminal shell: text only
+    assert table.splitlines()[0].split()[:2] == ["demo-1", "Owls"]
+    assert table.splitlines()[1].startswith("demo-2") and table.splitlines()[1].endswith("current")
+    assert "<td>Owls</td>" in acp_magics.SessionTable.build(  # the HTML notebooks show
+        [{"sessionId": "demo-1", "title": "Owls"}], {}, None)._repr_html_()
+
+    first.close()  # the agent keeps it; this kernel does not have it open any more
+    with capture_output():
+        run(shell, "%acp load demo-1")
+    loaded = acpnb.current()
+    assert loaded.id == "demo-1" and loaded is not first
+    assert loaded.title == "Owls"
+    assert [u["sessionUpdate"] for u in loaded.history][:2] == ["user_message_chunk", "agent_message_chunk"]
+    assert magics.entry().session is loaded
+    with capture_output():
+        run(shell, "%acp load demo-2")  # open here already: switch, nothing sent
+    assert acpnb.current() is second
+
+
+def test_log_shows_the_protocol_inspector(shell):
+    with capture_output():
+        run(shell, "%acp start demo")
+    with capture_output() as captured:
+        run(shell, "%acp log --method session/new")
+    assert WIDGET_MIME in displayed(captured)[0]
+    inspector = next(o for o in captured.outputs if o.data)
+    assert inspector  # displayed; the widget itself is checked in test_widgets
+
+
+def test_a_failed_start_is_one_clear_error(shell):
+    with pytest.raises(acpnb.AgentStartError) as raised:
+        run(shell, "%acp start no-such-agent-here")
+    assert "unknown agent 'no-such-agent-here'" in str(raised.value)
+    assert not magics_of(shell).agents
+
+
+def test_the_proxy_puts_several_agents_behind_one_session(shell):
+    with capture_output():
+        run(shell, "%acp proxy demo=demo other=demo")
+    session = acpnb.current()
+    assert session.agent.name == "proxy"
+    assert session.config["model"].values == ["demo:fast", "demo:smart", "other:fast", "other:smart"]
+    panel = magics_of(shell).panel(session)
+    assert panel.control("model").options[1] == ("demo / Smart", "demo:smart")
+    with capture_output() as captured:
+        run(shell, "%acp set model=other:smart")
+    assert captured.stdout.splitlines()[0] == "model = other / Smart"
+    assert "thought_level" in panel.option_ids
+    with capture_output():
+        run(shell, "%%acp\nhello through the proxy")
+    assert session.turns[-1].text.startswith("[smart]")
+
+
+def test_async_cells_run_through_the_transformer(shell, monkeypatch):
+    """Where the kernel supports it, %%acp becomes an awaited coroutine; run that path here."""
+    magics = magics_of(shell)
+    assert magics.transform_cell(["%%acp\n", "hi\n"]) == ["%%acp\n", "hi\n"]  # no kernel here
+    monkeypatch.setattr(magics, "async_cells_supported", lambda: True)
+    assert magics.transform_cell(["%%acp second --new\n", "hi\n", "there\n"]) == [
+        "await __import__('acp_notebook.magics').magics.acp_cell('second --new', 'hi\\nthere\\n')\n"]
+    assert magics.transform_cell(["%%acpx\n"]) == ["%%acpx\n"]
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%%acp\nhello from an awaited cell")
+    (turn,) = acpnb.current().turns
+    assert turn.stop_reason == "end_turn" and "awaited cell" in turn.text
+
+
+def test_unloading_closes_the_agents_and_removes_the_magic(shell):
+    magics = magics_of(shell)
+    with capture_output():
+        run(shell, "%acp start demo")
+    agent = acpnb.current().agent
+    shell.run_line_magic("unload_ext", "acp_notebook")
+    try:
+        assert agent.status == "closed"
+        assert "acp" not in shell.magics_manager.magics["line"]
+        assert magics.transform_cell not in shell.input_transformers_cleanup
+        assert acp_magics._registered == {}
+    finally:
+        shell.run_line_magic("load_ext", "acp_notebook")
+
+
+def test_turn_views_are_what_cells_show(shell):
+    magics = magics_of(shell)
+    with capture_output():
+        run(shell, "%acp start demo")
+        view = magics.begin_turn(CellPrompt(), "hello there")
+    assert isinstance(view, TurnView)
+    view.finished.result(10)
+    assert ">Hello there<" in view.header.value
+    assert isinstance(ProtocolInspector(acpnb.current().agent), ProtocolInspector)
