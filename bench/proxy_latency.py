@@ -47,7 +47,7 @@ class Path:
     session_id: str = ""
     chunk_times: list[float] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in METRICS})
-    chunks_per_turn: int = 0
+    chunk_counts: list[int] = field(default_factory=list)
     mode: str = "ask"
 
     def observe(self, event: StreamEvent) -> None:
@@ -99,7 +99,7 @@ class Path:
             raise RuntimeError(f"{self.label}: the turn streamed {len(times)} chunks; need at least 2")
         if not record:
             return
-        self.chunks_per_turn = len(times)
+        self.chunk_counts.append(len(times))
         self.samples["request"].append(request)
         self.samples["ttfc"].append(times[0] - started)
         self.samples["chunk"].append((times[-1] - times[0]) / (len(times) - 1))
@@ -151,7 +151,7 @@ async def run(turns: int, delay: float, warmup: int) -> dict[str, Any]:
                          "ratio_median": p["median"] / d["median"], "ratio_mean": p["mean"] / d["mean"],
                          "added_ms_median": (p["median"] - d["median"]) * 1000}
     return {
-        "turns": turns, "warmup": warmup, "delay_s": delay, "chunks_per_turn": direct.chunks_per_turn,
+        "turns": turns, "warmup": warmup, "delay_s": delay, "chunks_per_turn": statistics.fmean(direct.chunk_counts),
         "python": sys.version.split()[0], "machine": f"{platform.machine()} {os.cpu_count()} cpu",
         "metrics": metrics,
     }
@@ -159,7 +159,7 @@ async def run(turns: int, delay: float, warmup: int) -> dict[str, Any]:
 
 def report(results: dict[str, Any]) -> str:
     lines = [f"{results['turns']} turns per path (+{results['warmup']} warm-up), demo --delay {results['delay_s']:g}, "
-             f"{results['chunks_per_turn']} chunks per turn, Python {results['python']}, {results['machine']}",
+             f"{results['chunks_per_turn']:.1f} chunks per turn (mean), Python {results['python']}, {results['machine']}",
              "",
              f"{'metric':<8} {'direct ms':>10} {'proxied ms':>11} {'added ms':>9} {'ratio':>7}   (medians; mean ratio)"]
     for name, m in results["metrics"].items():
