@@ -1,0 +1,179 @@
+"""%%acp in a real ipykernel, driven over the Jupyter protocol like a frontend does.
+
+The point of these tests: while a %%acp cell is still running, a click on one of its
+buttons (a comm message on the shell channel) reaches the kernel, and a kernel interrupt
+sends session/cancel and ends the cell promptly.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+jupyter_client = pytest.importorskip("jupyter_client")
+pytest.importorskip("ipykernel")
+
+from acp_notebook.magics import _kernel_takes_comms_while_awaiting  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not _kernel_takes_comms_while_awaiting(),
+                                reason="needs ipykernel >= 7.4 (widget messages during awaiting cells)")
+
+CELL_TIMEOUT = 60.0
+
+
+@dataclass
+class CellRun:
+    """What one execute request produced, as the frontend saw it."""
+
+    reply: dict[str, Any]
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    stdout: str = ""
+
+
+class Frontend:
+    """A minimal frontend: runs cells, watches iopub, sends comm messages (clicks)."""
+
+    def __init__(self, client: Any, manager: Any) -> None:
+        self.client = client
+        self.manager = manager
+        self.widgets: dict[str, dict[str, Any]] = {}  # comm id -> latest state
+
+    def execute(self, code: str, *, on_message: Callable[[dict[str, Any]], None] | None = None,
+                timeout: float = CELL_TIMEOUT) -> CellRun:
+        msg_id = self.client.execute(code)
+        run = CellRun(reply={})
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"cell did not finish within {timeout} s: {code!r}")
+            try:
+                msg = self.client.get_iopub_msg(timeout=remaining)
+            except queue.Empty:
+                continue
+            self._track_widgets(msg)
+            if on_message is not None:
+                on_message(msg)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "error":
+                run.errors.append(msg["content"])
+            elif msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                run.stdout += msg["content"]["text"]
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        run.reply = self.client.get_shell_msg(timeout=10)["content"]
+        return run
+
+    def _track_widgets(self, msg: dict[str, Any]) -> None:
+        content = msg["content"]
+        if msg["msg_type"] == "comm_open":
+            self.widgets[content["comm_id"]] = dict(content["data"].get("state") or {})
+        elif msg["msg_type"] == "comm_msg" and content["comm_id"] in self.widgets:
+            self.widgets[content["comm_id"]].update(content["data"].get("state") or {})
+
+    def click(self, comm_id: str) -> None:
+        """What the browser sends when a Button is clicked."""
+        data = {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        self.client.shell_channel.send(self.client.session.msg("comm_msg", data))
+
+
+@pytest.fixture
+def frontend(tmp_path) -> Iterator[Frontend]:
+    (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
+    manager, client = jupyter_client.manager.start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        yield Frontend(client, manager)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def button_opened(msg: dict[str, Any], description: str) -> str | None:
+    """The comm id, if msg opens a Button with that description."""
+    if msg["msg_type"] != "comm_open":
+        return None
+    state = msg["content"]["data"].get("state") or {}
+    if state.get("_model_name") == "ButtonModel" and state.get("description") == description:
+        return msg["content"]["comm_id"]
+    return None
+
+
+def test_a_permission_button_clicked_while_the_cell_runs_answers_the_agent(frontend):
+    assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"
+    allow: list[str] = []
+    clicked: list[str] = []
+
+    def click_allow(msg: dict[str, Any]) -> None:
+        comm_id = button_opened(msg, "Allow once")
+        if comm_id is not None:
+            allow.append(comm_id)
+        # Click once the prompt is in the view (its box's children update), as a person would:
+        # ipywidgets attaches a widget's message handler just after announcing it.
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        if allow and not clicked and "children" in state:
+            clicked.append(allow[0])
+            frontend.click(allow[0])
+
+    run = frontend.execute("%%acp\nread notes.txt", on_message=click_allow)
+    assert run.reply["status"] == "ok", run.errors
+    assert len(clicked) == 1  # the cell could only finish because the click got through
+    check = frontend.execute("turn = __import__('acp_notebook').current().turns[-1]\n"
+                             "print(turn.text, turn.permissions[0].chosen, sep='|')")
+    assert check.stdout.strip() == "[fast] Read notes.txt: 2 lines.|allow_once"
+    assert frontend.widgets[clicked[0]]["disabled"] is True
+
+
+def test_the_cancel_button_of_a_running_cell_cancels_the_turn(frontend):
+    assert frontend.execute("%load_ext acp_notebook\n%acp start demo --env ACP_DEMO_DELAY=0.3").reply["status"] == "ok"
+    cancel: list[str] = []  # opened with the view, long before the first chunk arrives
+    clicked: list[float] = []
+
+    def click_cancel_once_streaming(msg: dict[str, Any]) -> None:
+        comm_id = button_opened(msg, "Cancel")
+        if comm_id is not None:
+            cancel.append(comm_id)
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        if state.get("outputs") and cancel and not clicked:  # the first chunk is on screen
+            clicked.append(time.monotonic())
+            frontend.click(cancel[0])
+
+    run = frontend.execute("%%acp\na long question that takes the agent a while to answer",
+                           on_message=click_cancel_once_streaming)
+    assert clicked and run.reply["status"] == "ok", run.errors
+    assert time.monotonic() - clicked[0] < 3.0
+    check = frontend.execute("print(__import__('acp_notebook').current().turns[-1].stop_reason)")
+    assert check.stdout.strip() == "cancelled"
+
+
+def test_a_kernel_interrupt_sends_session_cancel_and_ends_the_cell_promptly(frontend):
+    assert frontend.execute("%load_ext acp_notebook\n%acp start demo --env ACP_DEMO_DELAY=0.5").reply["status"] == "ok"
+    interrupted: list[float] = []
+
+    def interrupt_once_streaming(msg: dict[str, Any]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        if state.get("outputs") and not interrupted:
+            interrupted.append(time.monotonic())
+            frontend.manager.interrupt_kernel()
+
+    run = frontend.execute("%%acp\nhello there my friend, how are you on this fine day",
+                           on_message=interrupt_once_streaming)
+    assert interrupted
+    ended_after = time.monotonic() - interrupted[0]
+    assert run.reply["status"] == "error" and run.reply["ename"] == "TurnInterrupted"
+    assert ended_after < 2.0, f"the cell took {ended_after:.2f} s to end after the interrupt"
+    (error,) = run.errors
+    assert len(error["traceback"]) == 2  # one message line and one hint line, no frames
+    check = frontend.execute(
+        "session = __import__('acp_notebook').current()\n"
+        "print(session.turns[-1].stop_reason, [e['msg'].get('method') for e in session.agent.log"
+        " if e['dir'] == 'send'][-1])")
+    assert check.stdout.strip() == "cancelled session/cancel"
+    # The kernel is usable afterwards, and so is the session.
+    again = frontend.execute("%%acp\nstill there?")
+    assert again.reply["status"] == "ok", again.errors
