@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class StdioError(RuntimeError):
+    """stdin/stdout cannot carry the protocol (a terminal, a file)."""
+
+
 class FrameTrace:
     """Writes each frame the proxy sends or receives as one JSON line: link is "client" or an agent name,
     dir is "in" (received by the proxy) or "out" (sent by it)."""
@@ -132,7 +136,12 @@ async def serve(agents: Sequence[BackendConfig], *, probe_timeout: float = DEFAU
     """Speak ACP on stdin/stdout until the client closes stdin (or SIGTERM), then end every agent."""
     tracer = FrameTrace(open(trace, "a", encoding="utf-8")) if trace else None  # noqa: SIM115 - closed below
     server = ProxyServer(agents, cwd=cwd or os.getcwd(), probe_timeout=probe_timeout, tracer=tracer)
-    reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    try:
+        reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    except (ValueError, OSError) as exc:
+        raise StdioError(f"acp-notebook proxy speaks ACP on stdin/stdout, and those must be pipes: start it "
+                         f"from an ACP client (such as acpnb.start_proxy or Zed), not a terminal or a file ({exc})") \
+            from None
     # stdout belongs to the protocol now; a stray print goes to stderr instead of corrupting it.
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     observers = [tracer.client_observer] if tracer is not None else []
@@ -173,4 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(serve(args.agents, probe_timeout=args.probe_timeout, trace=args.trace, cwd=args.cwd))
     except KeyboardInterrupt:
         return 130
+    except StdioError as exc:
+        print(f"acp-notebook proxy: {exc}", file=sys.stderr)
+        return 2
     return 0
