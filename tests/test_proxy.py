@@ -6,6 +6,7 @@ proxy <-> each agent from the proxy's --trace file) against the official ACP sch
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 from pathlib import Path
@@ -44,6 +45,19 @@ def proxy_factory(tmp_path):
         proxy.close()
         validate_client_log(proxy)
         validate_trace(trace)
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> bool:
+    """True once the process has ended (waits on a pidfd, no polling)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        return bool(readable)
+    finally:
+        os.close(fd)
 
 
 def raw_result(proxy: acpnb.Agent, method: str, index: int = -1) -> dict:
@@ -174,6 +188,11 @@ def test_three_agents_binding_rebinding_and_odd_ids(proxy_factory):
     with pytest.raises(acpnb.RpcError) as unknown:
         proxy.request("_nobody/knows", {})
     assert unknown.value.code == -32601
+
+    # closing the proxy ends every agent behind it (each runs in a process group of its own)
+    pids = [agent["pid"] for agent in status(proxy)["agents"].values()]
+    proxy.close()
+    assert all(wait_gone(pid) for pid in pids)
 
 
 def test_agent_requests_reach_the_client_with_its_session_ids(proxy_factory, tmp_path):

@@ -777,8 +777,6 @@ class ProxyServer:
             if session.bound is candidate and not session.closed:
                 session.bound = None
                 session.prompted = False
-                if backend.name in session.probes and session.probes[backend.name].models is None:
-                    session.probes[backend.name] = ProbeOutcome(backend.name, models=candidate.models)
                 self._send_options_update(session)
 
     # =================================================================== plumbing
