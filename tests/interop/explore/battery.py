@@ -1,6 +1,9 @@
 """Run the same battery of ACP calls against each pinned agent and save what comes back.
 
-    .venv/bin/python tests/interop/explore/battery.py [claude opencode codex gemini]
+    .venv/bin/python tests/interop/explore/battery.py [--no-fs] [claude opencode codex gemini]
+
+--no-fs: do not advertise fs/read_text_file and fs/write_text_file (gemini-cli's write_file
+of a new file fails when they are advertised; see FINDINGS.md).
 
 For each agent (installed by scripts/install-agents.sh, launched as agent_setups says):
 initialize; authenticate where the agent needs it; session/new; every select option set
@@ -57,9 +60,11 @@ async def cancelled_turn(probe: Probe, session_id: str) -> dict[str, Any]:
     return turn_summary(result, updates)
 
 
-async def start(setup: AgentSetup, server: ModelServer, reuse: Probe | None = None) -> tuple[Probe, dict[str, Any]]:
+async def start(setup: AgentSetup, server: ModelServer, reuse: Probe | None = None,
+                fs_capability: bool = True) -> tuple[Probe, dict[str, Any]]:
     results: dict[str, Any] = {}
-    probe = Probe(setup.name, command=setup.command(server), env=setup.env(server), reuse=reuse)
+    probe = Probe(setup.name, command=setup.command(server), env=setup.env(server), reuse=reuse,
+                  fs_capability=fs_capability)
     started = time.monotonic()
     await probe.start()
     results["initialize"] = await probe.initialize()
@@ -108,13 +113,13 @@ async def turns_battery(probe: Probe, session_id: str) -> dict[str, Any]:
     return turns
 
 
-async def run(name: str) -> dict[str, Any]:
+async def run(name: str, fs_capability: bool = True) -> dict[str, Any]:
     setup = AGENTS[name]
     log_path = OUT_ROOT / f"{name}-model-requests.jsonl"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.unlink(missing_ok=True)
     with ModelServer(log_path=log_path) as server:
-        probe, results = await start(setup, server)
+        probe, results = await start(setup, server, fs_capability=fs_capability)
         new = await probe.new_session()
         results["session_new"] = new
         if not new.ok:
@@ -137,7 +142,7 @@ async def run(name: str) -> dict[str, Any]:
         probe.save(results, keep_dirs=True)
 
         # The same session, loaded by a new process with the same HOME.
-        loader, _ = await start(setup, server, reuse=probe)
+        loader, _ = await start(setup, server, reuse=probe, fs_capability=fs_capability)
         first = len(loader.frames)
         loaded = await loader.call("session/load", {"sessionId": session_id, "cwd": str(loader.cwd),
                                                     "mcpServers": []})
@@ -156,9 +161,12 @@ async def run(name: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    for name in sys.argv[1:] or list(AGENTS):
+    arguments = sys.argv[1:]
+    fs_capability = "--no-fs" not in arguments
+    names = [argument for argument in arguments if argument != "--no-fs"] or list(AGENTS)
+    for name in names:
         started = time.monotonic()
-        results = asyncio.run(run(name))
+        results = asyncio.run(run(name, fs_capability))
         print(f"===== {name} ({time.monotonic() - started:.1f} s)")
         print(json.dumps(results, indent=1, default=lambda o: o.__dict__)[:20000])
 
