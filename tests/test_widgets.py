@@ -407,7 +407,7 @@ def test_frames_are_summarized_with_direction_method_and_session(demo):
     assert chunks and all(f.kind == "notification" and f.session_id == session.id for f in chunks)
     assert any(f.detail == "stopReason=end_turn" for f in frames)
     html = frames_html(frames[:3])
-    assert html.count("<details") == 3 and "&quot;initialize&quot;" in html
+    assert html.count("<details") == 3 and "&quot;initialize&quot;" in html and "3 frames" in html
 
 
 def test_the_inspector_filters_by_method_shows_json_on_demand_and_follows_new_frames(comms, demo):

@@ -26,6 +26,7 @@ from ..turn import Turn
 from ._html import MONO, MUTED, error_html, header_html, plan_html, seconds, tool_call_html, usage_html
 from .panel import session_header_info, value_label
 from .permission import PermissionPrompt
+from ._threads import detached
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
 
@@ -58,6 +59,7 @@ class Throttle:
         delay = max(0.0, self._last + self.interval - time.monotonic())
         _loop.get_loop().call_later(delay, self._fire)
 
+    @detached
     def _fire(self) -> None:
         with self._lock:
             self._pending = False
@@ -148,6 +150,7 @@ class TurnView:
             return
         self._throttle.request()
 
+    @detached
     def _on_done(self, future: concurrent.futures.Future[Turn]) -> None:
         error: BaseException | None
         if future.cancelled():
@@ -185,6 +188,7 @@ class TurnView:
             self.cancel_button.description = "Cancelling..."
         _loop.submit(self.session.acancel())
 
+    @detached
     def ask_permission(self, request: Any, *, timeout: float | None = None,
                        fallback: str | None = None) -> concurrent.futures.Future[str | None]:
         """Show the request's options as buttons; the future resolves on a click (for a permission policy)."""

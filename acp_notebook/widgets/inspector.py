@@ -118,22 +118,33 @@ def summarize_frames(log: Iterable[Mapping[str, Any]]) -> list[FrameSummary]:
 
 
 def frames_html(frames: Sequence[FrameSummary], *, open_json: bool = False) -> str:
-    """A static table of frames, each row's JSON folded under it (for notebooks read without a kernel)."""
+    """A static list of frames, one line each with its JSON folded under it (for notebooks read without a kernel)."""
+
+    def cell(text: str, width: str, style: str = "") -> str:
+        return (f'<span style="display:inline-block;width:{width};vertical-align:top;overflow:hidden;'
+                f'text-overflow:ellipsis;white-space:nowrap;{style}">{text}</span>')
+
     rows = []
     for frame in frames:
         opened = " open" if open_json else ""
+        kind_color = "#c62828" if frame.kind == "error" else MUTED
+        summary = "".join([
+            cell(str(frame.index), "2.5em", f"color:{MUTED};text-align:right;padding-right:0.6em"),
+            cell(ARROWS.get(frame.direction, "?"), "1.5em"),
+            cell(frame.clock, "7.5em", f"color:{MUTED}"),
+            cell(escape(frame.kind), "7em", f"color:{kind_color}"),
+            cell(f"<b>{escape(frame.method)}</b>", "17em"),
+            cell(escape(frame.session_id), "6em", f"color:{MUTED}"),
+            cell(escape(frame.detail), "calc(100% - 48em)", f"color:{MUTED}"),
+        ])
         rows.append(
-            f'<tr style="border-top:1px solid {BORDER};vertical-align:top">'
-            f'<td style="text-align:right;color:{MUTED}">{frame.index}</td>'
-            f"<td>{ARROWS.get(frame.direction, '?')}</td>"
-            f'<td style="color:{MUTED}">{frame.clock}</td><td>{escape(frame.kind)}</td>'
-            f"<td><code>{escape(frame.method)}</code></td><td>{escape(frame.session_id)}</td>"
-            f'<td style="text-align:left"><details{opened}><summary>{escape(frame.detail) or "JSON"}</summary>'
-            f"{json_html(frame.msg)}</details></td></tr>"
+            f'<details{opened} style="border-top:1px solid {BORDER};padding:1px 0">'
+            f'<summary style="cursor:pointer;white-space:nowrap;font-family:{MONO};font-size:0.85em">{summary}</summary>'
+            f'<div style="margin:2px 0 6px 4em">{json_html(frame.msg)}</div></details>'
         )
-    head = "".join(f"<th>{h}</th>" for h in ("#", "", "time", "kind", "method", "session", "frame"))
-    return (f'<table class="acpnb-frames" style="font-size:0.9em;border-collapse:collapse">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return (f'<div class="acpnb-frames" style="text-align:left;max-width:100%">'
+            f'<div style="color:{MUTED};font-size:0.85em;margin-bottom:2px">{len(frames)} frames: '
+            f"\u2192 client to agent, \u2190 agent to client; click a line for its JSON</div>{''.join(rows)}</div>")
 
 
 _STYLE = (
