@@ -906,6 +906,7 @@ class Session:
             self._pending_permissions.discard(cancelled)
         turn = self._turn
         if turn is not None:
+            turn.merge_tool_call(request.tool_call)
             turn.permissions.append(PermissionRecord(request.tool_call, request.options, chosen))
         if chosen is None:
             return {"outcome": {"outcome": "cancelled"}}

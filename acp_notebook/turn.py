@@ -128,15 +128,19 @@ class Turn:
             elif kind == "agent_message_chunk":
                 self.other_content.append(copy.deepcopy(dict(content)))
         elif kind in ("tool_call", "tool_call_update"):
-            call_id = update.get("toolCallId")
-            if call_id is None:
-                return
-            call = self.tool_calls_by_id.setdefault(call_id, ToolCall(id=call_id))
-            call.merge(update)
+            self.merge_tool_call(update)
         elif kind == "plan":
             self.plan = copy.deepcopy(list(update.get("entries") or []))
         elif kind == "usage_update":
             self.usage = {**(self.usage or {}), **{k: v for k, v in update.items() if k != "sessionUpdate"}}
+
+    def merge_tool_call(self, fields: Mapping[str, Any]) -> None:
+        """Create or update a tool call; some agents first mention one in a permission request."""
+        call_id = fields.get("toolCallId")
+        if call_id is None:
+            return
+        call = self.tool_calls_by_id.setdefault(call_id, ToolCall(id=call_id))
+        call.merge(fields)
 
     def finish(self, result: Mapping[str, Any] | None, model: Any, error: BaseException | None = None) -> None:
         if self.done.is_set():

@@ -159,6 +159,15 @@ def test_permission_policies_and_fs(tmp_path):
         validate_log(agent)
 
 
+def test_a_tool_call_first_seen_in_a_permission_request_is_tracked():
+    with acpnb.start(EDGE + ["ask-first"], permission="allow") as agent:
+        turn = agent.new_session().prompt("list files")
+        [call] = turn.tool_calls
+        assert (call.id, call.title, call.kind, call.status) == ("t9", "Run ls", "execute", "completed")
+        assert turn.permissions[0].chosen == "yes"
+        validate_log(agent)
+
+
 def denied_choice(turn):
     return next(o["optionId"] for o in turn.permissions[0].options if o["kind"] == "reject_once")
 

@@ -6,6 +6,7 @@ edge        options with an unknown type and a custom category; prompts send upd
 crash       answers initialize and session/new, then dies with a message on stderr mid-turn
 exit-early  writes to stderr and exits before initialize
 silent      reads requests but never answers (initialize times out)
+ask-first   mentions a tool call for the first time in a permission request, then only updates it
 stderr-flood writes 2 MB to stderr before answering anything (the client must drain it)
 """
 
@@ -67,6 +68,16 @@ class EdgeAgent:
             import os
 
             os._exit(3)
+        if MODE == "ask-first":
+            assert self.conn is not None
+            call = {"toolCallId": "t9", "title": "Run ls", "kind": "execute", "status": "pending"}
+            answer = await self.conn.send_request("session/request_permission", {
+                "sessionId": session_id, "toolCall": call,
+                "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                            {"optionId": "no", "name": "No", "kind": "reject_once"}]})
+            status = "completed" if answer["outcome"].get("optionId") == "yes" else "failed"
+            await self.update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "t9", "status": status})
+            return {"stopReason": "end_turn"}
         await self.update("someone-else", {"sessionUpdate": "agent_message_chunk",
                                            "content": {"type": "text", "text": "not for you"}})
         await self.update(session_id, {"sessionUpdate": "hologram", "payload": 1})
