@@ -11,7 +11,7 @@ import pytest
 
 import acp_notebook as acpnb
 from acp_notebook.client import PermissionRequest
-from tests.schema_check import FrameLog
+from tests.schema_check import FrameLog, validate_frame
 
 EDGE = [sys.executable, str(Path(__file__).parent / "agents" / "edge_agent.py")]
 
@@ -23,6 +23,16 @@ def validate_log(agent: acpnb.Agent) -> FrameLog:
         frames.record("client" if entry["dir"] == "send" else "agent", entry["msg"])
     frames.check()
     return frames
+
+
+def validate_client_frames(agent: acpnb.Agent) -> int:
+    """Check only what our client sent (for agents that break the schema on purpose); returns the count."""
+    asked = {e["msg"]["id"]: e["msg"]["method"] for e in agent.log
+             if e["dir"] == "recv" and "method" in e["msg"] and "id" in e["msg"]}
+    sent = [e["msg"] for e in agent.log if e["dir"] == "send"]
+    for msg in sent:
+        validate_frame(msg, "client", answers=None if "method" in msg else asked[msg["id"]])
+    return len(sent)
 
 
 def wait_gone(pid: int, timeout: float = 10.0) -> bool:
@@ -165,7 +175,7 @@ def test_a_tool_call_first_seen_in_a_permission_request_is_tracked():
         [call] = turn.tool_calls
         assert (call.id, call.title, call.kind, call.status) == ("t9", "Run ls", "execute", "completed")
         assert turn.permissions[0].chosen == "yes"
-        validate_log(agent)
+        assert validate_client_frames(agent) == 4  # initialize, session/new, session/prompt, the permission answer
 
 
 def denied_choice(turn):
