@@ -38,7 +38,7 @@ from traitlets import CaselessStrEnum, Float, Unicode
 from . import _loop
 from .client import Agent, PermissionRequest, Session, set_current
 from .client import start as start_agent
-from .errors import AcpError
+from .errors import AcpError, RpcError
 from .widgets.chat import TurnView
 from .widgets.inspector import ProtocolInspector
 from .widgets.panel import SessionPanel, value_label
@@ -468,7 +468,19 @@ class AcpMagics(Magics):
         entry = AgentEntry(alias, agent)
         self.agents[alias] = entry
         self.current_alias = alias
+        set_current(None)  # until its session is open; a failed session/new must not leave the old one current
         return entry
+
+    def _open_first_session(self, entry: AgentEntry, timeout: float) -> None:
+        try:
+            session = entry.agent.new_session(timeout=timeout)
+        except RpcError as exc:
+            methods = [str(m.get("id")) for m in entry.agent.auth_methods]
+            if exc.code != -32000 or not methods:
+                raise
+            raise AcpError(f"agent {entry.alias!r} asks you to authenticate before it opens a session",
+                           hint=f"Run %acp auth {methods[0]} (its methods: {', '.join(methods)}).") from None
+        self._open(entry, session)
 
     def _open(self, entry: AgentEntry, session: Session, *, show: bool = True) -> None:
         session.permission = self._permission_policy
@@ -495,7 +507,7 @@ class AcpMagics(Magics):
         agent = start_agent(spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None,
                             timeout=command.timeout or self.timeout, name=alias)
         entry = self._adopt(alias or agent.name, agent)
-        self._open(entry, agent.new_session(timeout=command.timeout or self.timeout))
+        self._open_first_session(entry, command.timeout or self.timeout)
 
     def _proxy(self, command: Proxy) -> None:
         from .proxy import start_proxy
@@ -504,7 +516,7 @@ class AcpMagics(Magics):
         agent = start_proxy(dict(command.agents), cwd=self._cwd(command.cwd),
                             timeout=command.timeout or self.timeout, name=alias)
         entry = self._adopt(alias, agent)
-        self._open(entry, agent.new_session(timeout=command.timeout or self.timeout))
+        self._open_first_session(entry, command.timeout or self.timeout)
 
     def _show_panel(self, command: ShowPanel) -> None:
         display(self.panel(entry=self.entry(command.alias)))
@@ -590,7 +602,8 @@ class AcpMagics(Magics):
             return view.ask_permission(request, timeout=self.permission_timeout or None, fallback=reject)
         if mode == "ask":
             # Nobody to ask: the turn was not started by a %%acp cell (e.g. session.prompt() in code).
-            logger.warning("permission request outside a %%acp cell: rejected (%s)", request.tool_call.get("title"))
+            # Not a warning: from this thread it would print into whichever cell runs now.
+            logger.info("permission request outside a %%acp cell: rejected (%s)", request.tool_call.get("title"))
             mode = "deny"
         if view is not None:
             verb = "allowed" if mode == "allow" else "rejected"

@@ -252,7 +252,8 @@ def test_no_wait_cells_return_at_once_and_later_cells_queue_behind_them(shell):
         run(shell, "%acp start demo --env ACP_DEMO_DELAY=0.05")
         session = acpnb.current()
         run(shell, "%%acp --no-wait\nfirst question with a few words in it")
-        assert session.busy  # the cell returned while the turn runs
+        first = magics_of(shell).last_view
+        assert not first.finished.done()  # the cell returned while the turn goes on
         run(shell, "%%acp\nsecond question")
     assert [t.prompt for t in session.turns] == ["first question with a few words in it", "second question"]
     assert [t.stop_reason for t in session.turns] == ["end_turn", "end_turn"]
@@ -397,3 +398,16 @@ def test_turn_views_are_what_cells_show(shell):
     view.finished.result(10)
     assert ">Hello there<" in view.header.value
     assert isinstance(ProtocolInspector(acpnb.current().agent), ProtocolInspector)
+
+
+def test_an_agent_that_wants_authentication_says_how(shell):
+    with capture_output(), pytest.raises(acpnb.AcpError) as raised:
+        run(shell, f"%acp start --name locked -- {sys.executable} -m acp_notebook.demo --require-auth")
+    assert "asks you to authenticate" in raised.value.message
+    assert raised.value.hint == "Run %acp auth demo-token (its methods: demo-token)."
+    with pytest.raises(acpnb.AcpError, match="no current session"):
+        acpnb.current()  # the failed start left no stale session behind
+    with capture_output() as captured:
+        run(shell, "%acp auth demo-token")
+    assert WIDGET_MIME in displayed(captured)[0]
+    assert acpnb.current().agent.name == "locked"

@@ -436,3 +436,21 @@ def test_the_inspector_filters_by_method_shows_json_on_demand_and_follows_new_fr
     assert inspector.frames.value == inspector.frames.options[-1][1]
     assert "stopReason" in inspector.detail.value or "session/update" in inspector.detail.value
     inspector.close()
+
+
+def test_an_old_agent_with_modes_and_models_only(comms, tmp_path):
+    """No configOptions: the mode is settable through session/set_mode, the model shown read-only."""
+    agent = acpnb.start([sys.executable, "-m", "acp_notebook.demo", "--legacy"], cwd=tmp_path)
+    try:
+        session = agent.new_session()
+        panel = SessionPanel(session)
+        assert panel.option_ids == ["mode", "model"]
+        assert panel.control("model").disabled and not panel.control("mode").disabled
+        comms.user_sets(panel.control("mode"), index=1)
+        assert panel.wait_idle(TIMEOUT)
+        sent = [e["msg"] for e in agent.log if e["dir"] == "send" and "id" in e["msg"]]
+        assert [m["method"] for m in sent][-1] == "session/set_mode"
+        assert session.config["mode"].value == "code" and panel.control("mode").value == "code"
+        assert not set_requests(agent)
+    finally:
+        agent.close()

@@ -245,7 +245,7 @@ def json_html(value: Any) -> str:
     """Pretty JSON in a scrollable monospace block."""
     text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
     return (
-        f'<pre class="acpnb-json" style="margin:0;padding:6px 8px;max-height:360px;overflow:auto;'
+        f'<pre class="acpnb-json" style="margin:0;padding:6px 8px;max-height:320px;overflow:auto;'
         f'border:1px solid {BORDER};border-radius:4px;font-family:{MONO};font-size:0.85em;color:{FG}">'
         f"{escape(text)}</pre>"
     )

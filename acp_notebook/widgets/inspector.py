@@ -156,7 +156,7 @@ class ProtocolInspector:
     """A live list of an agent's frames: pick one to see its JSON; filter by method or session."""
 
     def __init__(self, agent: Any, *, method: str | None = None, session_id: str | None = None,
-                 rows: int = 16, interval: float = DEFAULT_INTERVAL, limit: int = 2000) -> None:
+                 rows: int = 10, interval: float = DEFAULT_INTERVAL, limit: int = 2000) -> None:
         self.agent = agent
         self.limit = limit
         self._lock = threading.RLock()

@@ -260,7 +260,7 @@ class SessionPanel:
                 self.last_error = message
                 self.error.value = error_html(message)
                 if not isinstance(error, AcpError):
-                    logger.warning("set_config_option %s failed: %r", option_id, error)
+                    logger.debug("set_config_option %s failed: %r", option_id, error)
             # Back to the agent's values: the new list on success, the unchanged one on refusal.
             self.apply_config(self.session.config)
             self.render_header()

@@ -64,6 +64,8 @@ def test_pick_a_model_by_clicking_then_chat(lab_page: LabPage, jupyterlab_server
     # The panel follows the live session: the title arrived there too.
     lab_page.wait_for_text("Explain the agent client protocol…", within=panel)
     lab_page.screenshot(IMG / "chat.png", of=lab_page.cell(CHAT))
+    lab_page.cell(0).scroll_into_view_if_needed()
+    lab_page.screenshot(IMG / "notebook.png")
 
     # A permission request while the cell runs: the buttons must reach the busy kernel.
     lab_page.cell(PERMISSION).locator(".jp-InputPrompt").click()
@@ -82,4 +84,3 @@ def test_pick_a_model_by_clicking_then_chat(lab_page: LabPage, jupyterlab_server
     lab_page.wait_for_text("2 of", within=inspector)
     lab_page.wait_for_text('"currentValue": "smart"', within=inspector)
     lab_page.screenshot(IMG / "inspector.png", of=inspector)
-    lab_page.screenshot(IMG / "notebook.png", full_page=True)
