@@ -560,8 +560,7 @@ class AcpMagics(Magics):
     def _show_log(self, command: ShowLog) -> None:
         entry = self.entry(command.alias)
         session_id = self.session_of(entry).id if command.session_only else None
-        display(ProtocolInspector(entry.agent, method=command.method, session_id=session_id,
-                                  interval=self.stream_interval))
+        display(ProtocolInspector(entry.agent, method=command.method, session_id=session_id))
 
     def _stop(self, command: Stop) -> None:
         entry = self.entry(command.alias)

@@ -177,3 +177,43 @@ def test_a_kernel_interrupt_sends_session_cancel_and_ends_the_cell_promptly(fron
     # The kernel is usable afterwards, and so is the session.
     again = frontend.execute("%%acp\nstill there?")
     assert again.reply["status"] == "ok", again.errors
+
+
+def test_clicks_and_interrupts_still_work_after_nest_asyncio_apply(frontend):
+    pytest.importorskip("nest_asyncio")
+    setup = "import nest_asyncio\nnest_asyncio.apply()\n%load_ext acp_notebook\n%acp start demo --env ACP_DEMO_DELAY=0.3"
+    assert frontend.execute(setup).reply["status"] == "ok"
+    allow: list[str] = []
+    clicked: list[str] = []
+
+    def click_allow(msg: dict[str, Any]) -> None:
+        comm_id = button_opened(msg, "Allow once")
+        if comm_id is not None:
+            allow.append(comm_id)
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        if allow and not clicked and "children" in state:
+            clicked.append(allow[0])
+            frontend.click(allow[0])
+
+    run = frontend.execute("%%acp\nread notes.txt", on_message=click_allow)
+    assert run.reply["status"] == "ok" and clicked, run.errors
+
+    interrupted: list[float] = []
+
+    def interrupt_once_streaming(msg: dict[str, Any]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        if state.get("outputs") and not interrupted:
+            interrupted.append(time.monotonic())
+            frontend.manager.interrupt_kernel()
+
+    run = frontend.execute("%%acp\nhello there my friend, how are you on this fine day",
+                           on_message=interrupt_once_streaming)
+    assert run.reply.get("ename") == "TurnInterrupted" and time.monotonic() - interrupted[0] < 2.0
+
+
+def test_a_bad_cell_line_is_a_one_line_usage_error(frontend):
+    assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"
+    lines: list[str] = []
+    frontend.execute("%%acp --bogus\nhi", on_message=lambda m: m["msg_type"] == "stream"
+                     and m["content"]["name"] == "stderr" and lines.append(m["content"]["text"]))
+    assert "".join(lines).strip() == "UsageError: %%acp: unrecognized arguments: --bogus (see %acp?)"

@@ -12,11 +12,13 @@ from typing import Any
 import ipywidgets as widgets
 
 from ._html import BORDER, MONO, MUTED, json_html
-from .chat import DEFAULT_INTERVAL, Throttle
+from .chat import Throttle
 
 __all__ = ["FrameSummary", "ProtocolInspector", "frames_html", "summarize_frames"]
 
 ALL_METHODS = "all methods"
+# The frame list is re-sent whole when it changes: refresh it less often than a streaming reply.
+REFRESH_INTERVAL = 0.5
 NBSP = "\u00a0"
 ARROWS = {"send": "\u2192", "recv": "\u2190"}  # client -> agent, agent -> client
 
@@ -156,7 +158,7 @@ class ProtocolInspector:
     """A live list of an agent's frames: pick one to see its JSON; filter by method or session."""
 
     def __init__(self, agent: Any, *, method: str | None = None, session_id: str | None = None,
-                 rows: int = 10, interval: float = DEFAULT_INTERVAL, limit: int = 2000) -> None:
+                 rows: int = 10, interval: float = REFRESH_INTERVAL, limit: int = 500) -> None:
         self.agent = agent
         self.limit = limit
         self._lock = threading.RLock()
