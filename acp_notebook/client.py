@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import copy
@@ -11,7 +10,6 @@ import difflib
 import inspect
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from acp.schema import InitializeResponse
 from pydantic import ValidationError
 
 from . import _loop
+from ._process import AgentProcess
 from .errors import (
     AcpError,
     AgentClosedError,
@@ -44,8 +43,6 @@ __all__ = ["Agent", "PermissionRequest", "Session", "current", "set_current", "s
 
 logger = logging.getLogger(__name__)
 
-STDIO_LIMIT = 50 * 1024 * 1024
-STDERR_LINES_KEPT = 200
 LOG_LIMIT = 200_000
 CANCEL_GRACE_S = 5.0
 
@@ -114,10 +111,9 @@ class Agent:
         self.log: list[dict[str, Any]] = []
         self.status = "starting"
         self.exit_code: int | None = None
-        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: AgentProcess | None = None
         self._conn: Connection | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
+        self._exit_watch: asyncio.Task[None] | None = None
         self._sessions: dict[str, Session] = {}
         self._states: dict[str, SessionState] = {}
         self._sent: dict[Any, tuple[str, dict[str, Any], Turn | None]] = {}
@@ -125,12 +121,10 @@ class Agent:
         self._frame_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._stderr_listeners: list[Callable[[str], None]] = []
         self._ext_handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}
-        self._exited: asyncio.Event | None = None  # made on the loop thread in _start
         self._shutdown_hook = self._close
 
     # --- lifecycle -------------------------------------------------------
     async def _start(self) -> Agent:
-        self._exited = asyncio.Event()
         name, argv, extra_env = resolve_spec(self.spec, self.extra_env)
         self.name = self.name or name
         self.command = argv
@@ -140,30 +134,21 @@ class Agent:
 
             env.update(default_environment())
         env.update(extra_env)
+        process = AgentProcess(argv, cwd=self.cwd, env=env)
+        process.stderr_listeners.append(self._fan_out_stderr)
         try:
-            self._process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=self.cwd,
-                env=env,
-                start_new_session=True,  # our own process group, so close() can end the whole tree
-                limit=STDIO_LIMIT,
-            )
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            await process.spawn()
+        except OSError as exc:
             self.status = "exited"
             raise AgentStartError(
                 f"cannot run {argv[0]!r}: {exc.strerror or exc}",
                 command=argv,
                 hint="Check that the program is installed and on PATH, and that cwd exists.",
             ) from exc
+        self._process = process
         _loop.on_shutdown(self._shutdown_hook)
-        self._tasks.append(asyncio.create_task(self._drain_stderr(), name=f"acp-stderr-{self.name}"))
-        self._tasks.append(asyncio.create_task(self._watch_exit(), name=f"acp-exit-{self.name}"))
-        assert self._process.stdin is not None and self._process.stdout is not None
-        self._conn = Connection(self._handle_request, self._process.stdin, self._process.stdout,
-                                observers=[self._on_frame])
+        self._exit_watch = asyncio.create_task(self._watch_exit(), name=f"acp-exit-{self.name}")
+        self._conn = Connection(self._handle_request, process.stdin, process.stdout, observers=[self._on_frame])
         params = {
             "protocolVersion": PROTOCOL_VERSION,
             "clientCapabilities": self._client_capabilities(),
@@ -196,9 +181,9 @@ class Agent:
         }
 
     async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        assert self._conn is not None and self._exited is not None
+        assert self._conn is not None and self._process is not None
         request = asyncio.create_task(self._conn.send_request("initialize", params))
-        exited = asyncio.create_task(self._exited.wait())
+        exited = asyncio.create_task(self._process.exited.wait())
         try:
             done, _ = await asyncio.wait({request, exited}, timeout=self.timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
@@ -227,38 +212,25 @@ class Agent:
         )
 
     async def _settle_exit(self) -> None:
-        """Give the exit watcher and stderr drain a moment, so errors carry the exit code and last lines."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._exited.wait()), 2.0)  # type: ignore[union-attr]
-        if self._tasks:
+        if self._process is not None:
+            await self._process.settle()
+        if self._exit_watch is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._tasks[0]), 1.0)
+                await asyncio.wait_for(asyncio.shield(self._exit_watch), 1.0)
 
-    async def _drain_stderr(self) -> None:
-        # A full stderr pipe freezes the agent, so we always read it; the tail feeds error messages.
-        assert self._process is not None and self._process.stderr is not None
-        stream = self._process.stderr
-        while True:
-            try:
-                line = await stream.readline()
-            except (ValueError, asyncio.LimitOverrunError):
-                continue
-            if not line:
-                return
-            text = line.decode("utf-8", "replace").rstrip("\r\n")
-            self._stderr.append(text)
-            for listener in list(self._stderr_listeners):
-                with contextlib.suppress(Exception):
-                    listener(text)
+    def _fan_out_stderr(self, line: str) -> None:
+        for listener in list(self._stderr_listeners):
+            with contextlib.suppress(Exception):
+                listener(line)
 
     async def _watch_exit(self) -> None:
-        assert self._process is not None and self._exited is not None
-        code = await self._process.wait()
-        self.exit_code = code
+        assert self._process is not None
+        await self._process.exited.wait()
+        code = self.exit_code = self._process.exit_code
         if self.status != "closed":
             self.status = "exited"
-        self._exited.set()
         if self.status == "exited":
+            await self._process.settle(exit_timeout=0)
             error = AgentExitedError(f"agent '{self.name}' exited with code {code}", exit_code=code,
                                      stderr_tail=self.stderr_tail(20))
             for session in list(self._sessions.values()):
@@ -278,34 +250,12 @@ class Agent:
                 await asyncio.wait_for(self._conn.close(), 2.0)
         if was_running or self._process is not None:
             await self._terminate()
-        for task in self._tasks:
-            task.cancel()
+        if self._exit_watch is not None:
+            self._exit_watch.cancel()
 
     async def _terminate(self) -> None:
-        """End the agent and everything it started: EOF on stdin, then SIGTERM, then SIGKILL to the group."""
-        proc = self._process
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            with contextlib.suppress(Exception):
-                proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 2.0)
-        except asyncio.TimeoutError:
-            self._signal_group(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 3.0)
-            except asyncio.TimeoutError:
-                self._signal_group(signal.SIGKILL)
-                await proc.wait()
-        # The leader is gone; children it left in its group (npx's node, a wrapper's binary) go too.
-        self._signal_group(signal.SIGKILL)
-
-    def _signal_group(self, sig: signal.Signals) -> None:
-        if self._process is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, sig)
+        if self._process is not None:
+            await self._process.terminate()
 
     def close(self) -> None:
         """Close every session and end the agent process (and its process group). Safe to call twice."""
@@ -342,7 +292,7 @@ class Agent:
         return list(self._sessions.values())
 
     def stderr_tail(self, lines: int = 20) -> list[str]:
-        return list(self._stderr)[-lines:]
+        return self._process.stderr_tail(lines) if self._process is not None else []
 
     def on_frame(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``callback(log_entry)`` for each frame as it is logged (on the loop thread; must not block)."""

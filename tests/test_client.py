@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import select
 import sys
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import pytest
 import acp_notebook as acpnb
 from acp_notebook.client import PermissionRequest
 from tests.schema_check import FrameLog, validate_frame
+from tests.processes import wait_gone
 
 EDGE = [sys.executable, str(Path(__file__).parent / "agents" / "edge_agent.py")]
 
@@ -35,17 +34,6 @@ def validate_client_frames(agent: acpnb.Agent) -> int:
     return len(sent)
 
 
-def wait_gone(pid: int, timeout: float = 10.0) -> bool:
-    """True once the process has ended (waits on a pidfd, no polling)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        readable, _, _ = select.select([fd], [], [], timeout)
-        return bool(readable)
-    finally:
-        os.close(fd)
 
 
 @pytest.fixture

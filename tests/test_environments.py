@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.test_client import wait_gone
+from tests.processes import wait_gone
 
 SCRIPT = textwrap.dedent(
     """

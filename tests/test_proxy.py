@@ -6,7 +6,6 @@ proxy <-> each agent from the proxy's --trace file) against the official ACP sch
 from __future__ import annotations
 
 import os
-import select
 import signal
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import acp_notebook as acpnb
+from tests.processes import wait_gone
 from tests.proxy_agents.harness import (
     FrameWaiter,
     broken,
@@ -47,17 +47,6 @@ def proxy_factory(tmp_path):
         validate_trace(trace)
 
 
-def wait_gone(pid: int, timeout: float = 10.0) -> bool:
-    """True once the process has ended (waits on a pidfd, no polling)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        readable, _, _ = select.select([fd], [], [], timeout)
-        return bool(readable)
-    finally:
-        os.close(fd)
 
 
 def raw_result(proxy: acpnb.Agent, method: str, index: int = -1) -> dict:

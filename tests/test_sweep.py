@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import select
 import signal
 import sys
 import threading
@@ -29,6 +27,7 @@ from acp_notebook.sweep import (
     plan_runs,
     split_model_id,
 )
+from tests.processes import wait_gone
 
 STUBBORN = [sys.executable, str(Path(__file__).parent / "sweep_agents" / "stubborn_agent.py")]
 
@@ -43,17 +42,6 @@ def private_registry(monkeypatch):
     monkeypatch.setattr(launch, "_registry", dict(launch._registry))
 
 
-def gone(pid: int, timeout: float = 10.0) -> bool:
-    """True once the process has ended (waits on a pidfd, no polling)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        readable, _, _ = select.select([fd], [], [], timeout)
-        return bool(readable)
-    finally:
-        os.close(fd)
 
 
 def interval(row: dict) -> tuple[datetime, datetime]:
@@ -136,7 +124,7 @@ def test_sweep_over_the_demo_models_confirms_each_model_and_closes_the_agent(tmp
     agents = result.metadata["agents"]
     assert list(agents) == ["demo"] and agents["demo"]["processes"] == 1
     assert agents["demo"]["info"]["name"] == "acp-notebook-demo"
-    assert all(gone(pid) for pid in agents["demo"]["pids"])
+    assert all(wait_gone(pid) for pid in agents["demo"]["pids"])
     meta = result.metadata
     assert meta["prompts"] == ["hello", "what is ACP?"] and meta["models"] == ["demo:fast", "demo:smart"]
     assert meta["repeats"] == 2 and meta["acp_notebook_version"] and meta["acp_sdk_version"]
@@ -201,7 +189,7 @@ def test_a_crashing_run_does_not_stop_the_sweep_and_the_agent_is_started_again(t
     assert "crashing on purpose" in crashed["error"]  # the agent's last stderr line
     assert after["status"] == "ok" and after["text"] == "[fast] ok: hello"
     facts = result.metadata["agents"]["stubborn"]
-    assert facts["processes"] == 2 and all(gone(pid) for pid in facts["pids"])
+    assert facts["processes"] == 2 and all(wait_gone(pid) for pid in facts["pids"])
 
 
 def test_an_agent_that_cannot_start_fails_its_runs_only(tmp_path):
@@ -302,7 +290,7 @@ def check_interrupted(out: Path, planned: int) -> int:
     stored = SweepResult.load(out)
     assert 1 <= len(stored) < planned and all(r["status"] == "ok" for r in stored.rows)
     pids = stored.metadata["agents"]["slowdemo"]["pids"]  # written by the cleanup the call waited for
-    assert pids and all(gone(pid, timeout=0) for pid in pids)
+    assert pids and all(wait_gone(pid, timeout=0) for pid in pids)
     return len(stored)
 
 
@@ -377,7 +365,7 @@ def test_with_an_agent_spec_the_sweep_starts_and_closes_it(tmp_path):
     result = acpnb.sweep("hello", ["fast", "smart"], agent="demo", cwd=tmp_path, progress=False)
     assert all(r["status"] == "ok" for r in result.rows)
     facts = result.metadata["agents"]["demo"]
-    assert facts["processes"] == 1 and all(gone(pid) for pid in facts["pids"])
+    assert facts["processes"] == 1 and all(wait_gone(pid) for pid in facts["pids"])
 
 
 def proxy_starter():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import os
 import queue
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from acp.connection import Connection, StreamDirection, StreamEvent
 from acp.exceptions import RequestError
 
+from .._process import AgentProcess
 from ..errors import AcpError
 from ..launch import AgentSpec, resolve_spec
 
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Backend", "BackendConfig", "BackendGone"]
 
-STDIO_LIMIT = 50 * 1024 * 1024
-STDERR_LINES_KEPT = 200
 ORPHAN_UPDATES_KEPT = 500
 ORPHAN_SESSIONS_KEPT = 64
 
@@ -115,14 +113,11 @@ class Backend:
         self.exit_code: int | None = None
         self.starts = 0
         self.conn: Connection | None = None
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: AgentProcess | None = None
         self.routes: dict[str, Candidate] = {}
         self._orphans: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
         self._start_task: asyncio.Task[None] | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._exited: asyncio.Event = asyncio.Event()
-        self._stderr_done: asyncio.Event = asyncio.Event()
+        self._exit_watch: asyncio.Task[None] | None = None
 
     # --- state ---------------------------------------------------------------
     @property
@@ -145,7 +140,7 @@ class Backend:
         return (caps.get("sessionCapabilities") or {}).get(session_capability) is not None
 
     def stderr_tail(self, lines: int = 10) -> list[str]:
-        return list(self._stderr)[-lines:]
+        return self.process.stderr_tail(lines) if self.process is not None else []
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -194,8 +189,6 @@ class Backend:
         self.error = None
         self.exit_code = None
         self.init_result = {}
-        self._exited = asyncio.Event()
-        self._stderr_done = asyncio.Event()
         self.starts += 1
         try:
             _, argv, extra_env = resolve_spec(self.config.spec, self.config.env)
@@ -206,30 +199,20 @@ class Backend:
             self._fail(f"agent '{self.name}': {exc}")
             return
         self.command = argv
+        # The user's whole environment (API keys...), not the SDK's trimmed default one.
+        process = AgentProcess(argv, cwd=self.cwd, env={**os.environ, **extra_env})
+        # Prefixed with the agent's name, stderr also goes to the proxy's own stderr for whoever runs it.
+        process.stderr_listeners.append(lambda line: _echo.write(f"[{self.name}] {line}\n"))
         try:
-            # The user's whole environment (API keys...), not the SDK's trimmed default one.
-            self.process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=self.cwd,
-                env={**os.environ, **extra_env},
-                start_new_session=True,  # its own process group: shutdown ends the agent and its children
-                limit=STDIO_LIMIT,
-            )
+            await process.spawn()
         except OSError as exc:
             self._fail(f"agent '{self.name}': cannot run {argv[0]!r}: {exc.strerror or exc}")
             return
-        process = self.process
-        assert process.stdin is not None and process.stdout is not None
-        self._tasks = [
-            asyncio.create_task(self._drain_stderr(process, self._stderr_done), name=f"proxy-stderr-{self.name}"),
-            asyncio.create_task(self._watch_exit(process), name=f"proxy-exit-{self.name}"),
-        ]
+        self.process = process
+        self._exit_watch = asyncio.create_task(self._watch_exit(process), name=f"proxy-exit-{self.name}")
         self.conn = Connection(self._handle, process.stdin, process.stdout, observers=[self._observe])
         request = asyncio.ensure_future(self.conn.send_request("initialize", init_params))
-        exited = asyncio.ensure_future(self._exited.wait())
+        exited = asyncio.ensure_future(process.exited.wait())
         try:
             await asyncio.wait({request, exited}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -256,46 +239,28 @@ class Backend:
         self.status = "failed"
         self.error = message
 
-    async def _drain_stderr(self, process: asyncio.subprocess.Process, done: asyncio.Event) -> None:
-        # A full stderr pipe would freeze the agent; the tail goes into error messages and,
-        # prefixed with the agent's name, to the proxy's own stderr for whoever runs it.
-        assert process.stderr is not None
-        try:
-            while True:
-                try:
-                    line = await process.stderr.readline()
-                except (ValueError, asyncio.LimitOverrunError):
-                    continue
-                if not line:
-                    return
-                text = line.decode("utf-8", "replace").rstrip("\r\n")
-                self._stderr.append(text)
-                _echo.write(f"[{self.name}] {text}\n")
-        finally:
-            done.set()
-
-    async def _watch_exit(self, process: asyncio.subprocess.Process) -> None:
-        code = await process.wait()
+    async def _watch_exit(self, process: AgentProcess) -> None:
+        await process.exited.wait()
         if process is not self.process:
             return
-        self.exit_code = code
-        self._exited.set()
+        code = self.exit_code = process.exit_code
         if self.status in ("ready", "starting"):
             # Status and routes change in the same step, so no request can reach a dead session
             # and a restart cannot lose the routes of the new process.
             self.status = "exited"
             self.error = f"agent '{self.name}' exited with code {code}"
             self._on_exit(self)
-            await self._settle()
+            await process.settle(exit_timeout=0)
             if process is self.process and self.status == "exited":
                 self.error = str(self._gone(f"agent '{self.name}' exited with code {code}"))
 
     async def _settle(self) -> None:
         """Let the exit watcher and the stderr drain finish, so errors carry the code and last lines."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._exited.wait(), 2.0)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stderr_done.wait(), 1.0)
+        if self.process is not None:
+            await self.process.settle()
+        if self._exit_watch is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._exit_watch), 1.0)
 
     # --- requests and frames ----------------------------------------------------
     async def request(self, method: str, params: dict[str, Any]) -> Any:
@@ -360,29 +325,14 @@ class Backend:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.conn.close(), 1.0)
         await self._terminate()
-        for task in self._tasks:
-            task.cancel()
+        if self._exit_watch is not None:
+            self._exit_watch.cancel()
 
     async def _terminate(self) -> None:
-        process = self.process
-        if process is None:
-            return
-        if process.stdin is not None:
-            with contextlib.suppress(Exception):
-                process.stdin.close()
-        try:
-            await asyncio.wait_for(process.wait(), 1.0)
-        except asyncio.TimeoutError:
-            self.kill(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), 1.0)
-            except asyncio.TimeoutError:
-                self.kill(signal.SIGKILL)
-                await process.wait()
-        self.kill(signal.SIGKILL)  # whatever the agent left behind in its group
+        if self.process is not None:
+            await self.process.terminate(grace=1.0)
 
     def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
-        if self.process is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, sig)
+        """Signal the agent's whole process group (tests use it to simulate a crash)."""
+        if self.process is not None:
+            self.process.signal_group(sig)
