@@ -734,7 +734,7 @@ class SessionTable:
         if not self.rows:
             return "No sessions."
         widths = [max(len(row[i]) for row in self.rows) for i in range(3)]
-        return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0])).rstrip()
+        return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=True)).rstrip()
                          for row in self.rows)
 
     def _repr_html_(self) -> str:

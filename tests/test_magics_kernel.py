@@ -181,7 +181,8 @@ def test_a_kernel_interrupt_sends_session_cancel_and_ends_the_cell_promptly(fron
 
 def test_clicks_and_interrupts_still_work_after_nest_asyncio_apply(frontend):
     pytest.importorskip("nest_asyncio")
-    setup = "import nest_asyncio\nnest_asyncio.apply()\n%load_ext acp_notebook\n%acp start demo --env ACP_DEMO_DELAY=0.3"
+    setup = ("import nest_asyncio\nnest_asyncio.apply()\n"
+             "%load_ext acp_notebook\n%acp start demo --env ACP_DEMO_DELAY=0.3")
     assert frontend.execute(setup).reply["status"] == "ok"
     allow: list[str] = []
     clicked: list[str] = []

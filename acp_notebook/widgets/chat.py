@@ -23,10 +23,19 @@ from .. import _loop
 from ..errors import AcpError
 from ..state import StateEvent
 from ..turn import Turn
-from ._html import MONO, MUTED, error_html, header_html, plan_html, seconds, tool_call_html, usage_html
+from ._html import (
+    MONO,
+    MUTED,
+    error_html,
+    header_html,
+    plan_html,
+    seconds,
+    tool_call_html,
+    usage_html,
+)
+from ._threads import detached
 from .panel import session_header_info, value_label
 from .permission import PermissionPrompt
-from ._threads import detached
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
 
@@ -164,7 +173,8 @@ class TurnView:
                 self.turn = turn
             if error is not None:
                 self.status = "error"
-                self.error_message = error.message if isinstance(error, AcpError) else f"{type(error).__name__}: {error}"
+                self.error_message = (error.message if isinstance(error, AcpError)
+                                      else f"{type(error).__name__}: {error}")
             elif turn is None or turn.stop_reason == "cancelled":
                 self.status = "cancelled"
             else:

@@ -141,7 +141,8 @@ def frames_html(frames: Sequence[FrameSummary], *, open_json: bool = False) -> s
         ])
         rows.append(
             f'<details{opened} style="border-top:1px solid {BORDER};padding:1px 0">'
-            f'<summary style="cursor:pointer;white-space:nowrap;font-family:{MONO};font-size:0.85em">{summary}</summary>'
+            f'<summary style="cursor:pointer;white-space:nowrap;font-family:{MONO};font-size:0.85em">'
+            f"{summary}</summary>"
             f'<div style="margin:2px 0 6px 4em">{json_html(frame.msg)}</div></details>'
         )
     return (f'<div class="acpnb-frames" style="text-align:left;max-width:100%">'

@@ -59,7 +59,8 @@ class PermissionPrompt:
                                     tooltip=str(option.get("kind") or ""),
                                     layout=widgets.Layout(width="auto"))
             button.add_class("acpnb-permission-option")
-            button.on_click(lambda _button, option_id=option.get("optionId"): self.choose(option_id))
+            option_id = option.get("optionId")
+            button.on_click(lambda _button, option_id=option_id: self.choose(option_id))
             self.buttons.append(button)
         self.outcome = widgets.HTML()
         self.widget = widgets.VBox(
@@ -98,7 +99,8 @@ class PermissionPrompt:
             text = "Withdrawn: the turn was cancelled."
         else:
             chosen = self._name_of(future.result())
-            text = f"{self.decision[:1].upper() + self.decision[1:]}: {chosen}." if self.decision else f"You chose: {chosen}."
+            why = self.decision[:1].upper() + self.decision[1:]  # set by _expire: "no answer within N s"
+            text = f"{why}: {chosen}." if why else f"You chose: {chosen}."
         self.decision = text
         for button in self.buttons:
             button.disabled = True
