@@ -81,8 +81,9 @@ def test_quickstart_saves_the_panel_with_the_smart_model_and_its_thought_level(q
     assert models[0]["index"] == 1  # `%acp set model=smart` reached the panel shown by `%acp start demo`
     (thought_level,) = [d for d in dropdowns if d["description"] == "Thought level"]
     assert thought_level["_options_labels"] == ["Low", "Medium", "High"] and thought_level["index"] == 1
-    assert [d["description"] for d in dropdowns].count("Tone") == 2  # the pirate agent has its own panel
-    assert [c["description"] for c in widget_models(quickstart, "CheckboxModel")].count("Show thoughts") == 2
+    # Three panels: the first session, the session opened in a scratch directory, the pirate agent's.
+    assert [d["description"] for d in dropdowns].count("Tone") == 3
+    assert [c["description"] for c in widget_models(quickstart, "CheckboxModel")].count("Show thoughts") == 3
 
 
 def test_quickstart_saves_the_title_headers_and_the_replies(quickstart):
@@ -90,7 +91,7 @@ def test_quickstart_saves_the_title_headers_and_the_replies(quickstart):
     assert "What is a session" in titles(quickstart)
     answers = replies(quickstart)
     assert any(a.startswith('[smart] I thought it over at the medium level. You said: "Explain') for a in answers)
-    assert "[smart] Read notes.txt: 2 lines." in answers
+    assert "[fast] Read notes.txt: 2 lines." in answers
     assert any(a.startswith("[fast] Arr, ye said") for a in answers)
     tool_calls = [s["value"] for s in widget_models(quickstart, "HTMLModel") if "acpnb-tool-call" in s["value"]]
     assert any("allowed automatically" in html and ">completed<" in html for html in tool_calls)
@@ -105,13 +106,13 @@ def test_quickstart_shows_the_inspector_filtered_to_set_config_option(quickstart
 
 def test_teaching_notebook_shows_each_step_of_the_protocol(teaching):
     steps = {
-        'agent = acpnb.start("demo")': ["initialize", "protocolVersion", "clientCapabilities", "agentInfo"],
+        "import tempfile": ["initialize", "protocolVersion", "clientCapabilities", "agentInfo"],
         "session = agent.new_session()": ["session/new", "configOptions", "_demo_style"],
         'session.set("model", "smart")': ["session/set_config_option", "thought_level", "model=&#x27;smart&#x27;"],
         'turn = session.prompt("What does a client do?")': ["session/prompt", "agent_thought_chunk",
                                                              "agent_message_chunk", "session_info_update",
                                                              "usage_update", "stopReason=end_turn"],
-        "from pathlib import Path": ["session/request_permission", "fs/read_text_file", "allow_once"],
+        '(workspace / "notes.txt")': ["session/request_permission", "fs/read_text_file", "allow_once"],
     }
     for source, expected in steps.items():
         shown = texts(code_cell(teaching, source))
