@@ -35,7 +35,7 @@ from .errors import (
     ProtocolError,
     RpcError,
 )
-from .launch import SpecLike, resolve_spec
+from .launch import SpecLike, auth_hint, auto_auth_method, resolve_spec, spec_of
 from .state import ConfigOptions, SessionState
 from .turn import PermissionRecord, Turn
 
@@ -45,6 +45,10 @@ logger = logging.getLogger(__name__)
 
 LOG_LIMIT = 200_000
 CANCEL_GRACE_S = 5.0
+AUTH_REQUIRED = -32000
+# Requests that may answer "authentication required" before any session exists; the client
+# then authenticates from the environment once (AgentSpec.auth_env) and sends them again.
+AUTH_RETRIED_METHODS = ("session/new", "session/load", "session/resume", "session/list")
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,11 @@ class Agent:
         self._stderr_listeners: list[Callable[[str], None]] = []
         self._ext_handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self._shutdown_hook = self._close
+        # The auth method acp-notebook picked on its own, from a key in the agent's environment.
+        self.auth_method: str | None = None
+        self._agent_spec = spec_of(spec)
+        self._agent_env: dict[str, str] = {}
+        self._auth_from_env: asyncio.Future[None] | None = None
 
     # --- lifecycle -------------------------------------------------------
     async def _start(self) -> Agent:
@@ -134,6 +143,7 @@ class Agent:
 
             env.update(default_environment())
         env.update(extra_env)
+        self._agent_env = env
         process = AgentProcess(argv, cwd=self.cwd, env=env)
         process.stderr_listeners.append(self._fan_out_stderr)
         try:
@@ -464,7 +474,7 @@ class Agent:
         return {}
 
     # --- client -> agent requests ----------------------------------------
-    async def _request(self, method: str, params: dict[str, Any]) -> Any:
+    async def _request(self, method: str, params: dict[str, Any], *, auth_retry: bool = True) -> Any:
         if self.status == "closed":
             raise AgentClosedError(f"agent '{self.name}' is closed; {method} was not sent")
         if self.status == "exited":
@@ -474,7 +484,11 @@ class Agent:
         try:
             return await self._conn.send_request(method, params)
         except RequestError as exc:
-            raise RpcError(exc.code, str(exc), exc.data, method=method) from exc
+            if (exc.code == AUTH_REQUIRED and auth_retry and method in AUTH_RETRIED_METHODS
+                    and await self._authenticate_from_env()):
+                return await self._request(method, params, auth_retry=False)
+            hint = auth_hint(self._agent_spec, self.auth_methods) if exc.code == AUTH_REQUIRED else None
+            raise RpcError(exc.code, str(exc), exc.data, method=method, hint=hint) from exc
         except ConnectionError as exc:
             if self.status == "closed":
                 raise AgentClosedError(f"agent '{self.name}' was closed while waiting for {method}") from exc
@@ -509,6 +523,23 @@ class Agent:
                            hint=f"Its auth methods are: {', '.join(map(str, ids))}.")
         result = await self._request("authenticate", {"methodId": method_id})
         return result if isinstance(result, dict) else {}
+
+    async def _authenticate_from_env(self) -> bool:
+        """Authenticate with the method whose key is in the agent's environment (AgentSpec.auth_env,
+        e.g. codex: OPENAI_API_KEY -> openai-api-key); True when done. Only when the agent asks, so a
+        login it already has (~/.codex/auth.json) is never replaced by the key; one attempt per agent,
+        shared by concurrent callers."""
+        chosen = auto_auth_method(self._agent_spec, self.auth_methods, self._agent_env)
+        if chosen is None:
+            return False
+        if self._auth_from_env is None:
+            self._auth_from_env = asyncio.ensure_future(self._authenticate_as(chosen[0]))
+        await asyncio.shield(self._auth_from_env)
+        return True
+
+    async def _authenticate_as(self, method_id: str) -> None:
+        await self._request("authenticate", {"methodId": method_id})
+        self.auth_method = method_id
 
     async def _new_session(self, cwd: str | os.PathLike[str] | None, additional_directories: Sequence[str],
                            permission: PermissionPolicy | None, mcp_servers: Sequence[Mapping[str, Any]]) -> Session:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import shlex
 import shutil
 import sys
@@ -18,8 +19,8 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["AgentSpec", "AgentStatus", "AgentTable", "agents", "agent_cache_dir", "register", "resolve_spec",
-           "user_agents_file"]
+__all__ = ["AgentSpec", "AgentStatus", "AgentTable", "agents", "agent_cache_dir", "auth_hint", "auto_auth_method",
+           "register", "resolve_spec", "spec_of", "user_agents_file"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,19 @@ class AgentSpec:
     cache_paths: tuple[str, ...] = ()
     description: str = ""
     homepage: str = ""
+    # Env var -> auth method id: when the agent answers "authentication required" to a
+    # session request and the variable is set (and the agent offers the method), the client
+    # authenticates with it once and retries. Tried in order.
+    auth_env: Mapping[str, str] = field(default_factory=dict)
+    # Any one of these being set gives the agent what it needs to answer prompts (a key, or
+    # for opencode a provider configuration); `login_files` (relative to HOME) mean a login.
+    key_vars: tuple[str, ...] = ()
+    login_files: tuple[str, ...] = ()
+    # What to do when neither is there, in a few words ("set X, or log in with Y").
+    login_hint: str = ""
+    # Extra environment that keeps the agent off the network when it only starts and opens a
+    # session (`acp-notebook agents --check`): no telemetry, no self-update, no plugin installs.
+    offline_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def program(self) -> str:
@@ -66,13 +80,20 @@ class AgentSpec:
             return command
         if self.npm_package and shutil.which("npx"):
             return ["npx", "-y", self.npm_package, *self.args]
-        missing = f"'{self.program}' is not installed"
+        raise AgentStartError(f"cannot start agent '{self.name}': {self.missing_package()}",
+                              command=self.command, hint=self.install_hint())
+
+    def missing_package(self) -> str:
         if self.npm_package:
-            hint = (f"Install it with `npm install -g {self.npm_package}` (or run scripts/install-agents.sh), "
-                    "or install Node.js so that npx can fetch it.")
-        else:
-            hint = f"Put '{self.program}' on PATH, or register the agent with its full command."
-        raise AgentStartError(f"cannot start agent '{self.name}': {missing}", command=self.command, hint=hint)
+            return f"'{self.program}' (npm package {self.npm_package}) is not installed, and npx is not available"
+        return f"'{self.program}' is not installed"
+
+    def install_hint(self) -> str:
+        if self.npm_package:
+            return (f"Install it with `npm install -g {self.npm_package}` (Node.js 20 or newer), or in an "
+                    f"acp-notebook checkout run `scripts/install-agents.sh {self.name}`; with Node.js installed, "
+                    "npx fetches it on the first start.")
+        return f"Put '{self.program}' on PATH, or register the agent with its full command."
 
     def status(self) -> AgentStatus:
         installed = self.installed_command()
@@ -87,6 +108,61 @@ class AgentSpec:
         """Env vars the agent reads for keys that are not set here (informational: some agents log in instead)."""
         return [name for name in self.env_vars if not os.environ.get(name)]
 
+    @property
+    def version(self) -> str | None:
+        """The pinned version of the npm package, if the spec names one (``pkg@1.2.3``)."""
+        if not self.npm_package or "@" not in self.npm_package.lstrip("@"):
+            return None
+        return self.npm_package.rsplit("@", 1)[1]
+
+    def key_found(self, env: Mapping[str, str] | None = None, home: Path | None = None) -> str | None:
+        """Which key variable or login file gives this agent access to a model, or None.
+
+        An agent without ``key_vars`` needs nothing (answers "none needed")."""
+        if not self.key_vars and not self.login_files:
+            return "none needed"
+        env = os.environ if env is None else env
+        for name in self.key_vars:
+            if env.get(name):
+                return f"${name}"
+        home = home or Path(env.get("HOME") or Path.home())
+        for rel in self.login_files:
+            if (home / rel).is_file():
+                return f"~/{rel}"
+        return None
+
+    def needs_key_message(self) -> str:
+        """What to do so that the agent can answer prompts: the agent's own words, or its key variables."""
+        if self.login_hint:
+            return self.login_hint
+        if self.key_vars:
+            return "set " + " or ".join(self.key_vars)
+        return "see the agent's documentation for how to log in"
+
+
+def auth_hint(spec: AgentSpec | None, auth_methods: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """The hint for an "authentication required" answer: what this agent needs, in its terms."""
+    ids = [str(m.get("id")) for m in auth_methods if isinstance(m, Mapping) and m.get("id")]
+    offered = f"Its auth methods: {', '.join(ids)} (agent.authenticate(method_id) picks one)." if ids else ""
+    if spec is None or not (spec.login_hint or spec.key_vars):
+        return ("The agent needs authentication: " + offered) if offered else None
+    return f"Agent '{spec.name}' needs a key or a login: {spec.needs_key_message()}. {offered}".rstrip()
+
+
+def auto_auth_method(spec: AgentSpec | None, auth_methods: Sequence[Mapping[str, Any]],
+                     env: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(method id, env var)`` to authenticate with on the agent's behalf, or None.
+
+    The first ``spec.auth_env`` entry whose variable is set in the agent's environment and
+    whose method the agent listed in ``initialize``."""
+    if spec is None:
+        return None
+    offered = {m.get("id") for m in auth_methods if isinstance(m, Mapping)}
+    for var, method_id in spec.auth_env.items():
+        if env.get(var) and method_id in offered:
+            return method_id, var
+    return None
+
 
 @dataclass(frozen=True)
 class AgentStatus:
@@ -100,6 +176,15 @@ class AgentStatus:
     def can_start(self) -> bool:
         return self.how != "missing"
 
+    @property
+    def missing(self) -> str | None:
+        """What this machine lacks to use the agent for real: the package, or a key or login; None when nothing."""
+        if not self.can_start:
+            return f"the package: {self.spec.install_hint()}"
+        if self.spec.key_found() is None:
+            return f"a key or login: {self.spec.needs_key_message()}"
+        return None
+
 
 class AgentTable(dict):
     """``name -> AgentStatus``, shown as a table in notebooks."""
@@ -111,16 +196,18 @@ class AgentTable(dict):
             f"<tr><td><code>{escape(s.name)}</code></td><td>{escape(s.spec.description)}</td>"
             f"<td>{'yes' if s.installed else 'no'}</td><td>{escape(s.how)}</td>"
             f"<td><code>{escape(shlex.join(s.command))}</code></td>"
-            f"<td>{escape(', '.join(s.spec.env_vars))}</td></tr>"
+            f"<td>{escape(', '.join(s.spec.env_vars))}</td><td>{escape(s.missing or '-')}</td></tr>"
             for s in self.values()
         )
         return ("<table><tr><th>name</th><th>agent</th><th>installed</th><th>runs via</th>"
-                f"<th>command</th><th>env vars</th></tr>{rows}</table>")
+                f"<th>command</th><th>env vars</th><th>missing</th></tr>{rows}</table>")
 
     def __repr__(self) -> str:
         width = max((len(n) for n in self), default=4)
-        lines = [f"{s.name:<{width}}  {'installed' if s.installed else s.how:<12}  {shlex.join(s.command)}"
-                 for s in self.values()]
+        lines = []
+        for s in self.values():
+            line = f"{s.name:<{width}}  {'installed' if s.installed else s.how:<12}  {shlex.join(s.command)}"
+            lines.append(line + (f"\n{'':<{width}}  missing: {s.missing}" if s.missing else ""))
         return "\n".join(lines)
 
 
@@ -137,7 +224,22 @@ def user_agents_file() -> Path:
     return Path(base) / "acp-notebook" / "agents.toml"
 
 
+def _npm_platform() -> str:
+    """The suffix npm packages with native binaries use for this machine (linux-x64, darwin-arm64...)."""
+    system = {"linux": "linux", "darwin": "darwin", "win32": "win32"}.get(sys.platform, sys.platform)
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+    return f"{system}-{arch}"
+
+
+# Keeps an agent's own npm calls (opencode installs a plugin at every start) off the registry:
+# nothing listens on the discard port, so they fail at once.
+_DEAD_NPM_REGISTRY = "http://127.0.0.1:9/"
+
+
 def _builtin() -> dict[str, AgentSpec]:
+    """The demo agent and the four third-party agents, pinned to the versions the interop tests run
+    (tests/interop/FINDINGS.md has what each needs and does)."""
     demo = AgentSpec(
         name="demo",
         command=(sys.executable, "-m", "acp_notebook.demo"),
@@ -147,28 +249,52 @@ def _builtin() -> dict[str, AgentSpec]:
         name="claude",
         command=("claude-agent-acp",),
         npm_package="@zed-industries/claude-agent-acp@0.23.1",
-        env_vars=("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN"),
+        env_vars=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"),
         cache_paths=("node_modules/.bin/claude-agent-acp",),
         description="Claude Code through claude-agent-acp",
+        homepage="https://github.com/zed-industries/claude-agent-acp",
+        # It opens sessions without a key and answers the first prompt "Authentication required".
+        key_vars=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"),
+        login_files=(".claude/.credentials.json",),
+        login_hint="set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN, from `claude setup-token`), "
+                   "or log in once with Claude Code (`claude`, then /login)",
+        offline_env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
     )
     codex = AgentSpec(
         name="codex",
+        # The native binary of the platform package: the package's node wrapper leaves it running
+        # when it is killed, and the binary does not exit when stdin closes.
         command=("codex-acp",),
         npm_package="@zed-industries/codex-acp@0.16.0",
         env_vars=("OPENAI_API_KEY", "CODEX_API_KEY"),
         auth_methods=("openai-api-key", "codex-api-key", "chatgpt"),
-        cache_paths=("node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp", "node_modules/.bin/codex-acp"),
+        cache_paths=(f"node_modules/@zed-industries/codex-acp-{_npm_platform()}/bin/codex-acp",
+                     "node_modules/.bin/codex-acp"),
         description="OpenAI Codex through codex-acp",
+        homepage="https://github.com/zed-industries/codex-acp",
+        # session/new answers "Authentication required" until `authenticate` (or a saved login in
+        # ~/.codex/auth.json); the env_var methods read the key from the agent's environment.
+        auth_env={"CODEX_API_KEY": "codex-api-key", "OPENAI_API_KEY": "openai-api-key"},
+        key_vars=("OPENAI_API_KEY", "CODEX_API_KEY"),
+        login_files=(".codex/auth.json",),
+        login_hint="set OPENAI_API_KEY or CODEX_API_KEY before starting it (acp-notebook authenticates with "
+                   "the key when codex asks), or log in with ChatGPT (auth method 'chatgpt')",
     )
     gemini = AgentSpec(
         name="gemini",
         command=("gemini", "--acp"),
         npm_package="@google/gemini-cli@0.61.0",
         args=("--acp",),
-        env_vars=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
-        auth_methods=("gemini-api-key", "oauth-personal", "vertex-ai"),
+        env_vars=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_MODEL"),
+        auth_methods=("gemini-api-key", "oauth-personal", "vertex-ai", "gateway"),
         cache_paths=("node_modules/.bin/gemini",),
         description="Google Gemini CLI in ACP mode",
+        homepage="https://github.com/google-gemini/gemini-cli",
+        # With GEMINI_API_KEY set it needs no `authenticate`; without a key or a Google login,
+        # session/new answers "Gemini API key is missing or not configured".
+        key_vars=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        login_files=(".gemini/oauth_creds.json",),
+        login_hint="set GEMINI_API_KEY, or log in with Google once in the gemini CLI (`gemini`)",
     )
     opencode = AgentSpec(
         name="opencode",
@@ -178,6 +304,14 @@ def _builtin() -> dict[str, AgentSpec]:
         env_vars=("OPENCODE_CONFIG_CONTENT", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"),
         cache_paths=("node_modules/.bin/opencode",),
         description="OpenCode in ACP mode",
+        # Without a provider it offers OpenCode Zen's free models, which need the network.
+        key_vars=("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY",
+                  "OPENCODE_CONFIG_CONTENT"),
+        login_files=(".local/share/opencode/auth.json",),
+        login_hint="set a provider key (ANTHROPIC_API_KEY, OPENAI_API_KEY...), run `opencode auth login`, or "
+                   "describe a provider in OPENCODE_CONFIG_CONTENT; its default free models need the network",
+        offline_env={"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+                     "npm_config_registry": _DEAD_NPM_REGISTRY},
     )
     return {spec.name: spec for spec in (demo, claude, codex, gemini, opencode)}
 
@@ -282,6 +416,15 @@ def resolve_spec(spec: SpecLike, env: Mapping[str, str] | None = None) -> tuple[
             )
     argv = _argv(spec)  # type: ignore[arg-type]
     return Path(argv[0]).name, argv, dict(env or {})
+
+
+def spec_of(spec: SpecLike) -> AgentSpec | None:
+    """The AgentSpec behind a spec: itself, or the registry's entry for a name; None for a plain command."""
+    if isinstance(spec, AgentSpec):
+        return spec
+    if isinstance(spec, str) and not any(c.isspace() for c in spec.strip()):
+        return registered(spec.strip())
+    return None
 
 
 def known_names() -> Iterable[str]:

@@ -1,0 +1,240 @@
+"""Registry entries of the four third-party agents, what is missing to use them, and the client's
+authentication from a key in the environment (checked against a small fake agent; the real agents
+are in tests/interop/)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import acp_notebook as acpnb
+from acp_notebook import launch
+from acp_notebook._loop import run_sync
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PINNED = {
+    "claude": "@zed-industries/claude-agent-acp@0.23.1",
+    "opencode": "opencode-ai@1.18.33",
+    "codex": "@zed-industries/codex-acp@0.16.0",
+    "gemini": "@google/gemini-cli@0.61.0",
+}
+
+
+def test_registry_pins_the_versions_the_install_script_installs():
+    script = (ROOT / "scripts" / "install-agents.sh").read_text()
+    installed = dict(re.findall(r'^\s*"(\w+)\|([^|]+)\|', script, re.MULTILINE))
+    assert installed == PINNED
+    for name, package in PINNED.items():
+        spec = launch.registered(name)
+        assert spec.npm_package == package
+        assert spec.version == package.rsplit("@", 1)[1]
+
+
+def test_launch_commands_and_auth_of_the_real_agents():
+    claude, opencode, codex, gemini = (launch.registered(n) for n in ("claude", "opencode", "codex", "gemini"))
+    assert claude.command == ("claude-agent-acp",) and claude.auth_env == {}
+    assert opencode.command == ("opencode", "acp") and opencode.args == ("acp",)
+    assert gemini.command == ("gemini", "--acp") and gemini.args == ("--acp",)
+    # codex runs as the platform package's native binary, never through the node wrapper.
+    assert codex.cache_paths[0].startswith("node_modules/@zed-industries/codex-acp-")
+    assert codex.cache_paths[0].endswith("/bin/codex-acp")
+    assert codex.auth_env == {"CODEX_API_KEY": "codex-api-key", "OPENAI_API_KEY": "openai-api-key"}
+    assert "npm_config_registry" in opencode.offline_env
+    assert claude.offline_env == {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+
+def test_a_cached_install_is_preferred_to_path_and_npx(monkeypatch, tmp_path):
+    cache = tmp_path / "cache"
+    binary = cache / "codex" / launch.registered("codex").cache_paths[0]
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    monkeypatch.setenv("ACP_NOTEBOOK_AGENT_CACHE", str(cache))
+    assert launch.registered("codex").resolve() == [str(binary)]
+    assert acpnb.agents()["codex"].installed
+
+
+def test_a_missing_package_names_the_package_and_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACP_NOTEBOOK_AGENT_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither the agent nor npx
+    for name, package in PINNED.items():
+        with pytest.raises(acpnb.AgentStartError) as info:
+            acpnb.start(name, cwd=tmp_path, timeout=5)  # what `%acp start NAME` calls
+        message = str(info.value)
+        assert f"cannot start agent '{name}'" in message
+        assert f"npm package {package}) is not installed, and npx is not available" in message
+        assert f"npm install -g {package}" in info.value.hint
+        assert f"scripts/install-agents.sh {name}" in info.value.hint
+        status = acpnb.agents()[name]
+        assert not status.can_start and status.missing.startswith("the package: ")
+
+
+def test_what_is_missing_key_or_login(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in launch.registered("claude").key_vars + launch.registered("codex").key_vars:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    claude = launch.registered("claude")
+    status = launch.AgentStatus("claude", claude, True, "installed", ["claude-agent-acp"])
+    assert status.missing == f"a key or login: {claude.login_hint}"
+    assert "ANTHROPIC_API_KEY" in status.missing and "/login" in status.missing
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    assert status.missing is None and claude.key_found() == "$ANTHROPIC_API_KEY"
+    codex = launch.registered("codex")
+    assert codex.key_found() is None
+    (home / ".codex").mkdir()
+    (home / ".codex" / "auth.json").write_text("{}")
+    assert codex.key_found() == "~/.codex/auth.json"
+    assert launch.registered("demo").key_found() == "none needed"
+    assert "missing" in acpnb.agents()._repr_html_()
+
+
+def test_auth_hints_say_what_to_set():
+    methods = [{"id": "chatgpt"}, {"id": "openai-api-key", "type": "env_var"}]
+    hint = launch.auth_hint(launch.registered("codex"), methods)
+    assert hint.startswith("Agent 'codex' needs a key or a login: set OPENAI_API_KEY or CODEX_API_KEY")
+    assert "Its auth methods: chatgpt, openai-api-key" in hint
+    assert launch.auth_hint(None, methods).startswith("The agent needs authentication: Its auth methods")
+    assert launch.auth_hint(None, []) is None
+    assert "GEMINI_API_KEY" in launch.auth_hint(launch.registered("gemini"), [])
+
+
+def test_auto_auth_picks_the_first_offered_method_whose_key_is_set():
+    codex = launch.registered("codex")
+    offered = [{"id": "chatgpt"}, {"id": "codex-api-key"}, {"id": "openai-api-key"}]
+    assert launch.auto_auth_method(codex, offered, {"OPENAI_API_KEY": "k"}) == ("openai-api-key", "OPENAI_API_KEY")
+    both = {"OPENAI_API_KEY": "k", "CODEX_API_KEY": "c"}
+    assert launch.auto_auth_method(codex, offered, both) == ("codex-api-key", "CODEX_API_KEY")
+    assert launch.auto_auth_method(codex, offered, {"OPENAI_API_KEY": ""}) is None
+    assert launch.auto_auth_method(codex, [{"id": "chatgpt"}], {"OPENAI_API_KEY": "k"}) is None
+    assert launch.auto_auth_method(None, offered, {"OPENAI_API_KEY": "k"}) is None
+
+
+def test_new_fields_survive_the_proxy_command_line():
+    from acp_notebook.proxy.cli import decode_spec, encode_spec
+
+    for name in ("claude", "codex", "opencode"):
+        spec = launch.registered(name)
+        decoded, _ = decode_spec(encode_spec(spec))
+        assert decoded == spec
+
+
+# --- the client's authentication from the environment, against a fake agent ---------------------
+
+FAKE_AGENT = textwrap.dedent('''
+    """Wants `authenticate key-a` (which reads FAKE_KEY) before session/new, unless FAKE_LOGGED_IN is set;
+    prompts always answer "authentication required"."""
+    import asyncio, os
+    from acp.connection import Connection
+    from acp.exceptions import RequestError
+    from acp.stdio import stdio_streams
+
+    state = {"authenticated": bool(os.environ.get("FAKE_LOGGED_IN")), "sessions": 0}
+
+    async def handle(method, params, is_notification):
+        if method == "initialize":
+            return {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "fake", "version": "1"},
+                    "authMethods": [{"id": "login", "name": "Log in"},
+                                    {"id": "key-a", "name": "Key", "type": "env_var", "vars": [{"name": "FAKE_KEY"}]}]}
+        if method == "authenticate":
+            if params["methodId"] == "key-a" and not os.environ.get("FAKE_KEY"):
+                raise RequestError(-32603, "Internal error", "FAKE_KEY is not set")
+            state["authenticated"] = True
+            return {}
+        if method == "session/new":
+            if not state["authenticated"]:
+                raise RequestError(-32000, "Authentication required")
+            state["sessions"] += 1
+            return {"sessionId": f"s{state['sessions']}"}
+        if method == "session/prompt":
+            raise RequestError(-32000, "Authentication required")
+        if is_notification:
+            return None
+        raise RequestError.method_not_found(method)
+
+    async def main():
+        reader, writer = await stdio_streams()
+        await Connection(handle, writer, reader, listening=False).main_loop()
+
+    asyncio.run(main())
+''')
+
+
+@pytest.fixture
+def fake_spec(tmp_path):
+    script = tmp_path / "fake_agent.py"
+    script.write_text(FAKE_AGENT)
+    return acpnb.AgentSpec(name="fake", command=(sys.executable, str(script)), auth_env={"FAKE_KEY": "key-a"},
+                           key_vars=("FAKE_KEY",), login_hint="set FAKE_KEY, or log in with `fake login`")
+
+
+def sent_methods(agent: acpnb.Agent) -> list[str]:
+    return [e["msg"]["method"] for e in agent.log if e["dir"] == "send" and "method" in e["msg"]]
+
+
+def test_the_key_in_the_environment_authenticates_when_the_agent_asks(fake_spec, tmp_path):
+    with acpnb.start(fake_spec, cwd=tmp_path, env={"FAKE_KEY": "k"}, inherit_env=False, timeout=20) as agent:
+        assert agent.auth_method is None  # nothing sent before the agent asks
+        assert agent.new_session().id == "s1"
+        assert agent.auth_method == "key-a"
+        assert agent.new_session().id == "s2"
+        assert sent_methods(agent) == ["initialize", "session/new", "authenticate", "session/new", "session/new"]
+        authenticate = next(e["msg"] for e in agent.log if e["msg"].get("method") == "authenticate")
+        assert authenticate["params"] == {"methodId": "key-a"}
+
+
+def test_concurrent_sessions_share_one_authentication(fake_spec, tmp_path):
+    with acpnb.start(fake_spec, cwd=tmp_path, env={"FAKE_KEY": "k"}, inherit_env=False, timeout=20) as agent:
+        async def two_sessions():
+            return await asyncio.gather(agent.anew_session(), agent.anew_session())
+
+        sessions = run_sync(two_sessions(), 20)
+        assert sorted(s.id for s in sessions) == ["s1", "s2"]
+        assert sent_methods(agent).count("authenticate") == 1
+
+
+def test_an_existing_login_is_kept(fake_spec, tmp_path):
+    env = {"FAKE_KEY": "k", "FAKE_LOGGED_IN": "1"}
+    with acpnb.start(fake_spec, cwd=tmp_path, env=env, inherit_env=False, timeout=20) as agent:
+        agent.new_session()
+        assert "authenticate" not in sent_methods(agent) and agent.auth_method is None
+
+
+def test_without_a_key_the_error_says_what_to_set(fake_spec, tmp_path):
+    with acpnb.start(fake_spec, cwd=tmp_path, inherit_env=False, timeout=20) as agent:
+        with pytest.raises(acpnb.RpcError) as info:
+            agent.new_session()
+        assert info.value.code == -32000
+        assert info.value.hint.startswith("Agent 'fake' needs a key or a login: set FAKE_KEY, or log in")
+        assert "Its auth methods: login, key-a" in info.value.hint
+        assert "authenticate" not in sent_methods(agent)
+        # The user can still authenticate by hand, then open sessions.
+        agent.authenticate("login")
+        assert agent.new_session().id == "s1"
+
+
+def test_prompts_are_never_sent_twice(fake_spec, tmp_path):
+    env = {"FAKE_KEY": "k", "FAKE_LOGGED_IN": "1"}
+    with acpnb.start(fake_spec, cwd=tmp_path, env=env, inherit_env=False, timeout=20) as agent:
+        session = agent.new_session()
+        with pytest.raises(acpnb.RpcError) as info:
+            session.prompt("hi", timeout=20)
+        assert "needs a key or a login: set FAKE_KEY" in info.value.hint
+        assert sent_methods(agent).count("session/prompt") == 1 and "authenticate" not in sent_methods(agent)
+
+
+def test_plain_commands_get_the_generic_hint(fake_spec, tmp_path):
+    with acpnb.start(list(fake_spec.command), cwd=tmp_path, env={"FAKE_KEY": "k"}, inherit_env=False,
+                     timeout=20) as agent:
+        with pytest.raises(acpnb.RpcError) as info:
+            agent.new_session()  # no AgentSpec, so no auth_env: nothing is sent on the user's behalf
+        assert "authenticate" not in sent_methods(agent)
+        assert info.value.hint == ("The agent needs authentication: Its auth methods: login, key-a "
+                                   "(agent.authenticate(method_id) picks one).")
