@@ -621,7 +621,7 @@ class AcpMagics(Magics):
         session = self.session_of(entry)
         view = TurnView(session, prompt, interval=self.stream_interval)
         self.last_view = view
-        display(view)
+        view.display_handle = display(view, display_id=True)
         previous = self._last_turn.get(session.id)
         timeout = self.turn_timeout or None
 

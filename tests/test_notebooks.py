@@ -98,6 +98,16 @@ def test_quickstart_saves_the_title_headers_and_the_replies(quickstart):
     assert "model = Smart" in texts(code_cell(quickstart, "%acp set model=smart"))
 
 
+def test_readers_without_the_widgets_still_see_the_title_and_the_reply(quickstart):
+    """Untrusted notebooks and static renderers fall back to Markdown: the end of the turn refreshed it."""
+    (output,) = code_cell(quickstart, "%%acp\nExplain").outputs
+    markdown = output["data"]["text/markdown"]
+    assert markdown.startswith("**Explain the agent client protocol…** · model: Smart · done")
+    assert '[smart] I thought it over at the medium level. You said: "Explain' in markdown
+    (panel,) = next(c for c in quickstart.cells if c.source == "%acp start demo").outputs
+    assert panel["data"]["text/markdown"].startswith("**Demo agent** · acp-notebook-demo")
+
+
 def test_quickstart_shows_the_inspector_filtered_to_set_config_option(quickstart):
     (frames,) = widget_models(quickstart, "SelectModel")
     labels = frames["_options_labels"]

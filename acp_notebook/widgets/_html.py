@@ -241,6 +241,17 @@ def seconds(value: float) -> str:
     return f"{int(value // 60)} min {value % 60:.0f} s"
 
 
+def md_escape(text: str) -> str:
+    """Text shown literally inside Markdown (titles, labels)."""
+    return "".join("\\" + c if c in "\\`*_[]<>#|" else c for c in text)
+
+
+def widget_bundle(widget: Any, **kwargs: Any) -> dict[str, Any]:
+    """The widget's own display data (empty once the widget is closed: ipywidgets drops it then)."""
+    render = getattr(widget, "_repr_mimebundle_", None)
+    return dict(render(**kwargs) or {}) if callable(render) else {}
+
+
 def json_html(value: Any) -> str:
     """Pretty JSON in a scrollable monospace block."""
     text = json.dumps(value, indent=2, ensure_ascii=False, default=str)

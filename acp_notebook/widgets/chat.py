@@ -28,10 +28,12 @@ from ._html import (
     MUTED,
     error_html,
     header_html,
+    md_escape,
     plan_html,
     seconds,
     tool_call_html,
     usage_html,
+    widget_bundle,
 )
 from ._threads import detached
 from .panel import session_header_info, value_label
@@ -97,6 +99,7 @@ class TurnView:
         self._model = self._model_label()
         self._prompts: list[PermissionPrompt] = []
         self._decisions: dict[str, list[str]] = {}
+        self.display_handle: Any = None  # set by whoever displays the view with a display_id
         self.finished: concurrent.futures.Future[Turn | None] = concurrent.futures.Future()
         self.finished.set_running_or_notify_cancel()
 
@@ -127,7 +130,22 @@ class TurnView:
         self.render()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        # Plain text and Markdown for readers without the live widgets (untrusted notebooks, GitHub);
+        # ``display_handle`` refreshes them when the turn ends.
+        with self._lock:
+            turn = self.turn
+            title = self._frozen_title if self._frozen_title is not None else self.session.title
+            info = session_header_info(self.session, title=title, status=self.status, model=self._model)
+            head = " · ".join(p for p in (info.title, f"model: {info.model}" if info.model else "", info.status) if p)
+            text = turn.text if turn is not None else ""
+            calls = [f"- {c.title or c.id} ({c.kind or 'other'}, {c.status or 'pending'})"
+                     for c in (turn.tool_calls if turn is not None else [])]
+            tail = self.error_message or ""
+        markdown = "\n\n".join(p for p in (f"**{md_escape(info.title)}** · {md_escape(head[len(info.title) + 3:])}",
+                                            "\n".join(md_escape(c) for c in calls), text,
+                                            f"*{md_escape(tail)}*" if tail else "") if p)
+        plain = "\n".join(p for p in (head, *calls, text, tail) if p)
+        return {**widget_bundle(self.widget, **kwargs), "text/plain": plain, "text/markdown": markdown}
 
     def _model_label(self) -> str | None:
         option = self.session.model_option
@@ -183,6 +201,8 @@ class TurnView:
             for prompt in self._prompts:
                 prompt.choose(None)  # nobody can answer a prompt of a finished turn
             self.render()
+        if self.display_handle is not None:
+            self.display_handle.update(self)  # the static fallback now carries the reply
         if error is not None:
             self.finished.set_exception(error)
         else:

@@ -11,7 +11,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ._html import BORDER, MONO, MUTED, json_html
+from ._html import BORDER, MONO, MUTED, json_html, widget_bundle
 from .chat import Throttle
 
 __all__ = ["FrameSummary", "ProtocolInspector", "frames_html", "summarize_frames"]
@@ -196,7 +196,10 @@ class ProtocolInspector:
         self._unsubscribe = agent.on_frame(lambda _entry: self._throttle.request())
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        with self._lock:
+            shown = self.visible()
+        text = f"Protocol inspector of agent '{self.agent.name}': {len(shown)} of {len(self._frames)} frames"
+        return {**widget_bundle(self.widget, **kwargs), "text/plain": text, "text/markdown": f"*{text}*"}
 
     def close(self) -> None:
         self._unsubscribe()

@@ -26,7 +26,7 @@ import ipywidgets as widgets
 from .. import _loop
 from ..errors import AcpError
 from ..state import ConfigOption, ConfigOptions, StateEvent
-from ._html import HeaderInfo, error_html, header_html, usage_html
+from ._html import HeaderInfo, error_html, header_html, md_escape, usage_html, widget_bundle
 from ._threads import detached
 
 __all__ = ["SessionPanel", "choice_label", "dropdown_options", "session_header_info", "value_label"]
@@ -140,7 +140,14 @@ class SessionPanel:
 
     # --- display ---------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        # Plain text and Markdown for readers without the live widgets (untrusted notebooks, GitHub).
+        info = session_header_info(self.session)
+        settings = " · ".join(f"{o.name}: {value_label(o)}" for o in self.session.config)
+        line = " · ".join(p for p in (info.title, info.agent, f"model: {info.model}" if info.model else "",
+                                      info.status) if p)
+        return {**widget_bundle(self.widget, **kwargs), "text/plain": f"{line}\n{settings}".rstrip(),
+                "text/markdown": f"**{md_escape(info.title)}** · {md_escape(line[len(info.title) + 3:])}\n\n"
+                                 f"{md_escape(settings)}".rstrip()}
 
     def close(self) -> None:
         """Stop following the session and close the widgets."""
