@@ -20,12 +20,19 @@ IMG = REPO_ROOT / "docs" / "img"
 NOTEBOOK = "acp_e2e.ipynb"
 CELLS = [
     Cell("# Talking to an ACP agent", kind="markdown"),
+    "%env ACP_DEMO_DELAY=0.15",  # the demo agent pauses between chunks: the reply visibly streams
     "%load_ext acp_notebook\n%acp start demo",
     "%%acp\nExplain the agent client protocol in one line",
     "%%acp\nread notes.txt",
     "%acp log --method session/set_config_option",
 ]
-START, CHAT, PERMISSION, LOG = 1, 2, 3, 4
+PACE, START, CHAT, PERMISSION, LOG = 1, 2, 3, 4, 5
+
+
+def run_without_waiting(lab_page: LabPage, index: int) -> None:
+    """Select a cell and run it with Ctrl+Enter, returning while it still runs (LabPage.run_cell waits)."""
+    lab_page.cell(index).locator(".jp-InputPrompt").click()
+    lab_page.page.keyboard.press("Control+Enter")
 
 
 def test_pick_a_model_by_clicking_then_chat(lab_page: LabPage, jupyterlab_server: JupyterLabServer) -> None:
@@ -33,6 +40,7 @@ def test_pick_a_model_by_clicking_then_chat(lab_page: LabPage, jupyterlab_server
     (root / "notes.txt").write_text("first line\nsecond line\n")
     write_notebook(root / NOTEBOOK, CELLS)
     lab_page.open_notebook(NOTEBOOK)
+    lab_page.run_cell(PACE)
 
     # %acp start demo: the panel shows the agent's name until the first title arrives.
     lab_page.run_cell(START)
@@ -53,10 +61,14 @@ def test_pick_a_model_by_clicking_then_chat(lab_page: LabPage, jupyterlab_server
     lab_page.screenshot(IMG / "panel.png", of=panel)
 
     # A %%acp cell: the reply streams in under the header, which takes the session's title.
-    lab_page.run_cell(CHAT)
+    run_without_waiting(lab_page, CHAT)
     chat = lab_page.output(CHAT)
+    lab_page.wait_for_selector(".acpnb-status-working", within=chat)
     reply = lab_page.wait_for_selector(".acpnb-reply", within=chat)
-    lab_page.wait_for_text(re.compile(r"^\[smart\] I thought it over"), within=reply)
+    partial = lab_page.wait_for_text(re.compile(r"^\[smart\] I thought"), within=reply).inner_text()
+    lab_page.screenshot(IMG / "streaming.png", of=lab_page.cell(CHAT))
+    lab_page.wait_for_text("the same way every time.", within=reply)
+    assert len(partial) < len(reply.inner_text()), "the reply arrived in one piece, not streamed"
     title = lab_page.wait_for_selector(".acpnb-title", within=chat)
     assert title.inner_text() == "Explain the agent client protocol…"
     lab_page.wait_for_text("Thoughts", within=chat)
@@ -68,8 +80,7 @@ def test_pick_a_model_by_clicking_then_chat(lab_page: LabPage, jupyterlab_server
     lab_page.screenshot(IMG / "notebook.png")
 
     # A permission request while the cell runs: the buttons must reach the busy kernel.
-    lab_page.cell(PERMISSION).locator(".jp-InputPrompt").click()
-    lab_page.page.keyboard.press("Control+Enter")
+    run_without_waiting(lab_page, PERMISSION)
     permission = lab_page.output(PERMISSION)
     allow = lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=permission)
     lab_page.screenshot(IMG / "permission.png", of=lab_page.cell(PERMISSION))
