@@ -70,9 +70,11 @@ def pytest_runtest_makereport(
     return report
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API runs an asyncio loop in the main thread while it
+# is open, and tests outside this package call asyncio.run, which refuses to start inside one.
+@pytest.fixture(scope="package")
 def chromium() -> Iterator[Browser]:
-    """Debian's chromium, headless, driven by Playwright; shared by the session."""
+    """Debian's chromium, headless, driven by Playwright; shared by the browser tests."""
     if not CHROMIUM_PATH.exists():
         _browser_unavailable(
             f"{CHROMIUM_PATH} not found: "
@@ -90,9 +92,9 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def jupyterlab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLabServer]:
-    """A JupyterLab on 127.0.0.1 with a throwaway config, answering; shared by the session.
+    """A JupyterLab on 127.0.0.1 with a throwaway config, answering; shared by the browser tests.
 
     Write notebooks into `jupyterlab_server.root_dir`.
     """
