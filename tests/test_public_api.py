@@ -1,0 +1,55 @@
+"""The public surface: pinned so that a rename or removal is a deliberate, visible change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import acp_notebook as acpnb
+
+PUBLIC = {
+    "AcpError", "AcpTimeoutError", "Agent", "AgentClosedError", "AgentExitedError", "AgentSpec", "AgentStartError",
+    "CapabilityError", "Choice", "ConfigOption", "ConfigOptionError", "ConfigOptions", "PermissionDenied",
+    "PermissionRequest", "ProtocolError", "RpcError", "Session", "SessionState", "SweepResult", "ToolCall", "Turn",
+    "__version__", "agents", "astart", "current", "load_ipython_extension", "register", "start", "start_proxy",
+    "sweep",
+}
+
+
+def test_all_is_pinned_and_every_name_exists():
+    assert set(acpnb.__all__) == PUBLIC
+    assert len(acpnb.__all__) == len(PUBLIC), "no duplicates in __all__"
+    for name in acpnb.__all__:
+        assert getattr(acpnb, name) is not None
+
+
+def test_error_tree():
+    for name in ("AgentStartError", "AgentExitedError", "AgentClosedError", "ProtocolError", "RpcError",
+                 "AcpTimeoutError", "ConfigOptionError", "CapabilityError", "PermissionDenied"):
+        assert issubclass(getattr(acpnb, name), acpnb.AcpError), name
+    assert issubclass(acpnb.AcpTimeoutError, TimeoutError)
+    assert issubclass(acpnb.ConfigOptionError, ValueError)
+
+
+def test_errors_render_as_one_short_block_in_ipython():
+    error = acpnb.ConfigOptionError("'genius' is not a choice of 'model'", hint="Valid values: fast, smart.")
+    lines = error._render_traceback_()
+    assert len(lines) == 2 and "genius" in lines[0] and "fast, smart" in lines[1]
+
+
+def test_importing_the_package_does_not_import_widgets_or_ipython():
+    code = ("import sys, acp_notebook; "
+            "print(sorted(m for m in ('ipywidgets', 'IPython', 'pandas', 'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_current_without_a_session_says_what_to_do(monkeypatch):
+    from acp_notebook import client
+
+    monkeypatch.setattr(client, "_current", None)
+    with pytest.raises(acpnb.AcpError) as info:
+        acpnb.current()
+    assert "%acp start" in info.value.hint
