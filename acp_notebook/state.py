@@ -222,6 +222,20 @@ class StateEvent:
 Observer = Callable[[StateEvent], None]
 
 
+def _legacy_option(kind: Literal["mode", "model"], data: Mapping[str, Any] | None, list_key: str, id_key: str,
+                   current_key: str) -> ConfigOption | None:
+    """A config option rebuilt from the old ``modes`` or ``models`` field (gemini-cli still sends them)."""
+    if not data:
+        return None
+    choices = tuple(
+        Choice(value=item[id_key], name=item.get("name") or item[id_key], description=item.get("description"))
+        for item in data.get(list_key) or []
+        if isinstance(item, Mapping) and id_key in item
+    )
+    return ConfigOption(id=kind, name=kind.capitalize(), type="select", value=data.get(current_key), category=kind,
+                        choices=choices, legacy_source="modes" if kind == "mode" else "models", raw=data)
+
+
 class SessionState:
     """Everything the agent has told us about one session, kept in arrival order.
 
@@ -306,27 +320,12 @@ class SessionState:
         self._rebuild_legacy()
 
     def _rebuild_legacy(self) -> None:
-        options: list[ConfigOption] = []
-        modes = self.legacy_modes
-        if modes:
-            choices = tuple(
-                Choice(value=m["id"], name=m.get("name") or m["id"], description=m.get("description"))
-                for m in modes.get("availableModes") or []
-                if isinstance(m, Mapping) and "id" in m
-            )
-            options.append(ConfigOption(id="mode", name="Mode", type="select", value=modes.get("currentModeId"),
-                                        category="mode", choices=choices, legacy_source="modes", raw=modes))
-        models = self.legacy_models
-        if models:
-            choices = tuple(
-                Choice(value=m["modelId"], name=m.get("name") or m["modelId"], description=m.get("description"))
-                for m in models.get("availableModels") or []
-                if isinstance(m, Mapping) and "modelId" in m
-            )
-            options.append(ConfigOption(id="model", name="Model", type="select", value=models.get("currentModelId"),
-                                        category="model", choices=choices, legacy_source="models", raw=models))
+        options = [
+            _legacy_option("mode", self.legacy_modes, "availableModes", "id", "currentModeId"),
+            _legacy_option("model", self.legacy_models, "availableModels", "modelId", "currentModelId"),
+        ]
         self.raw_options = []
-        self.config = ConfigOptions(options)
+        self.config = ConfigOptions([o for o in options if o is not None])
         self.emit("config", self.config)
 
     def apply_update(self, update: Mapping[str, Any]) -> bool:
