@@ -34,6 +34,7 @@ from .errors import (
     PermissionDenied,
     ProtocolError,
     RpcError,
+    _data_details,
 )
 from .launch import SpecLike, auth_hint, auto_auth_method, resolve_spec, spec_of
 from .state import ConfigOptions, SessionState
@@ -763,7 +764,8 @@ class Session:
         except RpcError as exc:
             raise ConfigOptionError(
                 f"agent '{self.agent.name}' refused {config_id}={value!r}: {exc.rpc_message}"
-                + (f" ({exc.data.get('message')})" if isinstance(exc.data, dict) and exc.data.get("message") else ""),
+                # The reason is often only in data: {"details": ...} (claude, gemini) or a string (codex).
+                + (f" ({_data_details(exc.data)})" if _data_details(exc.data) else ""),
                 config_id=config_id, value=value, valid=option.values,
                 hint="The session's settings are unchanged.",
             ) from exc

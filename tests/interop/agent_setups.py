@@ -1,29 +1,38 @@
-"""How to run each pinned third-party agent offline: its binary, arguments, environment and auth.
+"""How each pinned third-party agent runs offline in the interop tests: the registry's entry plus the
+arguments and environment that point it at our model server, a fresh HOME and no network.
 
-Measured against the versions `scripts/install-agents.sh` installs (see FINDINGS.md). With a
-`ModelServer`, `env(server)` points the agent at it so full turns work without a network;
-without one, `env(None)` is the minimum for initialize and session/new. Give every run a
-fresh HOME: the agents write sessions, settings and (codex) the API key there.
+The registry (`acp_notebook.launch`) is the one source of the packages, versions, binaries and
+auth rules; this module only adds what a test run needs. `setup.spec(home, server)` is an
+`AgentSpec` that `acpnb.start` and `acpnb.start_proxy` take as it is. Measured facts behind it:
+FINDINGS.md. Give every run a fresh HOME: the agents write sessions, settings and (codex) the API
+key there.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+
+from acp_notebook import launch
+from acp_notebook.launch import AgentSpec
 
 if TYPE_CHECKING:
     from model_server import ModelServer
 
 DUMMY_KEY = "dummy-key-for-offline-tests"
 
+# Nothing listens on the discard port: npm calls an agent makes (opencode installs a plugin at every
+# start, claude runs `npm root --global`) fail at once instead of reaching the registry.
+DEAD_NPM_REGISTRY = "http://127.0.0.1:9/"
+
 
 def agent_cache() -> Path:
-    """Where scripts/install-agents.sh installs the agents."""
-    default = Path.home() / ".cache" / "acp-notebook" / "agents"
-    return Path(os.environ.get("ACP_NOTEBOOK_AGENT_CACHE", default))
+    """Where scripts/install-agents.sh installs the agents (the registry looks there too)."""
+    return launch.agent_cache_dir()
 
 
 def opencode_config(server: ModelServer) -> dict:
@@ -56,20 +65,20 @@ def opencode_config(server: ModelServer) -> dict:
 
 
 def _claude_env(server: ModelServer | None) -> dict[str, str]:
-    env = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-    if server is not None:
-        env |= {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": DUMMY_KEY}
-    return env
+    if server is None:
+        return {}
+    return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": DUMMY_KEY}
 
 
 def _opencode_env(server: ModelServer | None) -> dict[str, str]:
-    env = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
-    if server is not None:
-        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(opencode_config(server))
-    return env
+    if server is None:
+        return {}
+    return {"OPENCODE_CONFIG_CONTENT": json.dumps(opencode_config(server))}
 
 
-def _codex_args(server: ModelServer | None) -> list[str]:
+def codex_provider_args(server: ModelServer | None) -> list[str]:
+    """A model provider of our own on the model server. Codex asks for no `authenticate` then: the
+    provider reads its key from OPENAI_API_KEY at each request."""
     if server is None:
         return []
     return [
@@ -84,55 +93,90 @@ def _codex_args(server: ModelServer | None) -> list[str]:
     ]
 
 
+def codex_openai_args(server: ModelServer) -> list[str]:
+    """Codex's built-in OpenAI provider, moved onto the model server: this one wants `authenticate`
+    (openai-api-key) before session/new, as with a real key against api.openai.com."""
+    return ["-c", f'openai_base_url="{server.url}/v1"', "-c", "model=gpt-5.4"]
+
+
+def _codex_env(server: ModelServer | None) -> dict[str, str]:
+    return {} if server is None else {"OPENAI_API_KEY": DUMMY_KEY}
+
+
 def _gemini_env(server: ModelServer | None) -> dict[str, str]:
-    env = {"GEMINI_API_KEY": DUMMY_KEY}
-    if server is not None:
-        env["GOOGLE_GEMINI_BASE_URL"] = server.url
-    return env
+    if server is None:
+        return {}
+    return {"GEMINI_API_KEY": DUMMY_KEY, "GOOGLE_GEMINI_BASE_URL": server.url}
+
+
+def home_env(home: Path) -> dict[str, str]:
+    """HOME and every XDG directory under it, so nothing of the user's own config is read or written."""
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
 
 
 @dataclass(frozen=True)
 class AgentSetup:
     name: str
-    package: str
-    version: str
-    # Relative to the agent's prefix in the cache.
-    binary: str
-    fixed_args: tuple[str, ...] = ()
     server_args: Callable[[ModelServer | None], list[str]] = field(default=lambda server: [])
     server_env: Callable[[ModelServer | None], dict[str, str]] = field(default=lambda server: {})
-    # authenticate must be called with this method before session/new (codex) or is
-    # accepted and harmless (gemini); None: the agent lists no method it needs here.
+    # For the raw exploration harness, which does not authenticate on its own as our client does:
+    # the method to call before session/new, if the agent needs one with the setup above.
     auth_method: str | None = None
 
+    @property
+    def registry(self) -> AgentSpec:
+        spec = launch.registered(self.name)
+        assert spec is not None, f"{self.name} is not in the registry"
+        return spec
+
+    @property
+    def package(self) -> str:
+        return (self.registry.npm_package or "").rsplit("@", 1)[0]
+
+    @property
+    def version(self) -> str:
+        return self.registry.version or ""
+
     def executable(self) -> Path:
-        return agent_cache() / self.name / self.binary
+        """The binary scripts/install-agents.sh put in the cache (the registry's first cache path)."""
+        return agent_cache() / self.name / self.registry.cache_paths[0]
+
+    def installed_version(self) -> str | None:
+        """The version of the package in the cache, or None when it is not there."""
+        manifest = agent_cache() / self.name / "node_modules" / self.package / "package.json"
+        if not manifest.is_file() or not os.access(self.executable(), os.X_OK):
+            return None
+        return str(json.loads(manifest.read_text()).get("version") or "") or None
 
     def installed(self) -> bool:
-        return self.executable().is_file()
+        return self.installed_version() == self.version
 
-    def command(self, server: ModelServer | None = None) -> list[str]:
-        return [str(self.executable()), *self.fixed_args, *self.server_args(server)]
+    def command(self, server: ModelServer | None = None, extra_args: list[str] | None = None) -> list[str]:
+        registry = self.registry
+        return [str(self.executable()), *registry.command[1:], *self.server_args(server), *(extra_args or [])]
 
     def env(self, server: ModelServer | None = None) -> dict[str, str]:
-        return self.server_env(server)
+        """The registry's offline env, a dead npm registry and the model server's settings (no HOME)."""
+        return {**self.registry.offline_env, "npm_config_registry": DEAD_NPM_REGISTRY, **self.server_env(server)}
+
+    def spec(self, home: Path, server: ModelServer | None = None, *, env: Mapping[str, str] | None = None,
+             extra_args: list[str] | None = None) -> AgentSpec:
+        """The registry's AgentSpec (auth rules and all) with the test's arguments and environment."""
+        registry = self.registry
+        command = (registry.command[0], *registry.command[1:], *self.server_args(server), *(extra_args or []))
+        return replace(registry, command=command,
+                       env={**registry.env, **self.env(server), **home_env(home), **(env or {})})
 
 
 AGENTS: dict[str, AgentSetup] = {
-    "claude": AgentSetup(
-        name="claude", package="@zed-industries/claude-agent-acp", version="0.23.1",
-        binary="node_modules/.bin/claude-agent-acp", server_env=_claude_env),
-    "opencode": AgentSetup(
-        name="opencode", package="opencode-ai", version="1.18.33",
-        binary="node_modules/.bin/opencode", fixed_args=("acp",), server_env=_opencode_env),
-    "codex": AgentSetup(
-        name="codex", package="@zed-industries/codex-acp", version="0.16.0",
-        # The native binary, not the node wrapper (which orphans it when killed).
-        binary="node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp",
-        server_args=_codex_args, server_env=lambda server: {"OPENAI_API_KEY": DUMMY_KEY},
-        auth_method="openai-api-key"),
-    "gemini": AgentSetup(
-        name="gemini", package="@google/gemini-cli", version="0.61.0",
-        binary="node_modules/.bin/gemini", fixed_args=("--acp",), server_env=_gemini_env,
-        auth_method="gemini-api-key"),
+    "claude": AgentSetup(name="claude", server_env=_claude_env),
+    "opencode": AgentSetup(name="opencode", server_env=_opencode_env),
+    "codex": AgentSetup(name="codex", server_args=codex_provider_args, server_env=_codex_env),
+    "gemini": AgentSetup(name="gemini", server_env=_gemini_env),
 }
