@@ -38,9 +38,11 @@ def validate_client_frames(agent: acpnb.Agent) -> int:
 
 @pytest.fixture
 def demo(tmp_path):
+    """The demo agent; after the test, every frame both ways is checked against the official schema."""
     agent = acpnb.start("demo", cwd=tmp_path, timeout=30)
     yield agent
     agent.close()
+    validate_log(agent)
 
 
 def test_initialize_reports_info_capabilities_and_auth(demo):
@@ -208,6 +210,10 @@ def test_list_load_and_resume(tmp_path):
         first.prompt("Remember the lighthouse")
         listed = agent.list_sessions()
         assert any(s["sessionId"] == first.id for s in listed)
+        first.close()
+        assert first.closed and first.id not in [s.id for s in agent.sessions]
+        assert any(e["msg"].get("method") == "session/close" for e in agent.log)
+        validate_log(agent)
     with acpnb.start("demo", cwd=tmp_path) as agent:
         with pytest.raises(acpnb.RpcError):
             agent.load_session("no-such-session")
