@@ -87,6 +87,7 @@ def check_environment(spec: AgentSpec, home: Path, base: Mapping[str, str] | Non
     and the spec's offline settings (no telemetry, no self-update, no npm installs)."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in RELOCATING_VARS}
     env["HOME"] = str(home)
+    env.update(spec.env)  # as acpnb.start(name) would: the registry's own settings over the user's
     env.update(spec.offline_env)
     return env
 

@@ -237,6 +237,16 @@ def _npm_platform() -> str:
 _DEAD_NPM_REGISTRY = "http://127.0.0.1:9/"
 
 
+def _claude_env() -> dict[str, str]:
+    """As root, claude-agent-acp takes any IS_SANDBOX value as "bypass mode allowed" and starts Claude
+    Code so, but Claude Code exits unless the value is exactly "1" (every session/new then fails with
+    "Query closed before response received"). Say "1" for a user who said they are in a sandbox."""
+    value = os.environ.get("IS_SANDBOX")
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and value not in (None, "", "1"):
+        return {"IS_SANDBOX": "1"}
+    return {}
+
+
 def _builtin() -> dict[str, AgentSpec]:
     """The demo agent and the four third-party agents, pinned to the versions the interop tests run
     (tests/interop/FINDINGS.md has what each needs and does)."""
@@ -249,6 +259,7 @@ def _builtin() -> dict[str, AgentSpec]:
         name="claude",
         command=("claude-agent-acp",),
         npm_package="@zed-industries/claude-agent-acp@0.23.1",
+        env=_claude_env(),
         env_vars=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"),
         cache_paths=("node_modules/.bin/claude-agent-acp",),
         description="Claude Code through claude-agent-acp",

@@ -238,3 +238,68 @@ def test_plain_commands_get_the_generic_hint(fake_spec, tmp_path):
         assert "authenticate" not in sent_methods(agent)
         assert info.value.hint == ("The agent needs authentication: Its auth methods: login, key-a "
                                    "(agent.authenticate(method_id) picks one).")
+
+
+# --- `acp-notebook agents --check` with the demo agent and agents that are not installed -------------
+
+def run_cli(*args: str, env: dict[str, str] | None = None):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "acp_notebook.cli", "agents", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, env=env)
+
+
+def test_check_of_the_demo_agent():
+    from acp_notebook.agents_cli import check_agents
+
+    table = check_agents(["demo"])
+    (row,) = table
+    assert row.ok and row.starts.startswith("yes (") and row.session_new.startswith("yes (")
+    assert row.config_options == ["model", "mode", "tone", "show_thoughts"]
+    assert row.set_works == "yes: model=smart" and row.auth == "none needed"
+    text = str(table)
+    assert text.splitlines()[0].split() == ["agent", "version", "starts", "session/new", "config", "options",
+                                            "set", "works", "auth"]
+    assert "<th>session/new</th>" in table._repr_html_() and "yes: model=smart" in table._repr_html_()
+
+
+def test_check_of_agents_that_are_not_installed(monkeypatch, tmp_path):
+    from acp_notebook.agents_cli import check_agents
+
+    monkeypatch.setenv("ACP_NOTEBOOK_AGENT_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    rows = check_agents(["claude", "codex"])
+    assert [(r.installed, r.ok, r.starts, r.pinned) for r in rows] == [
+        (False, False, "not installed", "0.23.1"), (False, False, "not installed", "0.16.0")]
+    fake_npx = tmp_path / "npx"
+    fake_npx.write_text("#!/bin/sh\nexit 1\n")
+    fake_npx.chmod(0o755)
+    (row,) = check_agents(["gemini"])  # npx would download it: the check does not run it
+    assert row.starts == "not installed (npx (downloads on first start))"
+
+
+def test_agents_cli_check_json_and_usage_errors(tmp_path):
+    import json
+    import os
+
+    env = {**os.environ, "ACP_NOTEBOOK_AGENT_CACHE": str(tmp_path), "PATH": str(Path(sys.executable).parent)}
+    done = run_cli("--check", "--json", "demo", "claude", env=env)
+    assert done.returncode == 0, done.stderr  # a missing agent is not a failure of the check
+    demo, claude = json.loads(done.stdout)
+    assert demo["ok"] and demo["set_works"] == "yes: model=smart" and not claude["installed"]
+    listed = run_cli(env=env)
+    assert listed.returncode == 0 and "missing" in listed.stdout.splitlines()[0]
+    assert "the package: Install it with `npm install -g @zed-industries/claude-agent-acp@0.23.1`" in listed.stdout
+    assert run_cli("--check", "nobody").returncode == 2
+    assert run_cli("--json").returncode == 2
+
+
+@pytest.mark.parametrize(("euid", "value", "expected"), [
+    (0, "yes", {"IS_SANDBOX": "1"}), (0, "1", {}), (0, None, {}), (0, "", {}), (1000, "yes", {})])
+def test_claude_gets_is_sandbox_1_when_root_says_sandbox_otherwise(monkeypatch, euid, value, expected):
+    monkeypatch.setattr(launch.os, "geteuid", lambda: euid)
+    if value is None:
+        monkeypatch.delenv("IS_SANDBOX", raising=False)
+    else:
+        monkeypatch.setenv("IS_SANDBOX", value)
+    assert launch._claude_env() == expected

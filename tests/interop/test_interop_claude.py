@@ -4,6 +4,8 @@ usage), cancel, list and close."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from agent_setups import DUMMY_KEY
 from interop_support import (
@@ -18,6 +20,7 @@ from interop_support import (
 )
 
 import acp_notebook as acpnb
+from acp_notebook import launch
 
 pytestmark = pytest.mark.interop
 
@@ -35,7 +38,11 @@ def test_initialize_options_and_no_key(interop):
                                                                     ("model", "model", "select")]
     # It also sends the old modes/models fields; configOptions wins.
     assert all(o.legacy_source is None for o in session.config)
-    assert session.config["mode"].values == ["default", "acceptEdits", "plan", "dontAsk"]
+    # claude-agent-acp adds bypassPermissions unless it runs as root without IS_SANDBOX (the registry
+    # sets IS_SANDBOX=1 for root users who set it to something else, see launch._claude_env).
+    bypass = os.geteuid() != 0 or bool(launch.registered("claude").env.get("IS_SANDBOX"))
+    assert session.config["mode"].values == ["default", "acceptEdits", "plan", "dontAsk"] + (
+        ["bypassPermissions"] if bypass else [])
     assert session.config["mode"].value == "default"
     assert session.config["model"].values == ["default", "sonnet[1m]", "opus[1m]", "haiku"]
     assert session.model == "default" and session.model_option.id == "model"
@@ -124,8 +131,10 @@ def test_cancel_list_and_close(interop, model_server):
     fresh = agent.new_session()
     assert_streamed(fresh.prompt("after cancel", timeout=TURN_TIMEOUT), HELLO + "after cancel")
 
+    # Titles are the first prompt. (Claude writes a session's file as a turn ends, so the cancelled
+    # session, written a whole turn earlier, is the one to look for.)
     listed = {entry["sessionId"]: entry for entry in agent.list_sessions()}
-    assert listed[fresh.id]["title"] == "after cancel"
+    assert listed[session.id]["title"].startswith("slow word1 word2")
     fresh.close()
     assert fresh.closed and fresh not in agent.sessions
     assert any(e["msg"].get("method") == "session/close" for e in agent.log if e["dir"] == "send")

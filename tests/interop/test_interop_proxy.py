@@ -1,0 +1,95 @@
+"""The real agents behind our multi-agent proxy (`acpnb.start_proxy`): one model list with every
+agent's models as `agent:model`, binding a session to each agent, full turns through the proxy."""
+
+from __future__ import annotations
+
+import pytest
+from interop_support import (
+    HELLO,
+    SLOW_WORDS,
+    TURN_TIMEOUT,
+    assert_cancelled_mid_stream,
+    assert_streamed,
+    cancel_after_first_chunk,
+    chosen_kind,
+)
+
+import acp_notebook as acpnb
+
+pytestmark = pytest.mark.interop
+
+CLAUDE_MODELS = ["claude:default", "claude:sonnet[1m]", "claude:opus[1m]", "claude:haiku"]
+OPENCODE_MODELS = ["opencode:interop/interop-model", "opencode:interop/interop-model-large"]
+
+
+@pytest.fixture
+def proxy(interop, model_server):
+    return interop.start_proxy({"claude": interop.spec("claude", model_server),
+                                "opencode": interop.spec("opencode", model_server)}, permission="allow")
+
+
+def test_both_agents_models_namespaced_and_a_claude_turn(interop, model_server, proxy):
+    assert proxy.info["name"] == "acp-notebook-proxy"
+    assert [m["id"] for m in proxy.auth_methods] == ["opencode:opencode-login"]
+    session = proxy.new_session()
+    model = session.config["model"]
+    assert session.config.ids() == ["model"]  # nothing but the model before one is picked
+    assert model.values == CLAUDE_MODELS + OPENCODE_MODELS
+    assert [choice.group for choice in model.choices] == ["claude"] * 4 + ["opencode"] * 2
+    assert model.value == "claude:default"
+
+    session.set("model", "claude:haiku")  # binds the session to claude
+    assert session.config.ids() == ["mode", "model"] and session.model == "claude:haiku"
+    assert session.config["model"].values == CLAUDE_MODELS + OPENCODE_MODELS
+    turn = session.prompt("say hi", timeout=TURN_TIMEOUT)
+    assert_streamed(turn, HELLO + "say hi")
+    request = model_server.wait_for(lambda r: r.path.startswith("/v1/messages"), timeout=5)
+    assert request.body["model"] == "claude-haiku-4-5-20251001"
+
+    target = interop.work / "from-claude.txt"
+    turn = session.prompt(f"write {target} with through the proxy", timeout=TURN_TIMEOUT)
+    assert target.read_text() == "through the proxy"
+    assert chosen_kind(turn.permissions[0]) == "allow_once" and turn.tool_calls[0].status == "completed"
+
+    # After the first prompt the session stays with its agent.
+    with pytest.raises(acpnb.ConfigOptionError):
+        session.set("model", OPENCODE_MODELS[0])
+    assert session.model == "claude:haiku"
+
+
+def test_an_opencode_session_its_effort_option_and_fs_through_the_proxy(interop, model_server, proxy):
+    session = proxy.new_session()
+    session.set("model", OPENCODE_MODELS[1])  # the reasoning model: opencode adds `effort`
+    assert session.config.ids() == ["model", "effort", "mode"]
+    assert session.set("effort", "high")["effort"].value == "high"
+    assert "effort" not in session.set("model", OPENCODE_MODELS[0])
+    assert session.model == OPENCODE_MODELS[0]
+
+    assert_streamed(session.prompt("say hi", timeout=TURN_TIMEOUT), HELLO + "say hi")
+    target = interop.work / "from-opencode.txt"
+    turn = session.prompt(f"write {target} with through the proxy", timeout=TURN_TIMEOUT)
+    assert target.read_text() == "through the proxy"
+    # opencode's fs/write_text_file came through the proxy to our client.
+    writes = [e["msg"]["params"] for e in proxy.log if e["dir"] == "recv"
+              and e["msg"].get("method") == "fs/write_text_file"]
+    assert [w["path"] for w in writes] == [str(target)]
+    assert chosen_kind(turn.permissions[0]) == "allow_once"
+
+    assert_cancelled_mid_stream(cancel_after_first_chunk(session, "slow " + SLOW_WORDS))
+
+
+def test_codex_and_gemini_behind_the_proxy(interop, model_server):
+    proxy = interop.start_proxy({"codex": interop.spec("codex", model_server),
+                                 "gemini": interop.spec("gemini", model_server)})
+    session = proxy.new_session()
+    values = session.config["model"].values
+    # gemini has no model option (only the old `models` field): the proxy lists it as one entry.
+    assert values == ["codex:gpt-5.5", "codex:gpt-5.4", "codex:gpt-5.4-mini", "codex:gpt-5.3-codex",
+                      "codex:gpt-5.2", "gemini:default"]
+    session.set("model", "codex:gpt-5.4")
+    assert session.config.ids() == ["mode", "model", "reasoning_effort"]
+    assert_streamed(session.prompt("say hi", timeout=TURN_TIMEOUT), HELLO + "say hi")
+
+    other = proxy.new_session()
+    other.set("model", "gemini:default")
+    assert_streamed(other.prompt("say hello", timeout=TURN_TIMEOUT), HELLO + "say hello")
