@@ -48,6 +48,21 @@ class PermissionRecord:
     chosen: str | None  # the option id, or None when the request was cancelled
 
 
+def _quota_usage(result: Mapping[str, Any]) -> dict[str, int]:
+    """Token counts that gemini-cli reports only in the prompt result's ``_meta.quota``, in the usage field's names."""
+    meta = result.get("_meta")
+    quota = meta.get("quota") if isinstance(meta, Mapping) else None
+    counts = quota.get("token_count") if isinstance(quota, Mapping) else None
+    if not isinstance(counts, Mapping):
+        return {}
+    names = {"input_tokens": "inputTokens", "output_tokens": "outputTokens", "total_tokens": "totalTokens",
+             "thought_tokens": "thoughtTokens"}
+    usage = {wire: counts[key] for key, wire in names.items() if isinstance(counts.get(key), int)}
+    if "totalTokens" not in usage and {"inputTokens", "outputTokens"} <= usage.keys():
+        usage["totalTokens"] = usage["inputTokens"] + usage["outputTokens"]
+    return usage
+
+
 class Turn:
     """One prompt and everything the agent streamed for it, in arrival order.
 
@@ -152,6 +167,8 @@ class Turn:
             self.stop_reason = result.get("stopReason")
             if isinstance(result.get("usage"), Mapping):
                 self.usage = {**(self.usage or {}), **result["usage"]}
+            elif _quota_usage(result):
+                self.usage = {**(self.usage or {}), **_quota_usage(result)}
         if error is not None:
             self.error = error
         self.done.set()
