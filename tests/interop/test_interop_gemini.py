@@ -79,6 +79,8 @@ def test_full_turns_streaming_thinking_fs_and_permissions(interop, model_server)
     # Usage comes only in the result's _meta; in model "auto" a router call picks the model first.
     quota = turn.result["_meta"]["quota"]
     assert quota["token_count"]["input_tokens"] > 0 and quota["model_usage"][0]["model"] == "gemini-3.8-flash"
+    assert turn.usage["inputTokens"] == quota["token_count"]["input_tokens"]
+    assert turn.usage["outputTokens"] == quota["token_count"]["output_tokens"]
     model_server.wait_for(lambda r: r.path.endswith("gemini-3.5-flash-lite:generateContent"), timeout=5)
     model_server.wait_for(lambda r: "gemini-3.8-flash:streamGenerateContent" in r.path, timeout=5)
 
