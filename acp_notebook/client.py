@@ -36,7 +36,7 @@ from .errors import (
     RpcError,
     _data_details,
 )
-from .launch import SpecLike, auth_hint, auto_auth_method, resolve_spec, spec_of
+from .launch import AgentSpec, SpecLike, auth_hint, auto_auth_method, resolve_spec, spec_of
 from .state import ConfigOptions, SessionState
 from .turn import PermissionRecord, Turn
 
@@ -290,6 +290,11 @@ class Agent:
         await self.aclose()
 
     # --- introspection ---------------------------------------------------
+    @property
+    def registry_spec(self) -> AgentSpec | None:
+        """The registry entry this agent was started from, if any (its key variables, login hint...)."""
+        return self._agent_spec
+
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None

@@ -140,10 +140,13 @@ class AgentSpec:
         return "see the agent's documentation for how to log in"
 
 
-def auth_hint(spec: AgentSpec | None, auth_methods: Sequence[Mapping[str, Any]] = ()) -> str | None:
-    """The hint for an "authentication required" answer: what this agent needs, in its terms."""
+def auth_hint(spec: AgentSpec | None, auth_methods: Sequence[Mapping[str, Any]] = (), *,
+              how: str = "agent.authenticate(method_id)") -> str | None:
+    """The hint for an "authentication required" answer: what this agent needs, in its terms.
+
+    ``how`` names the call that authenticates where the user is (the magics say ``%acp auth METHOD``)."""
     ids = [str(m.get("id")) for m in auth_methods if isinstance(m, Mapping) and m.get("id")]
-    offered = f"Its auth methods: {', '.join(ids)} (agent.authenticate(method_id) picks one)." if ids else ""
+    offered = f"Its auth methods: {', '.join(ids)} ({how} picks one)." if ids else ""
     if spec is None or not (spec.login_hint or spec.key_vars):
         return ("The agent needs authentication: " + offered) if offered else None
     return f"Agent '{spec.name}' needs a key or a login: {spec.needs_key_message()}. {offered}".rstrip()

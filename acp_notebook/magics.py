@@ -39,6 +39,7 @@ from . import _loop
 from .client import Agent, PermissionRequest, Session, set_current
 from .client import start as start_agent
 from .errors import AcpError, RpcError
+from .launch import auth_hint
 from .widgets.chat import TurnView
 from .widgets.inspector import ProtocolInspector
 from .widgets.panel import SessionPanel, value_label
@@ -478,8 +479,9 @@ class AcpMagics(Magics):
             methods = [str(m.get("id")) for m in entry.agent.auth_methods]
             if exc.code != -32000 or not methods:
                 raise
+            hint = auth_hint(entry.agent.registry_spec, entry.agent.auth_methods, how="%acp auth METHOD")
             raise AcpError(f"agent {entry.alias!r} asks you to authenticate before it opens a session",
-                           hint=f"Run %acp auth {methods[0]} (its methods: {', '.join(methods)}).") from None
+                           hint=hint) from None
         self._open(entry, session)
 
     def _open(self, entry: AgentEntry, session: Session, *, show: bool = True) -> None:
