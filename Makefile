@@ -22,7 +22,7 @@ install-dev: $(VENV)/.installed-dev
 # The main job, offline: a guided run of the demo agent, then the quickstart notebook executed in a real kernel.
 demo: install
 	$(BIN)/acp-notebook tour
-	$(BIN)/jupyter execute --output=quickstart.out notebooks/quickstart.ipynb
+	$(BIN)/python scripts/run-notebook.py notebooks/quickstart.ipynb
 	@echo "Executed notebook: notebooks/quickstart.out.ipynb (open it in JupyterLab: $(BIN)/jupyter lab)"
 
 # Everything the tests need (Debian's chromium, the pinned npm agents), then the whole suite.
