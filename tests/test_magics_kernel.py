@@ -104,22 +104,28 @@ def button_opened(msg: dict[str, Any], description: str) -> str | None:
     return None
 
 
-def test_a_permission_button_clicked_while_the_cell_runs_answers_the_agent(frontend):
-    assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"
-    allow: list[str] = []
+def clicker(frontend, description: str) -> tuple[Callable[[dict[str, Any]], None], list[str]]:
+    """A message hook that clicks the button labelled ``description`` once it is shown; and the clicks made."""
+    opened: list[str] = []
     clicked: list[str] = []
 
-    def click_allow(msg: dict[str, Any]) -> None:
-        comm_id = button_opened(msg, "Allow once")
+    def on_message(msg: dict[str, Any]) -> None:
+        comm_id = button_opened(msg, description)
         if comm_id is not None:
-            allow.append(comm_id)
+            opened.append(comm_id)
         # Click once the prompt is in the view (its box's children update), as a person would:
         # ipywidgets attaches a widget's message handler just after announcing it.
         state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
-        if allow and not clicked and "children" in state:
-            clicked.append(allow[0])
-            frontend.click(allow[0])
+        if opened and not clicked and "children" in state:
+            clicked.append(opened[0])
+            frontend.click(opened[0])
 
+    return on_message, clicked
+
+
+def test_a_permission_button_clicked_while_the_cell_runs_answers_the_agent(frontend):
+    assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"
+    click_allow, clicked = clicker(frontend, "Allow once")
     run = frontend.execute("%%acp\nread notes.txt", on_message=click_allow)
     assert run.reply["status"] == "ok", run.errors
     assert len(clicked) == 1  # the cell could only finish because the click got through
@@ -184,18 +190,7 @@ def test_clicks_and_interrupts_still_work_after_nest_asyncio_apply(frontend):
     setup = ("import nest_asyncio\nnest_asyncio.apply()\n"
              "%load_ext acp_notebook\n%acp start demo --env ACP_DEMO_DELAY=0.3")
     assert frontend.execute(setup).reply["status"] == "ok"
-    allow: list[str] = []
-    clicked: list[str] = []
-
-    def click_allow(msg: dict[str, Any]) -> None:
-        comm_id = button_opened(msg, "Allow once")
-        if comm_id is not None:
-            allow.append(comm_id)
-        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
-        if allow and not clicked and "children" in state:
-            clicked.append(allow[0])
-            frontend.click(allow[0])
-
+    click_allow, clicked = clicker(frontend, "Allow once")
     run = frontend.execute("%%acp\nread notes.txt", on_message=click_allow)
     assert run.reply["status"] == "ok" and clicked, run.errors
 
