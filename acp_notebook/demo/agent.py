@@ -259,11 +259,7 @@ class DemoAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        self._check_authenticated()
-        self._require_absolute(cwd)
-        session = self._known_session(session_id)
-        session.cwd = cwd
-        session.is_open = True
+        session = self._reopen(session_id, cwd)
         for exchange in session.history:
             await self._update(session, {"sessionUpdate": "user_message_chunk", "content": _text(exchange.user)})
             if exchange.agent:
@@ -285,12 +281,16 @@ class DemoAgent:
         mcp_servers: Any = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
+        return self._session_state(self._reopen(session_id, cwd))
+
+    def _reopen(self, session_id: str, cwd: str) -> DemoSession:
+        """load and resume alike: a known session, open again in ``cwd``."""
         self._check_authenticated()
         self._require_absolute(cwd)
         session = self._known_session(session_id)
         session.cwd = cwd
         session.is_open = True
-        return self._session_state(session)
+        return session
 
     async def close_session(self, session_id: str, **kwargs: Any) -> dict[str, Any]:
         session = self._known_session(session_id)
