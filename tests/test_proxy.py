@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,45 +19,14 @@ from tests.proxy_agents.harness import (
     is_update,
     model_values,
     quirky,
-    validate_client_log,
-    validate_trace,
+    raw_result,
+    start_proxies,
+    status,
 )
 
+proxy_factory = pytest.fixture(name="proxy_factory")(start_proxies)
+
 DEMO_SLOW = [sys.executable, "-m", "acp_notebook.demo", "--delay", "0.1"]
-
-
-@pytest.fixture
-def proxy_factory(tmp_path):
-    """start(agents, **kwargs) -> the proxy as an acpnb.Agent; at the end: closed, every frame validated."""
-    started: list[tuple[acpnb.Agent, Path]] = []
-
-    def start(agents, **kwargs):
-        trace = tmp_path / f"trace-{len(started)}.jsonl"
-        kwargs.setdefault("cwd", tmp_path)
-        kwargs.setdefault("timeout", 30)
-        proxy = acpnb.start_proxy(agents, trace=trace, **kwargs)
-        started.append((proxy, trace))
-        return proxy
-
-    yield start
-    for proxy, trace in started:
-        proxy.close()
-        validate_client_log(proxy)
-        validate_trace(trace)
-
-
-
-
-def raw_result(proxy: acpnb.Agent, method: str, index: int = -1) -> dict:
-    """The raw result of our client's `index`-th request of `method`, as the proxy sent it."""
-    sent = {e["msg"]["id"] for e in proxy.log if e["dir"] == "send" and e["msg"].get("method") == method}
-    answers = [e["msg"] for e in proxy.log if e["dir"] == "recv" and "method" not in e["msg"]
-               and e["msg"].get("id") in sent]
-    return answers[index]["result"]
-
-
-def status(proxy: acpnb.Agent) -> dict:
-    return proxy.request("_proxy/status", {})
 
 
 def test_done_when_two_demo_agents(proxy_factory):

@@ -17,7 +17,7 @@ from acp.exceptions import RequestError
 
 from .._process import AgentProcess
 from ..errors import AcpError
-from ..launch import AgentSpec, resolve_spec
+from ..launch import AgentSpec, auto_auth_method, resolve_spec, spec_of
 
 if TYPE_CHECKING:
     from .server import Candidate
@@ -26,6 +26,11 @@ __all__ = ["Backend", "BackendConfig", "BackendGone"]
 
 ORPHAN_UPDATES_KEPT = 500
 ORPHAN_SESSIONS_KEPT = 64
+AUTH_REQUIRED = -32000
+# Requests an agent may answer "authentication required" before any session exists; the backend
+# then authenticates from its environment (the registry's AgentSpec.auth_env) and sends them again.
+# Never prompts: a turn is not repeated behind the user's back.
+AUTH_RETRIED_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/list"})
 
 
 class _StderrEcho:
@@ -115,6 +120,12 @@ class Backend:
         self.conn: Connection | None = None
         self.process: AgentProcess | None = None
         self.routes: dict[str, Candidate] = {}
+        # The registry's entry (auth_env...) when the spec names one; None for a plain command.
+        self.spec: AgentSpec | None = spec_of(config.spec)
+        self.env: dict[str, str] = {}
+        # The auth method used on this process (by the client's authenticate, or from the environment).
+        self.auth_method: str | None = None
+        self._auth_from_env: asyncio.Future[None] | None = None
         self._orphans: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self._start_task: asyncio.Task[None] | None = None
         self._exit_watch: asyncio.Task[None] | None = None
@@ -151,6 +162,7 @@ class Backend:
             "starts": self.starts,
             "command": self.command,
             "agentInfo": self.init_result.get("agentInfo"),
+            "authMethod": self.auth_method,
             "stderrTail": self.stderr_tail(10),
         }
 
@@ -189,6 +201,8 @@ class Backend:
         self.error = None
         self.exit_code = None
         self.init_result = {}
+        self.auth_method = None
+        self._auth_from_env = None  # a new process: one new attempt
         self.starts += 1
         try:
             _, argv, extra_env = resolve_spec(self.config.spec, self.config.env)
@@ -200,7 +214,8 @@ class Backend:
             return
         self.command = argv
         # The user's whole environment (API keys...), not the SDK's trimmed default one.
-        process = AgentProcess(argv, cwd=self.cwd, env={**os.environ, **extra_env})
+        self.env = {**os.environ, **extra_env}
+        process = AgentProcess(argv, cwd=self.cwd, env=self.env)
         # Prefixed with the agent's name, stderr also goes to the proxy's own stderr for whoever runs it.
         process.stderr_listeners.append(lambda line: _echo.write(f"[{self.name}] {line}\n"))
         try:
@@ -263,16 +278,57 @@ class Backend:
                 await asyncio.wait_for(asyncio.shield(self._exit_watch), 1.0)
 
     # --- requests and frames ----------------------------------------------------
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        """Send a request to the agent; BackendGone when it is not running or dies before answering."""
+    @property
+    def auth_methods(self) -> list[dict[str, Any]]:
+        return [m for m in self.init_result.get("authMethods") or [] if isinstance(m, dict)]
+
+    async def request(self, method: str, params: dict[str, Any], *, auth_retry: bool = True) -> Any:
+        """Send a request to the agent; BackendGone when it is not running or dies before answering.
+
+        A session request answered with "authentication required" is sent again once after
+        authenticating from the environment, when the registry maps a variable that is set to a
+        method the agent offers (see `authenticate_from_env`)."""
         if self.status != "ready" or self.conn is None:
             raise self.failure()
         try:
             return await self.conn.send_request(method, params)
+        except RequestError as exc:
+            if exc.code == AUTH_REQUIRED and auth_retry and method in AUTH_RETRIED_METHODS \
+                    and await self.authenticate_from_env():
+                return await self.request(method, params, auth_retry=False)
+            raise
         except ConnectionError:
             await self._settle()
             raise self._gone(f"agent '{self.name}' exited with code {self.exit_code} while answering {method}") \
                 from None
+
+    def env_auth_method(self) -> tuple[str, str] | None:
+        """``(method id, env var)`` this backend would authenticate with on its own, or None."""
+        return auto_auth_method(self.spec, self.auth_methods, self.env)
+
+    async def authenticate_from_env(self) -> bool:
+        """Authenticate with the method whose key is in the agent's environment (codex: OPENAI_API_KEY ->
+        openai-api-key); True when done. Called only when the agent asks, so a login it already has is
+        never replaced by the key. One attempt per agent process, shared by concurrent callers; a
+        refusal is kept and raised again to every later caller, as a -32000 that names the variable."""
+        chosen = self.env_auth_method()
+        if chosen is None:
+            return False
+        if self._auth_from_env is None:
+            self._auth_from_env = asyncio.ensure_future(self._authenticate_as(*chosen))
+            # Its callers may all have given up (a probe's timeout); the outcome is still read.
+            self._auth_from_env.add_done_callback(lambda task: task.cancelled() or task.exception())
+        await asyncio.shield(self._auth_from_env)
+        return True
+
+    async def _authenticate_as(self, method_id: str, env_var: str) -> None:
+        try:
+            await self.request("authenticate", {"methodId": method_id}, auth_retry=False)
+        except RequestError as exc:
+            data = {"agent": self.name, "methodId": method_id, "envVar": env_var, "agentError": exc.data}
+            raise RequestError(AUTH_REQUIRED, f"agent '{self.name}' refused authenticate {method_id!r} "
+                                              f"(with the key in ${env_var}): {exc}", data) from None
+        self.auth_method = method_id
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if self.status == "ready" and self.conn is not None:

@@ -246,14 +246,21 @@ class ProxyServer:
         return [b for b in self.backends.values() if b.ready]
 
     async def _authenticate(self, params: dict[str, Any]) -> Any:
+        """`agent:method` -> `authenticate {methodId: method}` on that agent (started first if it is not running)."""
         parsed = split_value(params.get("methodId"), self.order)
-        valid = [f"{b.name}{SEPARATOR}{m.get('id')}" for b in self._running()
-                 for m in b.init_result.get("authMethods") or [] if isinstance(m, dict)]
+        if parsed is not None:
+            with contextlib.suppress(BackendGone):
+                await self.backends[parsed[0]].ensure_ready(self.client_init)
+        valid = [f"{b.name}{SEPARATOR}{m['id']}" for b in self._running() for m in b.auth_methods
+                 if isinstance(m.get("id"), str)]
         if parsed is None or f"{parsed[0]}{SEPARATOR}{parsed[1]}" not in valid:
             raise invalid_params(f"unknown auth method {params.get('methodId')!r}; valid: {', '.join(valid) or 'none'}",
                                  valid=valid)
         agent, method_id = parsed
-        return await self._call(self.backends[agent], "authenticate", {**params, "methodId": method_id})
+        backend = self.backends[agent]
+        result = await self._call(backend, "authenticate", {**params, "methodId": method_id})
+        backend.auth_method = method_id
+        return result
 
     async def _logout(self, params: dict[str, Any]) -> Any:
         for backend in self._running():
@@ -303,14 +310,18 @@ class ProxyServer:
         except BackendGone as exc:
             return ProbeOutcome(backend.name, error=str(exc))
         except RequestError as exc:
-            hint = ""
-            if exc.code == AUTH_REQUIRED:
-                ids = [f"{backend.name}{SEPARATOR}{m.get('id')}" for m in backend.init_result.get("authMethods") or []
-                       if isinstance(m, dict)]
-                hint = f" (authenticate first, with one of: {', '.join(ids) or 'no advertised method'})"
+            hint = self._auth_hint(backend) if exc.code == AUTH_REQUIRED else ""
             return ProbeOutcome(backend.name, error=f"agent '{backend.name}' refused session/new: {exc}{hint}")
         self._hidden[backend.name].add(candidate.backend_session_id)
         return ProbeOutcome(backend.name, models=candidate.models)
+
+    def _auth_hint(self, backend: Backend) -> str:
+        """What an agent that wants authentication needs, with the proxy's `agent:method` ids."""
+        ids = [f"{backend.name}{SEPARATOR}{m.get('id')}" for m in backend.auth_methods]
+        needs = ""
+        if backend.spec is not None and (backend.spec.login_hint or backend.spec.key_vars):
+            needs = f"{backend.spec.needs_key_message()}; or "
+        return f" ({needs}authenticate with one of: {', '.join(ids) or 'no advertised method'})"
 
     async def _open_backend_session(self, session: ProxySession, backend: Backend, *, bind: bool) -> Candidate:
         """A new session on the agent, in the client's cwd, routed to `session` (bound to it if `bind`)."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import acp_notebook as acpnb
 from tests.schema_check import FrameLog
 
 HERE = Path(__file__).resolve().parent
@@ -97,3 +98,49 @@ def model_values(option: dict[str, Any]) -> list[str]:
         else:
             values.append(entry["value"])
     return values
+
+
+def start_proxies(tmp_path: Path) -> Iterator[Callable[..., acpnb.Agent]]:
+    """The body of the `proxy_factory` fixture (a module makes it one with `pytest.fixture(name="proxy_factory")(start_proxies)`):
+    start(agents, **kwargs) -> the proxy as an acpnb.Agent, tracing to `proxy.trace_path`; at the end:
+    closed, every frame validated."""
+    started: list[tuple[acpnb.Agent, Path]] = []
+
+    def start(agents, **kwargs):
+        trace = tmp_path / f"trace-{len(started)}.jsonl"
+        kwargs.setdefault("cwd", tmp_path)
+        kwargs.setdefault("timeout", 30)
+        proxy = acpnb.start_proxy(agents, trace=trace, **kwargs)
+        proxy.trace_path = trace
+        started.append((proxy, trace))
+        return proxy
+
+    yield start
+    for proxy, trace in started:
+        proxy.close()
+        validate_client_log(proxy)
+        validate_trace(trace)
+
+
+def raw_result(proxy: acpnb.Agent, method: str, index: int = -1) -> dict:
+    """The raw result of our client's `index`-th request of `method`, as the proxy sent it."""
+    sent = {e["msg"]["id"] for e in proxy.log if e["dir"] == "send" and e["msg"].get("method") == method}
+    answers = [e["msg"] for e in proxy.log if e["dir"] == "recv" and "method" not in e["msg"]
+               and e["msg"].get("id") in sent]
+    return answers[index]["result"]
+
+
+def status(proxy: acpnb.Agent) -> dict:
+    return proxy.request("_proxy/status", {})
+
+
+def requests_to(trace: Path, link: str) -> list[str]:
+    """The methods of the requests the proxy sent to agent `link`, in order (read after the proxy closed:
+    the trace file is written when the proxy ends)."""
+    methods = []
+    for line in trace.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        message = record["msg"]
+        if record["link"] == link and record["dir"] == "out" and "method" in message and "id" in message:
+            methods.append(message["method"])
+    return methods

@@ -11,6 +11,12 @@ anything else -> an echo.
 --probe-delay S     session/new takes S seconds
 --bind-update       set_config_option on the model sends config_option_update before answering
 --name NAME         agentInfo.name
+--auth-var VAR      advertise the auth methods "quirky-key" (accepts only when $VAR is "sesame") and
+                    "quirky-login" (always accepts); session/new, load and list answer -32000
+                    "authentication required" until one succeeded; the prompt "expire" forgets it
+                    and answers -32000 too
+--auth-after N      authenticate answers only once N session requests were refused (so that
+                    concurrent callers are all waiting on one attempt)
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ class Quirky:
         self.sessions: dict[str, dict[str, Any]] = {}
         self.client_caps: dict[str, Any] = {}
         self.cancelled: dict[str, asyncio.Event] = {}
+        self.authenticated = not args.auth_var
+        self.refusals = 0
+        self.refused_enough = asyncio.Event()
 
     def options(self, sid: str) -> list[dict[str, Any]]:
         state = self.sessions[sid]
@@ -52,6 +61,20 @@ class Quirky:
                         "options": [{"value": "terse", "name": "Terse"}, {"value": "chatty", "name": "Chatty"}]})
         return options
 
+    def auth_methods(self) -> list[dict[str, Any]]:
+        if not self.args.auth_var:
+            return []
+        return [{"id": "quirky-key", "name": "Quirky key", "description": f"the key in ${self.args.auth_var}"},
+                {"id": "quirky-login", "name": "Quirky login"}]
+
+    def authenticate(self, method_id: Any) -> dict[str, Any]:
+        if method_id not in [m["id"] for m in self.auth_methods()]:
+            raise RequestError(-32602, f"unknown auth method {method_id!r}")
+        if method_id == "quirky-key" and os.environ.get(self.args.auth_var) != "sesame":
+            raise RequestError(-32602, f"the key in ${self.args.auth_var} is not valid")
+        self.authenticated = True
+        return {}
+
     async def update(self, sid: str, update: dict[str, Any]) -> None:
         assert self.conn is not None
         await self.conn.send_notification("session/update", {"sessionId": sid, "update": update})
@@ -66,7 +89,16 @@ class Quirky:
             return {"protocolVersion": 1, "agentInfo": {"name": self.args.name, "version": "0.1"},
                     "agentCapabilities": {"loadSession": True,
                                           "sessionCapabilities": {"list": {}, "close": {}}},
-                    "authMethods": []}
+                    "authMethods": self.auth_methods()}
+        if method == "authenticate":
+            if self.args.auth_after:
+                await self.refused_enough.wait()
+            return self.authenticate(params.get("methodId"))
+        if method in ("session/new", "session/load", "session/list") and not self.authenticated:
+            self.refusals += 1
+            if self.refusals >= self.args.auth_after:
+                self.refused_enough.set()
+            raise RequestError.auth_required({"authMethods": [m["id"] for m in self.auth_methods()]})
         if method == "session/new":
             if self.args.probe_delay:
                 await asyncio.sleep(self.args.probe_delay)
@@ -118,6 +150,9 @@ class Quirky:
         state = self.sessions[sid]
         state["history"].append(text)
         assert self.conn is not None
+        if text == "expire" and self.args.auth_var:
+            self.authenticated = False
+            raise RequestError.auth_required({"reason": "the login expired"})
         if "crash" in text:
             await self.chunk(sid, "about to crash")
             print("quirky: simulated crash in the model client (on purpose)", file=sys.stderr, flush=True)
@@ -170,6 +205,8 @@ async def main() -> None:
     parser.add_argument("--probe-delay", type=float, default=0.0)
     parser.add_argument("--bind-update", action="store_true")
     parser.add_argument("--name", default="quirky-agent")
+    parser.add_argument("--auth-var", default=None)
+    parser.add_argument("--auth-after", type=int, default=0)
     args = parser.parse_args()
     reader, writer = await stdio_streams()
     agent = Quirky(args)
