@@ -15,6 +15,7 @@ __all__ = [
     "ModelChoice",
     "agent_models",
     "find_model_option",
+    "legacy_mode_option",
     "model_option",
     "rewrite_options",
     "split_value",
@@ -96,6 +97,31 @@ def agent_models(agent: str, options: Sequence[Mapping[str, Any]] | None) -> Age
         current = choices[0].value if choices else DEFAULT_MODEL
     return AgentModels(agent, str(option.get("id")), current, choices,
                        option_name=option.get("name"), option_description=option.get("description"))
+
+
+def legacy_mode_option(modes: Any) -> dict[str, Any] | None:
+    """The config option `mode` rebuilt from an agent's old `modes` field (SessionModeState), for an
+    agent that sends no `configOptions` (gemini-cli); None when `modes` lists nothing usable.
+
+    The proxy's client then sees one kind of state (configOptions, which wins over the old fields) and
+    sets the mode with set_config_option, which the proxy turns into session/set_mode."""
+    if not isinstance(modes, Mapping):
+        return None
+    choices = []
+    for mode in modes.get("availableModes") or ():
+        if isinstance(mode, Mapping) and isinstance(mode.get("id"), str):
+            entry: dict[str, Any] = {"value": mode["id"], "name": str(mode.get("name") or mode["id"])}
+            if isinstance(mode.get("description"), str):
+                entry["description"] = mode["description"]
+            choices.append(entry)
+    if not choices:
+        return None
+    current = modes.get("currentModeId")
+    if not isinstance(current, str):
+        current = choices[0]["value"]
+    return {"id": "mode", "name": "Mode", "description": "The agent's session mode (set with session/set_mode)",
+            "category": "mode", "type": "select", "currentValue": current, "options": choices,
+            "_meta": {META_KEY: {"from": "modes"}}}
 
 
 def split_value(value: Any, agents: Iterable[str]) -> tuple[str, str] | None:

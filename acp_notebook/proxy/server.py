@@ -24,6 +24,7 @@ from .models import (
     SEPARATOR,
     AgentModels,
     agent_models,
+    legacy_mode_option,
     model_option,
     rewrite_options,
     split_value,
@@ -89,6 +90,27 @@ class Candidate:
             self.modes = result["modes"]
         if self.bound:  # the agent may change its model by itself (a fallback): follow it
             self.session.selected = (self.agent, self.models.current)
+
+    def set_mode(self, mode_id: Any) -> None:
+        """Follow a mode change (current_mode_update, or a session/set_mode the agent accepted)."""
+        if isinstance(mode_id, str) and isinstance(self.modes, dict):
+            self.modes = {**self.modes, "currentModeId": mode_id}
+
+    @property
+    def legacy(self) -> bool:
+        """The agent sends only the old `modes` field (no configOptions): the proxy shows them as `mode`."""
+        return self.options is None and legacy_mode_option(self.modes) is not None
+
+    @property
+    def effective_options(self) -> list[dict[str, Any]] | None:
+        """The agent's options, or for an agent with only the old `modes` field, the `mode` option built from it."""
+        if self.legacy:
+            return [legacy_mode_option(self.modes)]  # type: ignore[list-item]
+        return self.options
+
+    def mode_ids(self) -> list[str]:
+        option = legacy_mode_option(self.modes)
+        return [entry["value"] for entry in option["options"]] if option is not None else []
 
     @property
     def models(self) -> AgentModels:
@@ -362,14 +384,14 @@ class ProxyServer:
                     models = other.models if other is not None else session.probes[agent].models
                     if models is not None:
                         others.append(models)
-        return rewrite_options(candidate.options, candidate.agent, marker=self.marker, others=others,
+        return rewrite_options(candidate.effective_options, candidate.agent, marker=self.marker, others=others,
                                order=self.order)
 
     def _valid_models(self, session: ProxySession) -> list[str]:
-        option = self._client_options(session)
-        if not option:
+        option = next((o for o in self._client_options(session) if o.get("id") == "model"), None)
+        if option is None:
             return []
-        return [entry["value"] for group in option[0]["options"] for entry in group["options"]]
+        return [entry["value"] for group in option["options"] for entry in group["options"]]
 
     # --- binding ---------------------------------------------------------------------
     def _bind_to(self, session: ProxySession, candidate: Candidate) -> None:
@@ -453,10 +475,27 @@ class ProxyServer:
                     f"no config option {config_id!r} in this session yet: the session is not bound to an agent. "
                     f"Options now: {', '.join(ids) or 'none'}; pick a model (agent:model) or send a prompt first.",
                     configId=config_id, valid=ids)
+            if candidate.legacy and config_id == "mode":
+                return await self._set_legacy_mode(session, candidate, params)
             result = await self._call(candidate.backend, "session/set_config_option",
                                       {**params, "sessionId": candidate.backend_session_id})
             candidate.absorb(result)
             return self._rewrite_result(session, result)
+
+    async def _set_legacy_mode(self, session: ProxySession, candidate: Candidate,
+                               params: dict[str, Any]) -> dict[str, Any]:
+        """set_config_option `mode` on an agent with only the old `modes` field: session/set_mode."""
+        value = params.get("value")
+        valid = candidate.mode_ids()
+        if value not in valid:
+            raise invalid_params(f"unknown value {value!r} for config option 'mode'; valid: {', '.join(valid)}",
+                                 configId="mode", value=value, valid=valid)
+        forwarded = {"sessionId": candidate.backend_session_id, "modeId": value}
+        if "_meta" in params:
+            forwarded["_meta"] = params["_meta"]
+        await self._call(candidate.backend, "session/set_mode", forwarded)
+        candidate.set_mode(value)
+        return {"configOptions": self._client_options(session)}
 
     async def _set_model(self, session: ProxySession, params: dict[str, Any]) -> dict[str, Any]:
         value = params.get("value")
@@ -510,8 +549,12 @@ class ProxyServer:
         if candidate is None:
             raise invalid_params(f"session {session.id} is not bound to an agent yet; pick a model or send a "
                                  "prompt first", sessionId=session.id)
-        return await self._call(candidate.backend, "session/set_mode",
-                                {**params, "sessionId": candidate.backend_session_id})
+        result = await self._call(candidate.backend, "session/set_mode",
+                                  {**params, "sessionId": candidate.backend_session_id})
+        if candidate.legacy and candidate.modes.get("currentModeId") != params.get("modeId"):
+            candidate.set_mode(params.get("modeId"))
+            self._send_options_update(session)  # the `mode` option the proxy shows follows
+        return result
 
     # --- prompt --------------------------------------------------------------------------
     async def _prompt(self, params: dict[str, Any]) -> Any:
@@ -747,10 +790,18 @@ class ProxyServer:
                 self._send_to_client(method, {**params, "sessionId": candidate.session.id})
             return
         update = params.get("update")
-        if isinstance(update, dict) and update.get("sessionUpdate") == "config_option_update":
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if kind == "config_option_update":
             candidate.absorb(update)
+        mode_moved = False
+        if kind == "current_mode_update":
+            assert isinstance(update, dict)
+            mode_moved = candidate.legacy and candidate.modes.get("currentModeId") != update.get("currentModeId")
+            candidate.set_mode(update.get("currentModeId"))
         if candidate.bound:
             self._forward_update(candidate, params)
+            if mode_moved:  # the agent changed its mode by itself: the `mode` option the proxy shows follows
+                self._send_options_update(candidate.session)
         elif not (isinstance(update, dict) and update.get("sessionUpdate") == "config_option_update"):
             if len(candidate.held) < HELD_UPDATES_KEPT:
                 candidate.held.append(params)

@@ -92,4 +92,12 @@ def test_codex_and_gemini_behind_the_proxy(interop, model_server):
 
     other = proxy.new_session()
     other.set("model", "gemini:default")
+    # gemini's old `modes` field becomes a `mode` option, set through session/set_mode.
+    assert other.config.ids() == ["model", "mode"]
+    assert other.config["mode"].values == ["default", "autoEdit", "yolo", "plan"]
+    assert other.set("mode", "plan")["mode"].value == "plan"
+    with pytest.raises(acpnb.ConfigOptionError, match="Cannot enable privileged approval modes"):
+        other.set("mode", "yolo")  # gemini's refusal reaches the client; the option keeps its value
+    assert other.config["mode"].value == "plan"
+    other.set("mode", "default")
     assert_streamed(other.prompt("say hello", timeout=TURN_TIMEOUT), HELLO + "say hello")
