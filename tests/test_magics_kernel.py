@@ -123,6 +123,19 @@ def clicker(frontend, description: str) -> tuple[Callable[[dict[str, Any]], None
     return on_message, clicked
 
 
+def interrupter(frontend) -> tuple[Callable[[dict[str, Any]], None], list[float]]:
+    """A message hook that interrupts the kernel once the reply starts streaming; and when it did."""
+    interrupted: list[float] = []
+
+    def on_message(msg: dict[str, Any]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        if state.get("outputs") and not interrupted:
+            interrupted.append(time.monotonic())
+            frontend.manager.interrupt_kernel()
+
+    return on_message, interrupted
+
+
 def test_a_permission_button_clicked_while_the_cell_runs_answers_the_agent(frontend):
     assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"
     click_allow, clicked = clicker(frontend, "Allow once")
@@ -159,13 +172,7 @@ def test_the_cancel_button_of_a_running_cell_cancels_the_turn(frontend):
 
 def test_a_kernel_interrupt_sends_session_cancel_and_ends_the_cell_promptly(frontend):
     assert frontend.execute("%load_ext acp_notebook\n%acp start demo --env ACP_DEMO_DELAY=0.5").reply["status"] == "ok"
-    interrupted: list[float] = []
-
-    def interrupt_once_streaming(msg: dict[str, Any]) -> None:
-        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
-        if state.get("outputs") and not interrupted:
-            interrupted.append(time.monotonic())
-            frontend.manager.interrupt_kernel()
+    interrupt_once_streaming, interrupted = interrupter(frontend)
 
     run = frontend.execute("%%acp\nhello there my friend, how are you on this fine day",
                            on_message=interrupt_once_streaming)
@@ -194,13 +201,7 @@ def test_clicks_and_interrupts_still_work_after_nest_asyncio_apply(frontend):
     run = frontend.execute("%%acp\nread notes.txt", on_message=click_allow)
     assert run.reply["status"] == "ok" and clicked, run.errors
 
-    interrupted: list[float] = []
-
-    def interrupt_once_streaming(msg: dict[str, Any]) -> None:
-        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
-        if state.get("outputs") and not interrupted:
-            interrupted.append(time.monotonic())
-            frontend.manager.interrupt_kernel()
+    interrupt_once_streaming, interrupted = interrupter(frontend)
 
     run = frontend.execute("%%acp\nhello there my friend, how are you on this fine day",
                            on_message=interrupt_once_streaming)
