@@ -638,6 +638,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _answer(self, record: RequestRecord, api: str, path: str, body: dict[str, Any],
+                stream_events: Callable[[ModelRequest, Reply], Iterator[tuple[bytes, float]]],
+                whole: Callable[[ModelRequest, Reply], Any], *, stream: bool | None = None) -> None:
+        """Parse one model request, let the script decide the reply, send it streamed or whole."""
+        owner = self.server.owner
+        request = owner.parse(api, path, body)
+        reply = owner.decide(request, record)
+        if request.stream if stream is None else stream:
+            self._send_stream(record, stream_events(request, reply))
+        else:
+            self._send_json(record, 200, whole(request, reply))
+
     def _send_stream(self, record: RequestRecord, frames: Iterator[tuple[bytes, float]]) -> None:
         record.status = 200
         self.send_response(200)
@@ -694,41 +706,22 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_json(record, 400, {"error": {"type": "invalid_request", "message": "expected a JSON object"}})
             return
-        owner = self.server.owner
         if path.endswith("/messages/count_tokens"):
             self._send_json(record, 200, {"input_tokens": _token_estimate(body.get("messages"))})
         elif path.endswith("/messages"):
-            request = owner.parse("anthropic", path, body)
-            reply = owner.decide(request, record)
-            if request.stream:
-                self._send_stream(record, _anthropic_stream(request, reply))
-            else:
-                self._send_json(record, 200, _anthropic_message(request, reply))
+            self._answer(record, "anthropic", path, body, _anthropic_stream, _anthropic_message)
         elif path.endswith("/chat/completions"):
-            request = owner.parse("openai-chat", path, body)
-            reply = owner.decide(request, record)
-            if request.stream:
-                self._send_stream(record, _openai_chat_stream(request, reply))
-            else:
-                self._send_json(record, 200, _openai_chat_message(request, reply))
+            self._answer(record, "openai-chat", path, body, _openai_chat_stream, _openai_chat_message)
         elif path.endswith("/responses"):
-            request = owner.parse("openai-responses", path, body)
-            reply = owner.decide(request, record)
-            if request.stream:
-                self._send_stream(record, _openai_responses_stream(request, reply))
-            else:
-                response_id = _new_id("resp")
-                self._send_json(record, 200, _responses_object(request, reply, _responses_output(reply),
-                                                               "completed", response_id))
+            self._answer(record, "openai-responses", path, body, _openai_responses_stream,
+                         lambda request, reply: _responses_object(request, reply, _responses_output(reply),
+                                                                  "completed", _new_id("resp")))
         elif ":countTokens" in path:
             self._send_json(record, 200, {"totalTokens": _token_estimate(body.get("contents"))})
         elif ":streamGenerateContent" in path or ":generateContent" in path:
-            request = owner.parse("gemini", path, body)
-            reply = owner.decide(request, record)
-            if ":streamGenerateContent" in path:
-                self._send_stream(record, _gemini_stream(request, reply))
-            else:
-                self._send_json(record, 200, _gemini_response(request, reply, _gemini_parts(reply), finish=True))
+            self._answer(record, "gemini", path, body, _gemini_stream,
+                         lambda request, reply: _gemini_response(request, reply, _gemini_parts(reply), finish=True),
+                         stream=":streamGenerateContent" in path)
         else:
             self._send_json(record, 404, {"error": {"type": "not_found", "message": f"no route {path}"}})
 
