@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -48,8 +49,19 @@ def in_loop_thread() -> bool:
 
 
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-    """Schedule ``coro`` on the background loop from any thread."""
-    return asyncio.run_coroutine_threadsafe(coro, get_loop())
+    """Schedule ``coro`` on the background loop from any thread, in a fresh context.
+
+    A task inherits the context of whoever scheduled it, and ipykernel (7+) keeps the request
+    being executed in a context variable that stamps every message it sends. An agent started
+    in cell 1 would carry cell 1's request for ever, so widget updates caused by its frames would
+    claim that old cell, and tools that collect a cell's messages by parent (nbclient) would drop
+    them. In an empty context ipykernel falls back to the request it is handling now.
+    """
+    return _fresh_context().run(asyncio.run_coroutine_threadsafe, coro, get_loop())
+
+
+def _fresh_context() -> contextvars.Context:
+    return contextvars.Context()
 
 
 def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None, *, what: str = "the request") -> T:
@@ -113,7 +125,7 @@ async def _with_timeout(coro: Coroutine[Any, Any, T], timeout: float | None, wha
 
 def call_soon(callback: Callable[..., Any], *args: Any) -> None:
     """Run a plain callback on the loop thread (thread-safe)."""
-    get_loop().call_soon_threadsafe(callback, *args)
+    get_loop().call_soon_threadsafe(callback, *args, context=_fresh_context())
 
 
 def on_shutdown(hook: Callable[[], Awaitable[None]]) -> None:

@@ -35,7 +35,6 @@ from ._html import (
     usage_html,
     widget_bundle,
 )
-from ._threads import detached
 from .panel import session_header_info, value_label
 from .permission import PermissionPrompt
 
@@ -70,7 +69,6 @@ class Throttle:
         delay = max(0.0, self._last + self.interval - time.monotonic())
         _loop.get_loop().call_later(delay, self._fire)
 
-    @detached
     def _fire(self) -> None:
         with self._lock:
             self._pending = False
@@ -177,7 +175,6 @@ class TurnView:
             return
         self._throttle.request()
 
-    @detached
     def _on_done(self, future: concurrent.futures.Future[Turn]) -> None:
         error: BaseException | None
         if future.cancelled():
@@ -218,7 +215,6 @@ class TurnView:
             self.cancel_button.description = "Cancelling..."
         _loop.submit(self.session.acancel())
 
-    @detached
     def ask_permission(self, request: Any, *, timeout: float | None = None,
                        fallback: str | None = None) -> concurrent.futures.Future[str | None]:
         """Show the request's options as buttons; the future resolves on a click (for a permission policy)."""

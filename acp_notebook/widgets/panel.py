@@ -27,7 +27,6 @@ from .. import _loop
 from ..errors import AcpError
 from ..state import ConfigOption, ConfigOptions, StateEvent
 from ._html import HeaderInfo, error_html, header_html, md_escape, usage_html, widget_bundle
-from ._threads import detached
 
 __all__ = ["SessionPanel", "choice_label", "dropdown_options", "session_header_info", "value_label"]
 
@@ -157,7 +156,6 @@ class SessionPanel:
             control.widget.close()
 
     # --- agent -> widgets --------------------------------------------------
-    @detached
     def _on_event(self, event: StateEvent) -> None:
         if event.kind == "config":
             self.apply_config(event.data)
@@ -257,7 +255,6 @@ class SessionPanel:
             self._unsettled += 1
         future.add_done_callback(lambda done: self._on_set_done(option_id, done))
 
-    @detached
     def _on_set_done(self, option_id: str, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
             self._inflight.pop(option_id, None)

@@ -12,7 +12,6 @@ import ipywidgets as widgets
 
 from .. import _loop
 from ._html import BORDER, FG, MUTED
-from ._threads import detached
 
 __all__ = ["PermissionPrompt", "describe_request"]
 
@@ -79,7 +78,6 @@ class PermissionPrompt:
             if not self.future.done():
                 self.future.set_result(option_id)
 
-    @detached
     def _expire(self, timeout: float, fallback: str | None) -> None:
         with self._lock:
             if self.future.done():
@@ -93,7 +91,6 @@ class PermissionPrompt:
                 return str(option.get("name") or option_id)
         return str(option_id)
 
-    @detached
     def _settled(self, future: concurrent.futures.Future[str | None]) -> None:
         if future.cancelled() or future.result() is None:
             text = "Withdrawn: the turn was cancelled."
