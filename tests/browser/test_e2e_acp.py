@@ -83,6 +83,7 @@ def test_pick_a_model_by_clicking_then_chat(lab_page: LabPage, jupyterlab_server
     run_without_waiting(lab_page, PERMISSION)
     permission = lab_page.output(PERMISSION)
     allow = lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=permission)
+    lab_page.wait_for_selector(".acpnb-cancel", within=permission)  # the view is laid out to its end
     lab_page.screenshot(IMG / "permission.png", of=lab_page.cell(PERMISSION))
     allow.click()
     lab_page.wait_for_text("Read notes.txt: 2 lines.", within=permission)
