@@ -69,8 +69,7 @@ class PermissionPrompt:
         self.widget.add_class("acpnb-permission")
         self.future.add_done_callback(self._settled)
         if timeout:
-            loop = _loop.get_loop()
-            loop.call_soon_threadsafe(lambda: loop.call_later(timeout, self._expire, timeout, fallback))
+            _loop.call_soon(_loop.get_loop().call_later, timeout, self._expire, timeout, fallback)
 
     def choose(self, option_id: str | None) -> None:
         """Answer the request (a click, or code); later answers are ignored."""
