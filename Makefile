@@ -3,7 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install install-dev bench clean
+.PHONY: demo test test-sdk1 screenshots recordings install install-dev bench bench-quick clean
+
+# The SDK's 1.x line, tested beside the 0.12.x line the package installs by default.
+SDK1 := agent-client-protocol==1.0.0rc3
+SDK1_DIR := $(VENV)/sdk1
 
 $(VENV)/.installed-all: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,9 +34,40 @@ test: install-dev
 	bash scripts/install-test-deps.sh
 	bash scripts/install-agents.sh
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-sdk1
 
+$(SDK1_DIR)/.installed: Makefile
+	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(SDK1_DIR) '$(SDK1)'
+	touch $@
+
+# The client, proxy, demo agent and record/replay suites again on the SDK's 1.x line (it shadows the
+# 0.12 line through PYTHONPATH, in the agent and proxy subprocesses too).
+test-sdk1: install-dev $(SDK1_DIR)/.installed
+	PYTHONPATH=$(CURDIR)/$(SDK1_DIR) $(BIN)/python -m pytest -p no:cacheprovider -q \
+		tests/test_client.py tests/test_client_protocol.py tests/test_proxy*.py tests/test_demo_*.py tests/test_record.py \
+		tests/test_recordings.py
+
+# The README's screenshots (docs/img/), refreshed on purpose: the browser tests write them there
+# only when asked (a plain `make test` leaves them in the ignored tests/browser/screenshots/).
+screenshots: install-dev
+	bash scripts/install-test-deps.sh
+	ACPNB_SCREENSHOTS=$(CURDIR)/docs/img $(BIN)/python -m pytest tests/browser -p no:cacheprovider
+	@echo "Refreshed docs/img/: review with git diff --stat docs/img before committing"
+
+# The recordings of the real agents in notebooks/recordings/, made again (after bumping a pinned agent).
+recordings: install-dev
+	bash scripts/install-agents.sh
+	$(BIN)/python tests/interop/record_sessions.py
+
+# Every benchmark of bench/ (about 10 minutes): bench/results.json and the table in bench/README.md.
+# BENCH_ONLY=client,proxy runs a subset and updates just those results.
 bench: install-dev
-	$(BIN)/python bench/proxy_latency.py
+	$(BIN)/python bench/run.py $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
+
+# The same with tiny sizes and one round (about a minute; what CI runs through tests/test_bench.py):
+# checks that every benchmark still runs, writes to a temporary file, leaves the recorded results alone.
+bench-quick: install-dev
+	$(BIN)/python bench/run.py --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache notebooks/*.out.ipynb

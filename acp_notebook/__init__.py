@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .client import Agent, PermissionRequest, Session, astart, current, start
+from ._protocol import client_version
+from .cellagent import CellAgent
+from .client import Agent, PermissionRequest, Session, areplay, astart, current, replay, start
 from .errors import (
     AcpError,
     AcpTimeoutError,
@@ -15,12 +17,14 @@ from .errors import (
     ConfigOptionError,
     PermissionDenied,
     ProtocolError,
+    ReplayMismatch,
     RpcError,
 )
 from .launch import AgentSpec, agents, register
+from .magics.resume import resume
 from .proxy import start_proxy
 from .state import Choice, ConfigOption, ConfigOptions, SessionState
-from .sweep import SweepResult, sweep
+from .sweep import SweepResult, load_run, sweep
 from .turn import ToolCall, Turn
 
 __all__ = [
@@ -32,6 +36,7 @@ __all__ = [
     "AgentSpec",
     "AgentStartError",
     "CapabilityError",
+    "CellAgent",
     "Choice",
     "ConfigOption",
     "ConfigOptionError",
@@ -39,6 +44,7 @@ __all__ = [
     "PermissionDenied",
     "PermissionRequest",
     "ProtocolError",
+    "ReplayMismatch",
     "RpcError",
     "Session",
     "SessionState",
@@ -47,26 +53,21 @@ __all__ = [
     "Turn",
     "__version__",
     "agents",
+    "areplay",
     "astart",
     "current",
     "load_ipython_extension",
+    "load_run",
     "register",
+    "replay",
+    "resume",
     "start",
     "start_proxy",
     "sweep",
 ]
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("acp-notebook")
-    except PackageNotFoundError:
-        return "0.0.0"
-
-
-__version__ = _version()
+__version__ = client_version()
 
 
 def load_ipython_extension(ipython: Any) -> None:

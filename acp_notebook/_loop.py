@@ -87,6 +87,10 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None, *, what
     future = submit(tracked())
     try:
         return future.result(timeout)
+    except AcpTimeoutError:
+        # The operation's own timeout, naming its cause: since Python 3.11 concurrent.futures.TimeoutError
+        # is the builtin TimeoutError, which AcpTimeoutError is too, so the clause below would hide it.
+        raise
     except concurrent.futures.TimeoutError:
         _cancel_and_settle(future, finished)
         raise AcpTimeoutError(f"{what} did not finish within {timeout:g} s") from None
@@ -119,6 +123,8 @@ async def _with_timeout(coro: Coroutine[Any, Any, T], timeout: float | None, wha
         return await coro
     try:
         return await asyncio.wait_for(coro, timeout)
+    except AcpTimeoutError:
+        raise  # the operation's own timeout, naming its cause (it is an asyncio.TimeoutError too)
     except asyncio.TimeoutError:
         raise AcpTimeoutError(f"{what} did not finish within {timeout:g} s") from None
 

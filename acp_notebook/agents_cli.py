@@ -20,7 +20,6 @@ from .launch import AgentSpec, agents, registered
 __all__ = ["CheckResult", "CheckTable", "check_agent", "check_agents", "main"]
 
 DEFAULT_CHECK_TIMEOUT = 20.0
-AUTH_REQUIRED = -32000
 
 # Variables that move an agent's home or config somewhere else: dropped for the check, so each
 # agent really starts from the fresh temporary HOME and nothing of the user's setup is touched.
@@ -165,7 +164,7 @@ def check_agent(name: str, *, timeout: float = DEFAULT_CHECK_TIMEOUT,
             try:
                 session = agent.new_session(timeout=timeout)
             except RpcError as exc:
-                if exc.code != AUTH_REQUIRED:
+                if not exc.auth_required:
                     raise
                 result.session_new = "auth required"
                 result.auth = f"needed: {spec.needs_key_message()}"

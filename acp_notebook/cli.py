@@ -12,6 +12,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "proxy": ("acp_notebook.proxy", "main", "run the multi-agent proxy on stdio (--agent NAME=SPEC ...)"),
     "sweep": ("acp_notebook.sweep", "main", "run prompts across agent:model ids and summarise the results"),
     "agents": ("acp_notebook.agents_cli", "main", "list the registered agents and whether each can start here"),
+    "replay": ("acp_notebook.record.cli", "main", "serve a recorded session on stdio, as the agent that was recorded"),
     "tour": ("acp_notebook.tour", "main", "a guided run of the demo agent: options, a model switch, a turn"),
 }
 

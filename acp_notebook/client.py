@@ -1,65 +1,99 @@
-"""Agent and Session: the ACP client over the SDK's Connection; async core on the loop thread, thin sync facade."""
+"""Agent and Session: the ACP client. One async core on the loop thread; the blocking twins derived.
+
+``Agent`` sits on an ``AgentConnection`` (connection/): the process or in-memory agent, the SDK
+connection, deadlines and error mapping live there. Here: what the client does with frames,
+and the operations users call.
+
+- Agent -> client: every frame passes ``Agent._on_frame`` on the loop thread, in wire order,
+  before the SDK dispatches it. It is logged, and ``session/update`` notifications are applied
+  to the session's ``SessionState`` and to its running ``Turn``. Answers to our requests are
+  applied by the appliers their senders registered (connection/routing.py), also in wire order.
+- Client -> agent: each operation is one core coroutine (``_new_session``, ``_set``,
+  ``_prompt``...) run on the loop thread; ``twins()`` derives the public blocking and awaitable
+  pair with the same signature and docstring. Loop-thread code calls the cores directly.
+
+Threads: ``Agent.log``, every ``SessionState``, ``Turn`` and the session tables are mutated only
+on the background loop thread. Other threads read them: ``Agent.log`` is appended to and trimmed
+from its front there, so readers elsewhere take a snapshot (``list(agent.log)``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import contextlib
-import copy
 import difflib
 import inspect
 import logging
 import os
+import sys
+import threading
 import time
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from acp.connection import Connection, StreamDirection, StreamEvent
-from acp.exceptions import RequestError
-from acp.meta import PROTOCOL_VERSION
-from acp.schema import InitializeResponse
-from pydantic import ValidationError
-
 from . import _loop
-from ._process import AgentProcess
+from ._facade import twins
+from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, client_version
+from .connection import AgentConnection, files, transport_for
+from .connection.checks import odd_current_values, options_problem, update_problem
+from .connection.routing import Applier
+from .connection.transport import StdioTransport
+from .elicitation import ElicitationPolicy, ElicitationRequest
+from .elicitation import decide as decide_elicitation
+from .elicitation import response as elicitation_response
 from .errors import (
     AcpError,
     AgentClosedError,
     AgentExitedError,
-    AgentStartError,
     CapabilityError,
     ConfigOptionError,
-    PermissionDenied,
     ProtocolError,
+    ReplayMismatch,
     RpcError,
     _data_details,
 )
-from .launch import AgentSpec, SpecLike, auth_hint, auto_auth_method, resolve_spec, spec_of
-from .state import ConfigOptions, SessionState
+from ._redact import Redactor, secret_values
+from .launch import AgentSpec, SpecLike, spec_of, terminal_login_command
+from .record.format import Recorder
+from .state import ConfigOption, ConfigOptions, SessionState
 from .turn import PermissionRecord, Turn
 
-__all__ = ["Agent", "PermissionRequest", "Session", "current", "set_current", "start", "astart"]
+__all__ = ["Agent", "PermissionRequest", "Session", "areplay", "astart", "current", "replay", "set_current", "start"]
 
 logger = logging.getLogger(__name__)
 
-LOG_LIMIT = 200_000
+# Agent.log keeps the latest frames within two bounds: LOG_LIMIT entries, and LOG_LIMIT_BYTES of their
+# estimated size in memory (_entry_size: what the frame and its entry take as Python objects, about
+# 1 KiB for a streamed chunk of a few words, which is logged compacted). Past either, the oldest
+# frames are dropped until both are back under nine tenths: a 50,000-chunk turn is kept whole, and a
+# 200,000-chunk one costs at most LOG_LIMIT_BYTES here.
+LOG_LIMIT = 100_000
+LOG_LIMIT_BYTES = 64 * 2**20
+# How long a turn the caller gave up on may take to end after session/cancel.
 CANCEL_GRACE_S = 5.0
-AUTH_REQUIRED = -32000
-# Requests that may answer "authentication required" before any session exists; the client
-# then authenticates from the environment once (AgentSpec.auth_env) and sends them again.
-AUTH_RETRIED_METHODS = ("session/new", "session/load", "session/resume", "session/list")
+# Update kinds that belong to a turn (the others describe the session: its options, title, commands).
+TURN_UPDATES = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan",
+                          "usage_update"})
+# Updates kept for a session id we do not know yet (sent before its session/new answer).
+EARLY_UPDATES_KEPT = 500
+EARLY_SESSIONS_KEPT = 16
+# Where a permission answer says why it is "cancelled" when no one decided in time.
+PERMISSION_META_KEY = "acp-notebook/permission"
 
 
 @dataclass(frozen=True)
 class PermissionRequest:
-    """What a permission policy callable receives."""
+    """What a permission policy callable receives; ``turn`` is the running turn, if any."""
 
     session: Session
     tool_call: dict[str, Any]
     options: list[dict[str, Any]]
     raw: dict[str, Any]
+    turn: Turn | None = None
 
     def option_for(self, *kinds: str) -> str | None:
         for kind in kinds:
@@ -72,25 +106,33 @@ class PermissionRequest:
 PermissionPolicy = Union[str, Callable[[PermissionRequest], Any]]
 
 
-def _client_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+# The blocking/awaitable twins wait this much longer than the agent's request deadline, so that a
+# request nobody answers fails with the connection's error (which names the method and any stray
+# answer) rather than the facade's plainer one.
+_FACADE_MARGIN_S = 1.0
 
-    try:
-        return version("acp-notebook")
-    except PackageNotFoundError:
-        return "0.0.0"
+
+def _agent_timeout(agent: Agent, *_: Any, **__: Any) -> float | None:
+    return None if agent.timeout is None else agent.timeout + _FACADE_MARGIN_S
+
+
+def _session_timeout(session: Session, *_: Any, **__: Any) -> float | None:
+    return _agent_timeout(session.agent)
 
 
 class Agent:
-    """A running ACP agent subprocess and its connection. Create with ``acpnb.start(...)``.
+    """A running ACP agent and its connection. Create with ``acpnb.start(...)``.
 
-    Lifecycle: starting -> running -> closed (by ``close()``) or exited (the process died).
+    Lifecycle: starting -> running -> closed (by ``close()``) or exited (the agent ended).
     Every method has an async twin named with an ``a`` prefix (``anew_session``, ``aclose``...).
+
+    ``log`` holds the latest frames both ways, bounded: at most ``LOG_LIMIT`` (100,000) entries and
+    ``LOG_LIMIT_BYTES`` (64 MiB) of their estimated size in memory (``log_bytes``); the oldest go first.
     """
 
     def __init__(
         self,
-        spec: SpecLike,
+        spec: SpecLike | Any,
         *,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
@@ -99,14 +141,24 @@ class Agent:
         inherit_env: bool = True,
         fs: bool = True,
         name: str | None = None,
+        record: str | os.PathLike[str] | None = None,
+        elicitation: ElicitationPolicy = "decline",
+        permission_timeout: float | None = None,
+        notebook_writes: bool = False,
     ) -> None:
         self.spec = spec
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
         self.extra_env = dict(env or {})
         self.timeout = timeout
         self.permission = permission
+        self.elicitation = elicitation  # answers the agent's forms (elicitation.py); "decline" by default
+        # Seconds a permission policy may take to decide (a callable waiting for a click); then the
+        # request is answered "cancelled", with the reason in the answer's _meta. None: no limit.
+        self.permission_timeout = permission_timeout
         self.inherit_env = inherit_env
         self.fs = fs
+        # Whether fs/write_text_file may replace *.ipynb files in the session's directories (see connection/files.py).
+        self.notebook_writes = notebook_writes
         self.name = name or ""
         self.command: list[str] = []
         self.info: dict[str, Any] = {}
@@ -114,74 +166,58 @@ class Agent:
         self.auth_methods: list[dict[str, Any]] = []
         self.protocol_version: int | None = None
         self.log: list[dict[str, Any]] = []
-        self.status = "starting"
-        self.exit_code: int | None = None
-        self._process: AgentProcess | None = None
-        self._conn: Connection | None = None
-        self._exit_watch: asyncio.Task[None] | None = None
+        self._log_sizes: array[int] = array("Q")  # _entry_size of each entry of self.log, in step with it
+        self._log_bytes = 0
+        self.connection: AgentConnection | None = None
         self._sessions: dict[str, Session] = {}
         self._states: dict[str, SessionState] = {}
-        self._sent: dict[Any, tuple[str, dict[str, Any], Turn | None]] = {}
-        self._early_responses: dict[Any, dict[str, Any]] = {}
+        self._early: dict[str, list[dict[str, Any]]] = {}
         self._frame_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._stderr_listeners: list[Callable[[str], None]] = []
         self._ext_handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}
-        self._shutdown_hook = self._close
-        # The auth method acp-notebook picked on its own, from a key in the agent's environment.
-        self.auth_method: str | None = None
-        self._agent_spec = spec_of(spec)
-        self._agent_env: dict[str, str] = {}
-        self._auth_from_env: asyncio.Future[None] | None = None
+        self._registry_spec = spec_of(spec) if isinstance(spec, (str, list, tuple, AgentSpec)) else None
+        self._record_to = record
+        self._recorder: Recorder | None = None
+        self._redactor: Redactor = Redactor()
+        self._clean_for: tuple[Redactor, bool] | None = None  # see _chunk_constants_clean
+        # Secret values the agent gets some other way than its environment (the proxy's agents' keys, which
+        # travel on its command line): masked like the environment's.
+        self.extra_secrets: list[tuple[str, str]] = []
 
     # --- lifecycle -------------------------------------------------------
     async def _start(self) -> Agent:
-        name, argv, extra_env = resolve_spec(self.spec, self.extra_env)
+        name, transport, agent_env = transport_for(self.spec, cwd=self.cwd, env=self.extra_env,
+                                                   inherit_env=self.inherit_env)
         self.name = self.name or name
-        self.command = argv
-        env = dict(os.environ) if self.inherit_env else {}
-        if not self.inherit_env:
-            from acp.transports import default_environment
-
-            env.update(default_environment())
-        env.update(extra_env)
-        self._agent_env = env
-        process = AgentProcess(argv, cwd=self.cwd, env=env)
-        process.stderr_listeners.append(self._fan_out_stderr)
-        try:
-            await process.spawn()
-        except OSError as exc:
-            self.status = "exited"
-            raise AgentStartError(
-                f"cannot run {argv[0]!r}: {exc.strerror or exc}",
-                command=argv,
-                hint="Check that the program is installed and on PATH, and that cwd exists.",
-            ) from exc
-        self._process = process
-        _loop.on_shutdown(self._shutdown_hook)
-        self._exit_watch = asyncio.create_task(self._watch_exit(), name=f"acp-exit-{self.name}")
-        self._conn = Connection(self._handle_request, process.stdin, process.stdout, observers=[self._on_frame])
+        self._redactor = Redactor([*secret_values(agent_env), *self.extra_secrets])
+        # Masked: a key passed on the command line would otherwise show wherever the command is shown.
+        self.command = [self._redactor.text(str(part)) for part in getattr(transport, "argv", None)
+                        or [transport.description]]
+        if isinstance(transport, StdioTransport):
+            transport.stderr_listeners.append(self._fan_out_stderr)
+        if self._record_to is not None:
+            self._recorder = self._new_recorder(self._record_to)
+        self.connection = AgentConnection(
+            transport, name=self.name, handler=self._handle_request, on_frame=self._on_frame,
+            on_exit=self._on_exit, spec=self._registry_spec, env=agent_env, request_timeout=self.timeout,
+            tapped_notifications=_applied_by_on_frame)
         params = {
             "protocolVersion": PROTOCOL_VERSION,
             "clientCapabilities": self._client_capabilities(),
-            "clientInfo": {"name": "acp-notebook", "title": "acp-notebook", "version": _client_version()},
+            "clientInfo": {"name": "acp-notebook", "title": "acp-notebook", "version": client_version()},
         }
+        _loop.on_shutdown(self._close)
         try:
-            result = await self._initialize(params)
+            result = await self.connection.start(params, timeout=self.timeout)
         except BaseException:
-            await self._terminate()
-            self.status = "exited"
+            _loop.remove_shutdown_hook(self._close)
             raise
-        try:
-            parsed = InitializeResponse.model_validate(result)
-        except ValidationError as exc:
-            await self._terminate()
-            raise AgentStartError(f"agent '{self.name}' sent an invalid initialize result: {exc.errors()[:2]}",
-                                  command=argv) from exc
-        self.protocol_version = parsed.protocol_version
+        if self._recorder is not None:
+            self._recorder.begin(result)
+        self.protocol_version = result.get("protocolVersion")
         self.info = dict(result.get("agentInfo") or {})
         self.capabilities = dict(result.get("agentCapabilities") or {})
         self.auth_methods = list(result.get("authMethods") or [])
-        self.status = "running"
         return self
 
     def _client_capabilities(self) -> dict[str, Any]:
@@ -189,93 +225,32 @@ class Agent:
             "fs": {"readTextFile": self.fs, "writeTextFile": self.fs},
             "terminal": False,
             "session": {"configOptions": {"boolean": {}}},
+            "elicitation": {"form": {}},
+            # Terminal logins are shown to the user as the command to run (terminal_login_command).
+            "auth": {"terminal": True},
         }
 
-    async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        assert self._conn is not None and self._process is not None
-        request = asyncio.create_task(self._conn.send_request("initialize", params))
-        exited = asyncio.create_task(self._process.exited.wait())
-        try:
-            done, _ = await asyncio.wait({request, exited}, timeout=self.timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-        if request in done:
-            try:
-                return request.result()
-            except RequestError as exc:
-                raise AgentStartError(f"agent '{self.name}' refused initialize: {exc}", command=self.command,
-                                      stderr_tail=self.stderr_tail(20)) from exc
-            except ConnectionError:
-                await self._settle_exit()
-        request.cancel()
-        if self.exit_code is not None or done:
-            await self._settle_exit()
-            raise AgentStartError(
-                f"agent '{self.name}' exited with code {self.exit_code} before answering initialize",
-                command=self.command, exit_code=self.exit_code, stderr_tail=self.stderr_tail(20),
-                hint="Is this an ACP agent? Some need a flag (e.g. `gemini --acp`) or a login first.",
-            )
-        raise AgentStartError(
-            f"agent '{self.name}' did not answer initialize within {self.timeout:g} s",
-            command=self.command, stderr_tail=self.stderr_tail(20),
-            hint="Agents fetched by npx can take long on first start: pass a larger timeout=.",
-        )
-
-    async def _settle_exit(self) -> None:
-        if self._process is not None:
-            await self._process.settle()
-        if self._exit_watch is not None:
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._exit_watch), 1.0)
-
-    def _fan_out_stderr(self, line: str) -> None:
-        for listener in list(self._stderr_listeners):
-            with contextlib.suppress(Exception):
-                listener(line)
-
-    async def _watch_exit(self) -> None:
-        assert self._process is not None
-        await self._process.exited.wait()
-        code = self.exit_code = self._process.exit_code
-        if self.status != "closed":
-            self.status = "exited"
-        if self.status == "exited":
-            await self._process.settle(exit_timeout=0)
-            error = AgentExitedError(f"agent '{self.name}' exited with code {code}", exit_code=code,
-                                     stderr_tail=self.stderr_tail(20))
-            for session in list(self._sessions.values()):
-                session._agent_gone(error)
+    async def _on_exit(self) -> None:
+        """The agent ended by itself: fail what waits on it, with its exit code and last stderr lines."""
+        assert self.connection is not None
+        await self.connection.settle()
+        error = AgentExitedError(f"agent '{self.name}' exited with code {self.exit_code}", exit_code=self.exit_code,
+                                 stderr_tail=self.stderr_tail(20))
+        for session in list(self._sessions.values()):
+            session._agent_gone(error)
 
     async def _close(self) -> None:
-        if self.status == "closed":
+        """Close every session and end the agent (its whole process group). Safe to call twice."""
+        if self.connection is None or self.connection.state == "closed":
             return
-        was_running = self.status in ("running", "starting")
-        self.status = "closed"
-        _loop.remove_shutdown_hook(self._shutdown_hook)
+        _loop.remove_shutdown_hook(self._close)
         error = AgentClosedError(f"agent '{self.name}' was closed")
         for session in list(self._sessions.values()):
             session._agent_gone(error)
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._conn.close(), 2.0)
-        if was_running or self._process is not None:
-            await self._terminate()
-        if self._exit_watch is not None:
-            self._exit_watch.cancel()
+        await self.connection.close()
+        self._stop_recording()
 
-    async def _terminate(self) -> None:
-        if self._process is not None:
-            await self._process.terminate()
-
-    def close(self) -> None:
-        """Close every session and end the agent process (and its process group). Safe to call twice."""
-        if self.status == "closed":
-            return
-        _loop.run_sync(self._close(), 15, what=f"closing agent '{self.name}'")
-
-    async def aclose(self) -> None:
-        await _loop.run_async(self._close(), 15, what=f"closing agent '{self.name}'")
+    close, aclose = twins(_close, what="closing the agent", default_timeout=15.0)
 
     def __enter__(self) -> Agent:
         return self
@@ -291,13 +266,28 @@ class Agent:
 
     # --- introspection ---------------------------------------------------
     @property
+    def status(self) -> str:
+        """starting, running, closed or exited."""
+        state = self.connection.state if self.connection is not None else "created"
+        return {"created": "starting", "failed": "exited"}.get(state, state)
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.connection.exit_code if self.connection is not None else None
+
+    @property
+    def auth_method(self) -> str | None:
+        """The auth method used (by ``authenticate``, or picked from a key in the environment)."""
+        return self.connection.auth_method if self.connection is not None else None
+
+    @property
     def registry_spec(self) -> AgentSpec | None:
         """The registry entry this agent was started from, if any (its key variables, login hint...)."""
-        return self._agent_spec
+        return self._registry_spec
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+        return self.connection.pid if self.connection is not None else None
 
     @property
     def running(self) -> bool:
@@ -308,7 +298,7 @@ class Agent:
         return list(self._sessions.values())
 
     def stderr_tail(self, lines: int = 20) -> list[str]:
-        return self._process.stderr_tail(lines) if self._process is not None else []
+        return self.connection.stderr_tail(lines) if self.connection is not None else []
 
     def on_frame(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``callback(log_entry)`` for each frame as it is logged (on the loop thread; must not block)."""
@@ -323,108 +313,174 @@ class Agent:
         """Answer the agent's ``_method`` extension requests (handler gets params, returns a dict, may be async)."""
         self._ext_handlers[method if method.startswith("_") else f"_{method}"] = handler
 
+    def _new_recorder(self, path: str | os.PathLike[str]) -> Recorder:
+        return Recorder(path, agent={"name": self.name, "command": self.command, "cwd": self.cwd},
+                        redactor=self._redactor)
+
+    async def _record(self, path: str | os.PathLike[str]) -> str:
+        """Record this agent's session to ``path`` (JSON lines, secrets masked): the frames so far, then every
+        frame until the agent is closed (or ``record`` is called again). ``acpnb.replay(path)`` plays it back."""
+        if self.connection is None or self.connection.state != "running":
+            raise AgentClosedError(f"agent '{self.name}' is not running; start it with record=PATH instead")
+        self._stop_recording()
+        recorder = self._new_recorder(path)
+        so_far = list(self.log)
+        recorder.begin(self.connection.init_result)
+        for entry in so_far:
+            recorder.frame(entry["dir"], entry["t"], entry["msg"], entry.get("note"))
+        self._recorder = recorder
+        return str(recorder.path)
+
+    record, arecord = twins(_record, what="starting a recording", default_timeout=_agent_timeout)
+
+    def _stop_recording(self) -> None:
+        if self._recorder is not None:
+            self._recorder.close()
+            self._recorder = None
+
+    def _fan_out_stderr(self, line: str) -> None:
+        line = self._redactor.text(line)  # listeners show it (views, saved notebooks): secrets masked
+        for listener in list(self._stderr_listeners):
+            with contextlib.suppress(Exception):
+                listener(line)
+
     def __repr__(self) -> str:
         version = self.info.get("version", "?")
         return f"<acp Agent {self.name!r} {self.info.get('name', '')} {version} {self.status}>"
 
-    # --- raw frames, in wire order ----------------------------------------
-    def _on_frame(self, event: StreamEvent) -> None:
-        """Runs synchronously in the SDK's receive loop, in wire order, before dispatch."""
-        msg = event.message
-        direction = "send" if event.direction == StreamDirection.OUTGOING else "recv"
-        entry = {"dir": direction, "t": time.time(), "msg": msg}
-        self.log.append(entry)
-        if len(self.log) > LOG_LIMIT:
-            del self.log[: LOG_LIMIT // 10]
-        try:
-            if direction == "recv":
-                self._on_incoming(msg, entry)
-            else:
-                self._on_outgoing(msg)
-        except Exception:  # noqa: BLE001 - a bad frame must never stop the receive loop
-            logger.exception("acp-notebook failed to apply a frame")
-            entry["note"] = "failed to apply (see logs)"
+    def inspector(self, **filters: Any) -> Any:
+        """The protocol inspector widget over this agent's frames (filters: ``method=``, ``session_id=``)."""
+        from .widgets.inspector import ProtocolInspector
+
+        return ProtocolInspector(self, **filters)
+
+    # --- frames, in wire order (loop thread) -------------------------------
+    def _on_frame(self, direction: str, msg: dict[str, Any], note: str | None) -> None:
+        # What is written down (the log, the recording, the inspector) and what a transcript shows
+        # is a copy with the environment's secret values masked; the SDK acts on the frame as sent.
+        plain = _plain_chunk(msg) if direction == "recv" else None
+        if plain is not None and self._chunk_constants_clean() and not self._redactor.finds((plain[0], plain[2])):
+            # A streamed text chunk with no secret in it (its keys and constants are none): logged compacted,
+            # and known to be well formed. Its session id and text were the only strings left to scan.
+            msg = _compact_chunk(*plain)
+        else:
+            plain = None
+            msg = self._redactor.masked(msg)
+        entry: dict[str, Any] = {"dir": direction, "t": time.time(), "msg": msg}
+        if direction == "recv" and msg.get("method") == "session/update" and "id" not in msg:
+            try:
+                note = self._route_update(msg.get("params"), checked=plain is not None) or note
+            except Exception:  # noqa: BLE001 - a bad frame must never stop the receive loop
+                logger.exception("acp-notebook failed to apply a frame")
+                note = "failed to apply (see logs)"
+        if note:
+            entry["note"] = self._redactor.text(note)
+        if self._recorder is not None:
+            self._recorder.frame(direction, entry["t"], msg, note)
+        self._append_log(entry, None if plain is None else _CHUNK_ENTRY_BYTES + sys.getsizeof(plain[2]))
         for listener in list(self._frame_listeners):
             with contextlib.suppress(Exception):
                 listener(entry)
 
-    def _on_outgoing(self, msg: dict[str, Any]) -> None:
-        if "method" not in msg or "id" not in msg:
-            return
-        params = msg.get("params") or {}
-        turn = None
-        if msg["method"] == "session/prompt":
-            session = self._sessions.get(params.get("sessionId"))
-            turn = session._turn if session else None
-        self._sent[msg["id"]] = (msg["method"], params, turn)
-        early = self._early_responses.pop(msg["id"], None)
-        if early is not None:
-            self._apply_response(early)
+    def _chunk_constants_clean(self) -> bool:
+        """Whether the fixed strings of a text chunk frame (keys, method, kinds) hold none of the secret values
+        (always, short of a secret such as "session/"): then only its session id and text need a scan."""
+        found = self._clean_for
+        if found is None or found[0] is not self._redactor:
+            found = self._clean_for = (self._redactor, not self._redactor.finds(_CHUNK_CONSTANTS))
+        return found[1]
 
-    def _on_incoming(self, msg: dict[str, Any], entry: dict[str, Any]) -> None:
-        method = msg.get("method")
-        if method == "session/update" and "id" not in msg:
-            note = self._route_update(msg.get("params") or {})
-            if note:
-                entry["note"] = note
-        elif method is None and "id" in msg:
-            if msg["id"] in self._sent:
-                self._apply_response(msg)
-            else:
-                self._early_responses[msg["id"]] = msg
+    @property
+    def log_bytes(self) -> int:
+        """The estimated size in memory of ``agent.log`` (bounded by ``LOG_LIMIT_BYTES``; see there)."""
+        return self._log_bytes
 
-    def _apply_response(self, msg: dict[str, Any]) -> None:
-        method, params, turn = self._sent.pop(msg["id"])
-        result = msg.get("result")
-        if method == "session/prompt" and turn is not None:
-            session = self._sessions.get(params.get("sessionId"))
-            model = session.state.model if session else None
-            if "error" in msg:
-                err = msg["error"] or {}
-                turn.finish(None, model, RpcError(err.get("code", -32603), err.get("message", ""), err.get("data"),
-                                                  method=method))
-            else:
-                turn.finish(result if isinstance(result, dict) else {}, model)
-            return
-        if "error" in msg or not isinstance(result, dict):
-            return
-        if method == "session/new" and isinstance(result.get("sessionId"), str):
-            state = self._states.setdefault(result["sessionId"], SessionState(result["sessionId"]))
-            state.apply_session_result(result)
-        elif method in ("session/load", "session/resume"):
-            state = self._states.get(params.get("sessionId"))
-            if state is not None:
-                state.apply_session_result(result)
-        elif method == "session/set_config_option":
-            state = self._states.get(params.get("sessionId"))
-            if state is not None and isinstance(result.get("configOptions"), list):
-                state.set_options(result["configOptions"])
-        elif method == "session/set_mode":
-            state = self._states.get(params.get("sessionId"))
-            if state is not None:
-                state.set_legacy_mode(params.get("modeId"))
+    def _append_log(self, entry: dict[str, Any], size: int | None = None) -> None:
+        size = _entry_size(entry) if size is None else size
+        self.log.append(entry)
+        self._log_sizes.append(size)
+        self._log_bytes += size
+        if len(self.log) > LOG_LIMIT or self._log_bytes > LOG_LIMIT_BYTES:
+            self._trim_log()
 
-    def _route_update(self, params: dict[str, Any]) -> str | None:
+    def _trim_log(self) -> None:
+        """Drop the oldest entries until the log is under nine tenths of both bounds (loop thread)."""
+        if len(self._log_sizes) != len(self.log):  # the list was changed by hand (cleared, say): measure again
+            self._log_sizes = array("Q", (_entry_size(e) for e in self.log))
+            self._log_bytes = sum(self._log_sizes)
+        count, freed = 0, 0
+        entries, budget = len(self.log), self._log_bytes
+        keep_entries, keep_bytes = LOG_LIMIT * 9 // 10, LOG_LIMIT_BYTES * 9 // 10
+        while count < entries and (entries - count > keep_entries or budget - freed > keep_bytes):
+            freed += self._log_sizes[count]
+            count += 1
+        del self.log[:count]
+        del self._log_sizes[:count]
+        self._log_bytes -= freed
+
+    def _route_update(self, params: Any, *, checked: bool = False) -> str | None:
+        """Apply one session/update; ``checked``: the caller knows it is a well-formed text chunk."""
+        if not isinstance(params, dict):
+            return "ignored: params is not an object"
         session_id = params.get("sessionId")
         update = params.get("update")
-        state = self._states.get(session_id)
-        if state is None:
-            logger.debug("ignoring an update for unknown session %r", session_id)
-            return "ignored: unknown session"
         if not isinstance(update, dict):
             return "ignored: no update object"
+        problem = None if checked else update_problem(update)
+        if problem is not None:
+            return f"ignored: a malformed {update.get('sessionUpdate')} update: {problem}"
+        state = self._states.get(session_id) if isinstance(session_id, str) else None
+        if state is None:
+            return self._hold_early(session_id, update)
         known = state.apply_update(update)
-        session = self._sessions.get(session_id)
-        turn = session._turn if session is not None else None
-        if turn is not None and not turn.finished:
+        session = self._sessions.get(session_id)  # type: ignore[arg-type]
+        turn = session._running if session is not None else None
+        if turn is None and session is not None and session.turns and update.get("sessionUpdate") in TURN_UPDATES:
+            # After the prompt's answer, before the next prompt: still that turn's (the TypeScript SDK
+            # delivers an agent's last usage_update after the answer it was sent before).
+            turn = session.turns[-1]
+        if turn is not None:
             turn.apply(update)
         else:
-            state.history.append(copy.deepcopy(update))
+            state.history.append(update)
         state.emit("update", {"turn": turn, "update": update})
-        return None if known else f"ignored: unknown update kind {update.get('sessionUpdate')!r}"
+        if not known:
+            return f"ignored: unknown update kind {update.get('sessionUpdate')!r}"
+        return _odd_values_note(update.get("configOptions")) if "configOptions" in update else None
 
-    # --- agent -> client requests ----------------------------------------
+    def _hold_early(self, session_id: Any, update: dict[str, Any]) -> str:
+        """An update for a session we do not know: kept if a session/new, load or resume is on its way
+        (agents may stream before answering), else ignored."""
+        opening = any(r.method in ("session/new", "session/load", "session/resume")
+                      for r in (self.connection.router.outstanding.values() if self.connection else ()))
+        if not opening or not isinstance(session_id, str):
+            return "ignored: unknown session"
+        if session_id not in self._early and len(self._early) >= EARLY_SESSIONS_KEPT:
+            self._early.pop(next(iter(self._early)))
+        held = self._early.setdefault(session_id, [])
+        if len(held) < EARLY_UPDATES_KEPT:
+            held.append(update)
+        return "held: its session is being opened"
+
+    def _state_for(self, session_id: str) -> SessionState:
+        """The session's state, made on first use; updates that arrived before it are applied now."""
+        state = self._states.get(session_id)
+        if state is None:
+            state = self._states[session_id] = SessionState(session_id)
+            for update in self._early.pop(session_id, []):
+                state.apply_update(update)
+                state.history.append(update)
+        return state
+
+    # --- agent -> client requests (loop thread) -----------------------------
+    def _session_named(self, params: dict[str, Any]) -> Session | None:
+        """The open session a request names; None for an unknown id or one that is not a string."""
+        session_id = params.get("sessionId")
+        return self._sessions.get(session_id) if isinstance(session_id, str) else None
+
     async def _handle_request(self, method: str, params: Any, is_notification: bool) -> Any:
+        from acp.exceptions import RequestError
+
         params = params if isinstance(params, dict) else {}
         if method == "session/update":
             return None  # applied in wire order by _on_frame
@@ -436,151 +492,173 @@ class Agent:
         if is_notification:
             return None  # unknown notifications are ignored
         if method == "session/request_permission":
-            return await self._on_permission(params)
-        if method == "fs/read_text_file" and self.fs:
-            return self._fs_read(params)
-        if method == "fs/write_text_file" and self.fs:
-            return self._fs_write(params)
+            session = self._session_named(params)
+            if session is None:
+                return {"outcome": {"outcome": "cancelled"}}
+            return await session._decide_permission(params)
+        if method == "elicitation/create":
+            return await self._elicit(params)
+        if method in ("fs/read_text_file", "fs/write_text_file") and self.fs:
+            session = self._session_named(params)
+            if session is None:
+                raise RequestError.invalid_params({"message": f"unknown session {params.get('sessionId')!r}"})
+            return await session._fs_request(method, params)
         raise RequestError.method_not_found(method)
 
-    async def _on_permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        session = self._sessions.get(params.get("sessionId"))
-        if session is None:
-            return {"outcome": {"outcome": "cancelled"}}
-        return await session._decide_permission(params)
+    # --- client -> agent requests --------------------------------------------
+    def _conn(self) -> AgentConnection:
+        if self.connection is None:
+            raise AgentClosedError(f"agent '{self.name}' was never started")
+        return self.connection
 
-    def _session_for_fs(self, params: dict[str, Any]) -> Session:
-        session = self._sessions.get(params.get("sessionId"))
-        if session is None:
-            raise RequestError.invalid_params({"message": f"unknown session {params.get('sessionId')!r}"})
-        return session
+    async def _request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Send any request (an ``_extension`` method, say) and return the agent's raw result. A request that
+        changes a session's options (set_config_option, set_mode) sent this way still updates its state."""
+        params = params or {}
+        state = self._states.get(params.get("sessionId")) if isinstance(params.get("sessionId"), str) else None
+        apply = _state_applier(state, method, params) if state is not None else None
+        return await self._conn().request(method, params, apply=apply)
 
-    def _fs_read(self, params: dict[str, Any]) -> dict[str, Any]:
-        session = self._session_for_fs(params)
-        path = session._confined_path(params.get("path"))
-        if not path.is_file():
-            raise RequestError.resource_not_found(str(path))
-        text = path.read_text(encoding="utf-8", errors="replace")
-        line, limit = params.get("line"), params.get("limit")
-        if line is not None or limit is not None:
-            lines = text.splitlines(keepends=True)
-            start = max(int(line or 1) - 1, 0)
-            end = start + int(limit) if limit is not None else None
-            text = "".join(lines[start:end])
-        return {"content": text}
-
-    def _fs_write(self, params: dict[str, Any]) -> dict[str, Any]:
-        session = self._session_for_fs(params)
-        path = session._confined_path(params.get("path"))
-        content = params.get("content")
-        if not isinstance(content, str):
-            raise RequestError.invalid_params({"message": "content must be a string"})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-        return {}
-
-    # --- client -> agent requests ----------------------------------------
-    async def _request(self, method: str, params: dict[str, Any], *, auth_retry: bool = True) -> Any:
-        if self.status == "closed":
-            raise AgentClosedError(f"agent '{self.name}' is closed; {method} was not sent")
-        if self.status == "exited":
-            raise AgentExitedError(f"agent '{self.name}' has exited (code {self.exit_code}); {method} was not sent",
-                                   exit_code=self.exit_code, stderr_tail=self.stderr_tail(20))
-        assert self._conn is not None
-        try:
-            return await self._conn.send_request(method, params)
-        except RequestError as exc:
-            if (exc.code == AUTH_REQUIRED and auth_retry and method in AUTH_RETRIED_METHODS
-                    and await self._authenticate_from_env()):
-                return await self._request(method, params, auth_retry=False)
-            hint = auth_hint(self._agent_spec, self.auth_methods) if exc.code == AUTH_REQUIRED else None
-            raise RpcError(exc.code, str(exc), exc.data, method=method, hint=hint) from exc
-        except ConnectionError as exc:
-            if self.status == "closed":
-                raise AgentClosedError(f"agent '{self.name}' was closed while waiting for {method}") from exc
-            await self._settle_exit()
-            raise AgentExitedError(
-                f"agent '{self.name}' exited (code {self.exit_code}) while waiting for {method}",
-                exit_code=self.exit_code, stderr_tail=self.stderr_tail(20),
-            ) from exc
+    request, arequest = twins(_request, what=lambda self, method, *_, **__: f"{method} to agent '{self.name}'",
+                              default_timeout=_agent_timeout)
 
     async def _notify(self, method: str, params: dict[str, Any]) -> None:
-        if self.status != "running" or self._conn is None:
-            return
-        with contextlib.suppress(ConnectionError):
-            await self._conn.send_notification(method, params)
+        if self.connection is not None:
+            await self.connection.notify(method, params)
 
     def _require(self, capability: str, method: str) -> None:
-        caps = self.capabilities
-        if capability == "loadSession":
-            ok = bool(caps.get("loadSession"))
-        else:
-            ok = (caps.get("sessionCapabilities") or {}).get(capability) is not None
-        if not ok:
+        if not self._conn().supports(capability):
             raise CapabilityError(
                 f"agent '{self.name}' does not support {method} (it did not advertise it in initialize)",
                 hint="agent.capabilities shows what this agent offers.",
             )
 
     async def _authenticate(self, method_id: str) -> dict[str, Any]:
+        """Authenticate with one of ``agent.auth_methods`` (by id). A terminal login is not sent to the agent:
+        the error says which command to run in a terminal instead (``terminal_login_command``)."""
         ids = [m.get("id") for m in self.auth_methods]
         if self.auth_methods and method_id not in ids:
             raise AcpError(f"agent '{self.name}' has no auth method {method_id!r}",
                            hint=f"Its auth methods are: {', '.join(map(str, ids))}.")
-        result = await self._request("authenticate", {"methodId": method_id})
+        if self._auth_method(method_id).get("type") == "terminal":
+            raise AcpError(f"{method_id!r} is a login you do in a terminal, not through the agent",
+                           hint=f"Run this in a terminal, then start the agent again: "
+                                f"{self.terminal_login_command(method_id)}")
+        return await self._conn().authenticate(method_id)
+
+    authenticate, aauthenticate = twins(_authenticate, what="authenticate", default_timeout=_agent_timeout)
+
+    def _auth_method(self, method_id: str) -> dict[str, Any]:
+        return next((m for m in self.auth_methods if m.get("id") == method_id), {})
+
+    def terminal_login_command(self, method_id: str) -> str:
+        """The shell command for a terminal auth method: this agent's own command with the method's
+        arguments and environment (ACP's terminal authentication)."""
+        method = self._auth_method(method_id)
+        if method.get("type") != "terminal":
+            raise AcpError(f"{method_id!r} is not a terminal login of agent '{self.name}'",
+                           hint="agent.auth_methods lists each method's type.")
+        return terminal_login_command(self.command, method)
+
+    async def _logout(self) -> dict[str, Any]:
+        """Log out of the agent (where it offers ``logout``); new sessions then need authentication."""
+        if (self.capabilities.get("auth") or {}).get("logout") is None:
+            raise CapabilityError(f"agent '{self.name}' does not offer logout",
+                                  hint="agent.capabilities['auth'] shows what it offers.")
+        result = await self._conn().request("logout", {})
         return result if isinstance(result, dict) else {}
 
-    async def _authenticate_from_env(self) -> bool:
-        """Authenticate with the method whose key is in the agent's environment (AgentSpec.auth_env,
-        e.g. codex: OPENAI_API_KEY -> openai-api-key); True when done. Only when the agent asks, so a
-        login it already has (~/.codex/auth.json) is never replaced by the key; one attempt per agent,
-        shared by concurrent callers."""
-        chosen = auto_auth_method(self._agent_spec, self.auth_methods, self._agent_env)
-        if chosen is None:
-            return False
-        if self._auth_from_env is None:
-            self._auth_from_env = asyncio.ensure_future(self._authenticate_as(chosen[0]))
-        await asyncio.shield(self._auth_from_env)
-        return True
+    logout, alogout = twins(_logout, what="logout", default_timeout=_agent_timeout)
 
-    async def _authenticate_as(self, method_id: str) -> None:
-        await self._request("authenticate", {"methodId": method_id})
-        self.auth_method = method_id
+    async def _delete_session(self, session_id: str) -> None:
+        """Delete a session from the agent's list (``session/delete``); an open one here is closed too."""
+        self._require("delete", "session/delete")
+        await self._conn().request("session/delete", {"sessionId": session_id})
+        session = self._sessions.pop(session_id, None)
+        self._states.pop(session_id, None)
+        if session is not None:
+            session.closed = True
 
-    async def _new_session(self, cwd: str | os.PathLike[str] | None, additional_directories: Sequence[str],
-                           permission: PermissionPolicy | None, mcp_servers: Sequence[Mapping[str, Any]]) -> Session:
+    delete_session, adelete_session = twins(_delete_session, what="session/delete", default_timeout=_agent_timeout)
+
+    async def _elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+        """An ``elicitation/create`` request: the form is answered by the turn's, session's or agent's policy."""
+        session = self._session_named(params)
+        if params.get("mode") != "form" or not isinstance(params.get("requestedSchema"), dict):
+            return {"action": "decline"}  # only forms are advertised
+        turn = session._running if session is not None else None
+        request = ElicitationRequest(session, str(params.get("message") or ""), params["requestedSchema"],
+                                     params, turn)
+        policies = (turn.elicitation if turn is not None else None,
+                    session.elicitation if session is not None else None, self.elicitation)
+        record = await decide_elicitation(next(p for p in policies if p is not None), request)
+        if turn is not None:
+            turn.record_elicitation(record)
+        return elicitation_response(record)
+
+    async def _new_session(self, cwd: str | os.PathLike[str] | None = None, *,
+                           additional_directories: Sequence[str] = (), permission: PermissionPolicy | None = None,
+                           mcp_servers: Sequence[Mapping[str, Any]] = ()) -> Session:
+        """Open a session (``cwd`` defaults to the agent's); ``permission`` overrides the agent's policy."""
         root = str(Path(cwd).resolve()) if cwd is not None else self.cwd
         extra = [str(Path(d).resolve()) for d in additional_directories]
         params: dict[str, Any] = {"cwd": root, "mcpServers": [dict(s) for s in mcp_servers]}
         if extra:
             params["additionalDirectories"] = extra
-        result = await self._request("session/new", params)
+
+        def opened(answer: dict[str, Any]) -> str | None:
+            result = answer.get("result")
+            if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+                return _apply_session_result(self._state_for(result["sessionId"]), result)
+            return None
+
+        result = await self._conn().request("session/new", params, apply=opened)
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
             raise ProtocolError(f"agent '{self.name}' answered session/new without a sessionId: {result!r}")
-        session_id = result["sessionId"]
-        state = self._states.setdefault(session_id, SessionState(session_id))
-        return self._adopt(Session(self, session_id, state, root, extra, permission))
-
-    def _adopt(self, session: Session) -> Session:
+        session = Session(self, result["sessionId"], self._state_for(result["sessionId"]), root, extra, permission)
         self._sessions[session.id] = session
         return session
 
-    async def _open_existing(self, method: str, session_id: str, cwd: str | os.PathLike[str] | None,
-                             permission: PermissionPolicy | None) -> Session:
+    new_session, anew_session = twins(_new_session, what="session/new", default_timeout=_agent_timeout)
+
+    async def _reopen(self, method: str, session_id: str, cwd: str | os.PathLike[str] | None,
+                      permission: PermissionPolicy | None) -> Session:
         self._require("loadSession" if method == "session/load" else "resume", method)
         root = str(Path(cwd).resolve()) if cwd is not None else self.cwd
-        # The state exists before the request, so the history the agent replays lands in it.
-        state = self._states.setdefault(session_id, SessionState(session_id))
-        session = self._adopt(Session(self, session_id, state, root, [], permission))
+        # The state and session exist before the request, so the history the agent replays lands in them.
+        state = self._state_for(session_id)
+        session = self._sessions[session_id] = Session(self, session_id, state, root, [], permission)
+
+        def reopened(answer: dict[str, Any]) -> str | None:
+            if isinstance(answer.get("result"), dict):
+                return _apply_session_result(state, answer["result"])
+            return None
+
         try:
-            await self._request(method, {"sessionId": session_id, "cwd": root, "mcpServers": []})
+            await self._conn().request(method, {"sessionId": session_id, "cwd": root, "mcpServers": []},
+                                       apply=reopened)
         except BaseException:
             self._sessions.pop(session_id, None)
             self._states.pop(session_id, None)
             raise
         return session
 
-    async def _list_sessions(self, cwd: str | None) -> list[dict[str, Any]]:
+    async def _load_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
+                            permission: PermissionPolicy | None = None) -> Session:
+        """Reopen a past session; the agent replays its history into ``session.history``."""
+        return await self._reopen("session/load", session_id, cwd, permission)
+
+    load_session, aload_session = twins(_load_session, what="session/load", default_timeout=_agent_timeout)
+
+    async def _resume_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
+                              permission: PermissionPolicy | None = None) -> Session:
+        """Reattach to a past session without a history replay."""
+        return await self._reopen("session/resume", session_id, cwd, permission)
+
+    resume_session, aresume_session = twins(_resume_session, what="session/resume", default_timeout=_agent_timeout)
+
+    async def _list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
+        """Every page of ``session/list``, as the agent's dicts (sessionId, cwd, title, updatedAt...)."""
         self._require("list", "session/list")
         sessions: list[dict[str, Any]] = []
         cursor = None
@@ -590,75 +668,20 @@ class Agent:
                 params["cwd"] = str(Path(cwd).resolve())
             if cursor:
                 params["cursor"] = cursor
-            result = await self._request("session/list", params) or {}
+            result = await self._conn().request("session/list", params) or {}
             sessions.extend(result.get("sessions") or [])
             cursor = result.get("nextCursor")
             if not cursor:
                 return sessions
 
-    # --- public facade -----------------------------------------------------
-    def _t(self, timeout: float | None) -> float | None:
-        return self.timeout if timeout is None else timeout
-
-    def authenticate(self, method_id: str, *, timeout: float | None = None) -> dict[str, Any]:
-        return _loop.run_sync(self._authenticate(method_id), self._t(timeout), what="authenticate")
-
-    async def aauthenticate(self, method_id: str, *, timeout: float | None = None) -> dict[str, Any]:
-        return await _loop.run_async(self._authenticate(method_id), self._t(timeout), what="authenticate")
-
-    def new_session(self, cwd: str | os.PathLike[str] | None = None, *, additional_directories: Sequence[str] = (),
-                    permission: PermissionPolicy | None = None, mcp_servers: Sequence[Mapping[str, Any]] = (),
-                    timeout: float | None = None) -> Session:
-        """Open a session (``cwd`` defaults to the agent's); ``permission`` overrides the agent's policy."""
-        coro = self._new_session(cwd, additional_directories, permission, mcp_servers)
-        return _loop.run_sync(coro, self._t(timeout), what="session/new")
-
-    async def anew_session(self, cwd: str | os.PathLike[str] | None = None, *,
-                           additional_directories: Sequence[str] = (), permission: PermissionPolicy | None = None,
-                           mcp_servers: Sequence[Mapping[str, Any]] = (), timeout: float | None = None) -> Session:
-        coro = self._new_session(cwd, additional_directories, permission, mcp_servers)
-        return await _loop.run_async(coro, self._t(timeout), what="session/new")
-
-    def load_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
-                     permission: PermissionPolicy | None = None, timeout: float | None = None) -> Session:
-        """Reopen a past session; the agent replays its history into ``session.history``."""
-        coro = self._open_existing("session/load", session_id, cwd, permission)
-        return _loop.run_sync(coro, self._t(timeout), what="session/load")
-
-    async def aload_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
-                            permission: PermissionPolicy | None = None, timeout: float | None = None) -> Session:
-        coro = self._open_existing("session/load", session_id, cwd, permission)
-        return await _loop.run_async(coro, self._t(timeout), what="session/load")
-
-    def resume_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
-                       permission: PermissionPolicy | None = None, timeout: float | None = None) -> Session:
-        """Reattach to a past session without a history replay."""
-        coro = self._open_existing("session/resume", session_id, cwd, permission)
-        return _loop.run_sync(coro, self._t(timeout), what="session/resume")
-
-    async def aresume_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
-                              permission: PermissionPolicy | None = None, timeout: float | None = None) -> Session:
-        coro = self._open_existing("session/resume", session_id, cwd, permission)
-        return await _loop.run_async(coro, self._t(timeout), what="session/resume")
-
-    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Every page of ``session/list``, as the agent's dicts (sessionId, cwd, title, updatedAt...)."""
-        return _loop.run_sync(self._list_sessions(cwd), self._t(timeout), what="session/list")
-
-    async def alist_sessions(self, cwd: str | None = None, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        return await _loop.run_async(self._list_sessions(cwd), self._t(timeout), what="session/list")
-
-    def request(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
-        """Send any request (an ``_extension`` method, say) and return the agent's raw result."""
-        return _loop.run_sync(self._request(method, params or {}), self._t(timeout), what=method)
-
-    async def arequest(self, method: str, params: dict[str, Any] | None = None, *,
-                       timeout: float | None = None) -> Any:
-        return await _loop.run_async(self._request(method, params or {}), self._t(timeout), what=method)
+    list_sessions, alist_sessions = twins(_list_sessions, what="session/list", default_timeout=_agent_timeout)
 
 
 class Session:
-    """One ACP session: its live state (config, title, usage), turns, and the calls that change it."""
+    """One ACP session: its live state (config, title, usage), turns, and the calls that change it.
+
+    Turns run one at a time, in the order they were started (``start_turn`` queues).
+    """
 
     def __init__(self, agent: Agent, session_id: str, state: SessionState, cwd: str,
                  additional_directories: Sequence[str], permission: PermissionPolicy | None) -> None:
@@ -668,9 +691,12 @@ class Session:
         self.cwd = cwd
         self.additional_directories = list(additional_directories)
         self.permission = permission
+        self.elicitation: ElicitationPolicy | None = None  # overrides the agent's form policy when set
         self.turns: list[Turn] = []
         self.closed = False
-        self._turn: Turn | None = None
+        self._running: Turn | None = None  # the turn whose prompt is on the wire
+        self._queue_lock = threading.Lock()
+        self._last_queued: Turn | None = None  # the latest turn made by start_turn / prompt
         self._pending_permissions: set[asyncio.Future[Any]] = set()
 
     # --- state -----------------------------------------------------------
@@ -681,6 +707,11 @@ class Session:
     @property
     def title(self) -> str | None:
         return self.state.title
+
+    @property
+    def display_title(self) -> str | None:
+        """The agent's title, else the first prompt's (``state.title_source`` says which)."""
+        return self.state.display_title
 
     @property
     def updated_at(self) -> str | None:
@@ -700,8 +731,8 @@ class Session:
         return self.state.history
 
     @property
-    def model_option(self):  # -> ConfigOption | None
-        return self.config.by_category("model") or self.config.get("model")
+    def model_option(self) -> ConfigOption | None:
+        return self.config.model_option
 
     @property
     def model(self) -> str | bool | None:
@@ -717,13 +748,13 @@ class Session:
 
     @property
     def busy(self) -> bool:
-        return self._turn is not None
+        return self._running is not None
 
     def __repr__(self) -> str:
         return f"<acp Session {self.id} of {self.agent.name!r} title={self.title!r} model={self.model!r}>"
 
     # --- set -------------------------------------------------------------
-    def _check_value(self, config_id: str, value: Any):
+    def _check_value(self, config_id: str, value: Any) -> ConfigOption:
         if self.closed:
             raise AgentClosedError(f"session {self.id} is closed")
         option = self.config.get(config_id)
@@ -756,119 +787,168 @@ class Session:
             )
         return option
 
-    async def _set(self, config_id: str, value: Any) -> ConfigOptions:
+    async def _set(self, config_id: str, value: str | bool) -> ConfigOptions:
+        """Change one option; returns the complete new ConfigOptions. Bad values raise ConfigOptionError
+        (locally, or when the agent refuses) and leave the session's state unchanged."""
         option = self._check_value(config_id, value)
+        state = self.state
         try:
             if option.legacy_source == "modes":
-                await self.agent._request("session/set_mode", {"sessionId": self.id, "modeId": value})
+                params = {"sessionId": self.id, "modeId": value}
+                await self.agent._conn().request("session/set_mode", params,
+                                                 apply=_state_applier(state, "session/set_mode", params))
                 return self.config
-            params: dict[str, Any] = {"sessionId": self.id, "configId": config_id, "value": value}
+            params = {"sessionId": self.id, "configId": config_id, "value": value}
             if option.type == "boolean":
                 params["type"] = "boolean"
-            result = await self.agent._request("session/set_config_option", params)
+            result = await self.agent._conn().request(
+                "session/set_config_option", params, apply=_state_applier(state, "session/set_config_option", params))
+        except ReplayMismatch:
+            raise  # not the agent refusing: the recording has no such step
         except RpcError as exc:
+            details = _data_details(exc.data)
             raise ConfigOptionError(
                 f"agent '{self.agent.name}' refused {config_id}={value!r}: {exc.rpc_message}"
                 # The reason is often only in data: {"details": ...} (claude, gemini) or a string (codex).
-                + (f" ({_data_details(exc.data)})" if _data_details(exc.data) else ""),
+                + (f" ({details})" if details else ""),
                 config_id=config_id, value=value, valid=option.values,
                 hint="The session's settings are unchanged.",
             ) from exc
-        if not isinstance(result, dict) or not isinstance(result.get("configOptions"), list):
-            raise ProtocolError(f"agent '{self.agent.name}' answered set_config_option without the option list")
+        if not isinstance(result, dict) or options_problem(result.get("configOptions")) is not None:
+            problem = options_problem(result.get("configOptions")) if isinstance(result, dict) else "not an object"
+            raise ProtocolError(f"agent '{self.agent.name}' answered set_config_option without a valid option list "
+                                f"({problem}); the session's settings are unchanged")
         return self.config
 
-    def set(self, config_id: str, value: str | bool, *, timeout: float | None = None) -> ConfigOptions:
-        """Change one option; returns the complete new ConfigOptions. Bad values raise ConfigOptionError."""
-        return _loop.run_sync(self._set(config_id, value), self.agent._t(timeout), what="set_config_option")
-
-    async def aset(self, config_id: str, value: str | bool, *, timeout: float | None = None) -> ConfigOptions:
-        return await _loop.run_async(self._set(config_id, value), self.agent._t(timeout), what="set_config_option")
+    set, aset = twins(_set, what="set_config_option", default_timeout=_session_timeout)
 
     # --- turns -----------------------------------------------------------
-    async def _prompt(self, prompt: str | Sequence[Mapping[str, Any]]) -> Turn:
+    def start_turn(self, prompt: str | Sequence[Mapping[str, Any]], *, permission: PermissionPolicy | None = None,
+                   elicitation: ElicitationPolicy | None = None, timeout: float | None = None) -> Turn:
+        """Queue a prompt and return its Turn at once (from any thread); views observe the turn.
+
+        It is sent when the session's earlier turns have ended. ``turn.future`` resolves when it
+        ends; ``permission`` and ``elicitation`` answer this turn's permission requests and forms;
+        ``timeout`` cancels the turn (session/cancel) when it runs longer.
+        """
+        turn, previous = self._queue(prompt, permission, elicitation)
+        _loop.submit(_loop.run_async(self._run_turn(turn, previous), timeout, what="the prompt turn"))
+        return turn
+
+    def start_prompt(self, prompt: str | Sequence[Mapping[str, Any]],
+                     timeout: float | None = None) -> concurrent.futures.Future[Turn]:
+        """``start_turn(prompt).future``: a concurrent Future of the Turn."""
+        return self.start_turn(prompt, timeout=timeout).future
+
+    def _queue(self, prompt: Any, permission: PermissionPolicy | None,
+               elicitation: ElicitationPolicy | None = None) -> tuple[Turn, Turn | None]:
+        """A new turn, and the one it must wait for (turns of a session run in the order they were made)."""
         if self.closed:
             raise AgentClosedError(f"session {self.id} is closed")
-        if self._turn is not None:
-            raise AcpError("a turn is already running in this session",
-                           hint="Wait for it to finish, or call session.cancel().")
-        blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else [dict(b) for b in prompt]
-        turn = Turn(prompt, self.id, model=self.model)
-        self._turn = turn
+        if not isinstance(prompt, str) and not (isinstance(prompt, Sequence) and
+                                                all(isinstance(b, Mapping) for b in prompt)):
+            raise TypeError(f"a prompt is a string or a list of content blocks (dicts), not {type(prompt).__name__}")
+        with self._queue_lock:
+            turn = Turn(prompt, self.id, self.model, session=self, permission=permission, elicitation=elicitation)
+            previous, self._last_queued = self._last_queued, turn
+        return turn, previous
+
+    async def _prompt(self, prompt: str | Sequence[Mapping[str, Any]], *, permission: PermissionPolicy | None = None,
+                      elicitation: ElicitationPolicy | None = None) -> Turn:
+        """Send a prompt (after any turn still running in this session) and wait for the turn to end.
+        A timeout or Ctrl-C sends session/cancel. Raises the error that ended the turn, if any."""
+        return await self._run_turn(*self._queue(prompt, permission, elicitation))
+
+    prompt, aprompt = twins(_prompt, what="the prompt turn")
+
+    async def _run_turn(self, turn: Turn, previous: Turn | None) -> Turn:
+        try:
+            if previous is not None and not previous.finished:
+                await asyncio.wait({asyncio.wrap_future(previous.future)})
+        except asyncio.CancelledError:
+            turn.finish({"stopReason": "cancelled"}, self.model)  # given up while queued: never sent
+            raise
+        if self.closed:
+            turn.finish(None, self.model, AgentClosedError(f"session {self.id} is closed"))
+        else:
+            await self._send_turn(turn)
+        if turn.error is not None:
+            raise turn.error
+        return turn
+
+    async def _send_turn(self, turn: Turn) -> None:
+        blocks = [{"type": "text", "text": turn.prompt}] if isinstance(turn.prompt, str) \
+            else [dict(b) for b in turn.prompt]
+        self._running = turn
+        self.turns.append(turn)
+        self.state.note_prompt(turn.prompt if isinstance(turn.prompt, str) else
+                               " ".join(str(b.get("text", "")) for b in turn.prompt if b.get("type") == "text"))
         self.state.set_status("working")
         turn.mark_sent()
+
+        def answered(answer: dict[str, Any]) -> None:
+            if isinstance(answer.get("result"), dict):
+                turn.finish(answer["result"], self.state.model)
+
         try:
-            await self.agent._request("session/prompt", {"sessionId": self.id, "prompt": blocks})
+            await self.agent._conn().request("session/prompt", {"sessionId": self.id, "prompt": blocks},
+                                             apply=answered, timeout=None)
         except asyncio.CancelledError:
             await self._cancel_running(turn)
             raise
         except AcpError as exc:
-            turn.finish(None, self.model, exc)
+            turn.finish(None, self.state.model, exc)
             self.state.set_status("error", str(exc).splitlines()[0])
-            raise
+            return
         finally:
-            self._turn = None
-            self.turns.append(turn)
+            if self._running is turn:
+                self._running = None
         self.state.set_status("idle")
-        return turn
 
     async def _cancel_running(self, turn: Turn) -> None:
         """The caller gave up on the turn (interrupt, timeout): tell the agent, give it a moment to stop."""
-        await asyncio.shield(self._send_cancel())
-        deadline = time.monotonic() + CANCEL_GRACE_S
-        while not turn.finished and time.monotonic() < deadline and self.agent.status == "running":
-            await asyncio.sleep(0.02)
-        if not turn.finished:
-            turn.finish({"stopReason": "cancelled"}, self.model)
+        await asyncio.shield(self._cancel())
+        if not turn.finished and self.agent.status == "running":
+            with contextlib.suppress(asyncio.TimeoutError, AcpError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(turn.future)), CANCEL_GRACE_S)
+        turn.finish({"stopReason": "cancelled"}, self.state.model)
         self.state.set_status("idle", "cancelled")
 
-    def prompt(self, prompt: str | Sequence[Mapping[str, Any]], *, timeout: float | None = None) -> Turn:
-        """Send a prompt and block until the turn ends; a timeout or Ctrl-C sends session/cancel."""
-        return _loop.run_sync(self._prompt(prompt), timeout, what="the prompt turn")
-
-    async def aprompt(self, prompt: str | Sequence[Mapping[str, Any]], *, timeout: float | None = None) -> Turn:
-        return await _loop.run_async(self._prompt(prompt), timeout, what="the prompt turn")
-
-    def start_prompt(self, prompt: str | Sequence[Mapping[str, Any]],
-                     timeout: float | None = None) -> concurrent.futures.Future[Turn]:
-        """Start a turn without waiting; returns a concurrent Future (for views that must not block the kernel)."""
-        return _loop.submit(_loop.run_async(self._prompt(prompt), timeout, what="the prompt turn"))
-
-    async def _send_cancel(self) -> None:
+    async def _cancel(self) -> None:
+        """Ask the agent to stop the running turn; pending permission requests are answered 'cancelled'."""
         for future in list(self._pending_permissions):
             if not future.done():
                 future.set_result(None)
         await self.agent._notify("session/cancel", {"sessionId": self.id})
 
-    def cancel(self) -> None:
-        """Ask the agent to stop the running turn; pending permission requests are answered 'cancelled'."""
-        _loop.run_sync(self._send_cancel(), self.agent.timeout, what="session/cancel")
-
-    async def acancel(self) -> None:
-        await _loop.run_async(self._send_cancel(), self.agent.timeout, what="session/cancel")
+    cancel, acancel = twins(_cancel, what="session/cancel", default_timeout=_session_timeout)
 
     async def _close(self) -> None:
+        """End the session (session/close where the agent supports it); the agent keeps running."""
         if self.closed:
             return
-        if self._turn is not None:
-            await self._send_cancel()
-        closable = (self.agent.capabilities.get("sessionCapabilities") or {}).get("close") is not None
-        if closable and self.agent.status == "running":
-            await self.agent._request("session/close", {"sessionId": self.id})
+        if self._running is not None:
+            await self._cancel()
+        connection = self.agent.connection
+        if connection is not None and connection.state == "running" and connection.supports("close"):
+            await connection.request("session/close", {"sessionId": self.id})
         self.closed = True
         self.agent._sessions.pop(self.id, None)
         self.agent._states.pop(self.id, None)
 
-    def close(self) -> None:
-        """End the session (session/close where the agent supports it); the agent keeps running."""
-        _loop.run_sync(self._close(), self.agent.timeout, what="session/close")
+    close, aclose = twins(_close, what="session/close", default_timeout=_session_timeout)
 
-    async def aclose(self) -> None:
-        await _loop.run_async(self._close(), self.agent.timeout, what="session/close")
+    async def _delete(self) -> None:
+        """Delete the session from the agent's list (``session/delete``, where the agent offers it); it is closed."""
+        if self._running is not None:
+            await self._cancel()
+        await self.agent._delete_session(self.id)
+
+    delete, adelete = twins(_delete, what="session/delete", default_timeout=_session_timeout)
 
     # --- agent requests for this session (loop thread) -------------------
     def _agent_gone(self, error: AcpError) -> None:
-        turn = self._turn
+        turn = self._running
         if turn is not None and not turn.finished:
             turn.finish(None, self.model, error)
         for future in list(self._pending_permissions):
@@ -877,40 +957,183 @@ class Session:
         self.state.set_status("error", str(error).splitlines()[0])
 
     async def _decide_permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = PermissionRequest(self, dict(params.get("toolCall") or {}), list(params.get("options") or []),
-                                    params)
-        policy = self.permission if self.permission is not None else self.agent.permission
+        """Ask the policy (the turn's, the session's or the agent's); "cancelled" when the turn is cancelled,
+        the agent goes, or the policy has not decided within the agent's ``permission_timeout``."""
+        turn = self._running
+        tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        if update_problem({"sessionUpdate": "tool_call_update", "toolCallId": "", **tool_call}) is not None:
+            tool_call = {}  # malformed: not merged into the turn's tool calls (the policy still sees params)
+        options = [o for o in params.get("options") or [] if isinstance(o, dict)] \
+            if isinstance(params.get("options"), list) else []
+        request = PermissionRequest(self, dict(tool_call), options, params, turn)
+        policy = next(p for p in (turn.permission if turn is not None else None, self.permission,
+                                  self.agent.permission) if p is not None)
         cancelled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending_permissions.add(cancelled)
+        limit = self.agent.permission_timeout
         try:
             decided = asyncio.ensure_future(_apply_policy(policy, request))
-            done, _ = await asyncio.wait({decided, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({decided, cancelled}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+            chosen = decided.result() if decided in done else None
             if decided not in done:
                 decided.cancel()
-                chosen = None
-            else:
-                chosen = decided.result()
         finally:
             self._pending_permissions.discard(cancelled)
-        turn = self._turn
         if turn is not None:
-            turn.merge_tool_call(request.tool_call)
-            turn.permissions.append(PermissionRecord(request.tool_call, request.options, chosen))
-        if chosen is None:
-            return {"outcome": {"outcome": "cancelled"}}
-        return {"outcome": {"outcome": "selected", "optionId": chosen}}
+            turn.record_permission(PermissionRecord(request.tool_call, request.options, chosen))
+        if chosen is not None:
+            return {"outcome": {"outcome": "selected", "optionId": chosen}}
+        answer: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
+        if not done:
+            reason = f"no decision within {limit:g} s (the permission_timeout)"
+            logger.warning("permission request in session %s answered 'cancelled': %s", self.id, reason)
+            answer["_meta"] = {PERMISSION_META_KEY: {"reason": reason}}
+        return answer
 
-    def _confined_path(self, raw: Any) -> Path:
-        if not isinstance(raw, str) or not os.path.isabs(raw):
-            raise RequestError.invalid_params({"message": f"path must be absolute, got {raw!r}"})
-        resolved = Path(raw).resolve()  # follows symlinks, so a link cannot point us outside
-        roots = [Path(self.cwd).resolve(), *(Path(d).resolve() for d in self.additional_directories)]
-        if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
-            denied = PermissionDenied(f"{raw} is outside the session's directories")
-            if self._turn is not None:
-                self._turn.permissions.append(PermissionRecord({"path": raw}, [], None))
-            raise RequestError(-32602, str(denied), {"path": raw, "allowed": [str(r) for r in roots]})
-        return resolved
+    async def _fs_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Answer fs/read_text_file or fs/write_text_file within the rules of connection/files.py.
+
+        The file I/O runs on a worker thread (a slow disk must not stall every agent's frames);
+        a refusal is recorded on the running turn here, on the loop thread, and answered as an error."""
+        from acp.exceptions import RequestError
+
+        roots = [self.cwd, *self.additional_directories]
+        raw = params.get("path")
+        try:
+            if method == "fs/read_text_file":
+                text = await asyncio.to_thread(files.read_text, raw, roots, params.get("line"), params.get("limit"))
+                return {"content": text}
+            await asyncio.to_thread(files.write_text, raw, roots, params.get("content"),
+                                    notebooks=self.agent.notebook_writes, protected=files.kernel_notebooks())
+            return {}
+        except files.FileRefused as refused:
+            message, code, data = refused.message, refused.code, refused.data
+        except OSError as exc:
+            message, code, data = f"{method} {raw}: {exc.strerror or exc}", INTERNAL_ERROR, {"path": raw}
+        if self._running is not None and code == INVALID_PARAMS:
+            # A refusal by the rules (outside the directories, a notebook, not a regular file...) is shown on
+            # the turn as a denied request; a file that is simply missing is not a decision of ours.
+            self._running.record_permission(PermissionRecord({"path": raw}, [], None))
+        raise RequestError(code, message, data)
+
+
+def _state_applier(state: SessionState, method: str, params: dict[str, Any]) -> Applier | None:
+    """How the answer to ``method`` changes the session's state, in wire order: the complete option list of a
+    set_config_option answer, the mode of an accepted set_mode; None for requests that change nothing here."""
+    def options(answer: dict[str, Any]) -> str | None:
+        result = answer.get("result")
+        if not isinstance(result, dict) or "configOptions" not in result:
+            return None
+        problem = options_problem(result["configOptions"])
+        if problem is not None:
+            return f"not applied: {problem}"
+        state.set_options(result["configOptions"])
+        return _odd_values_note(result["configOptions"])
+
+    def mode(answer: dict[str, Any]) -> None:
+        if "result" in answer and isinstance(params.get("modeId"), str):
+            state.set_legacy_mode(params["modeId"])
+
+    return {"session/set_config_option": options, "session/set_mode": mode}.get(method)
+
+
+# A streamed text chunk as decoded: every key and constant value a string of its own, per frame.
+_FRAME_KEYS = ("jsonrpc", "method", "params")
+_PARAMS_KEYS = ("sessionId", "update")
+_UPDATE_KEYS = ("sessionUpdate", "content")
+_CONTENT_KEYS = ("type", "text")
+_CHUNK_KINDS = {kind: kind for kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")}
+_CHUNK_CONSTANTS = [*_FRAME_KEYS, *_PARAMS_KEYS, *_UPDATE_KEYS, *_CONTENT_KEYS, *_CHUNK_KINDS, "2.0", "session/update"]
+# What a compacted chunk's log entry costs beside its text (measured: about 1 KiB with a few words of text;
+# the frame as decoded, with strings of its own for every key and constant, takes about 1.8 KiB).
+_CHUNK_ENTRY_BYTES = 960
+_SESSION_IDS_KEPT = 256
+_session_ids: dict[str, str] = {}
+
+
+def _plain_chunk(msg: Any) -> tuple[str, str, str] | None:
+    """``(session id, kind, text)`` of a frame that is a text chunk and nothing else, in the usual key
+    order; None for any other frame."""
+    if type(msg) is not dict or tuple(msg) != _FRAME_KEYS or msg["method"] != "session/update":
+        return None
+    params = msg["params"]
+    if type(params) is not dict or tuple(params) != _PARAMS_KEYS or type(params["sessionId"]) is not str:
+        return None
+    update = params["update"]
+    if type(update) is not dict or tuple(update) != _UPDATE_KEYS or type(update["sessionUpdate"]) is not str:
+        return None
+    kind = _CHUNK_KINDS.get(update["sessionUpdate"])
+    content = update["content"]
+    if kind is None or type(content) is not dict or tuple(content) != _CONTENT_KEYS or content["type"] != "text" \
+            or type(content["text"]) is not str or msg["jsonrpc"] != "2.0":
+        return None
+    return params["sessionId"], kind, content["text"]
+
+
+def _compact_chunk(session_id: str, kind: str, text: str) -> dict[str, Any]:
+    """A text chunk frame (as ``_plain_chunk`` read it) rebuilt equal, from shared keys and constants: about
+    half the memory of the decoded one, which ``agent.log`` keeps."""
+    shared = _session_ids.get(session_id)
+    if shared is None:
+        if len(_session_ids) >= _SESSION_IDS_KEPT:
+            _session_ids.clear()
+        shared = _session_ids[session_id] = session_id
+    update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": shared, "update": update}}
+
+
+def _entry_size(entry: dict[str, Any]) -> int:
+    """The estimated memory of one ``agent.log`` entry: a constant plus the text for text chunks (the frames
+    that come in floods, compacted when logged), ``sys.getsizeof`` over the whole entry for the rest."""
+    plain = _plain_chunk(entry.get("msg"))
+    if plain is not None:
+        return _CHUNK_ENTRY_BYTES + sys.getsizeof(plain[2])
+    return _deep_size(entry)
+
+
+def _deep_size(value: Any) -> int:
+    total, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        total += sys.getsizeof(item)
+        if type(item) is dict:
+            for key, sub in item.items():
+                total += sys.getsizeof(key)
+                pending.append(sub)
+        elif type(item) is list or type(item) is tuple:
+            pending.extend(item)
+    return total
+
+
+def _applied_by_on_frame(method: str) -> bool:
+    """Notifications ``Agent._on_frame`` applies in full (``_handle_request`` ignores them): the SDK
+    never sees them, so a streamed chunk costs no task of its own."""
+    return method == "session/update"
+
+
+def _apply_session_result(state: SessionState, result: dict[str, Any]) -> str | None:
+    """Apply a session/new, load or resume result; a note naming what was left out, or options that look odd.
+
+    A malformed field is left out (the rest applies): the session is open either way."""
+    clean, notes = dict(result), []
+    options = clean.get("configOptions")
+    if options is not None and options_problem(options) is not None:
+        notes.append(f"config options not applied: {options_problem(clean.pop('configOptions'))}")
+    for legacy in ("modes", "models"):
+        value = clean.get(legacy)
+        if value is not None and not (isinstance(value, dict) and all(
+                isinstance(v, list) for k, v in value.items() if k.startswith("available") and v is not None)):
+            notes.append(f"its {legacy} field not applied: not an object with lists of choices")
+            del clean[legacy]
+    state.apply_session_result(clean)
+    odd = _odd_values_note(clean.get("configOptions"))
+    return "; ".join(notes + ([odd] if odd else [])) or None
+
+
+def _odd_values_note(options: Any) -> str | None:
+    """A note for options whose current value is not among their choices (kept and shown as the agent says)."""
+    odd = odd_current_values(options)
+    return "; ".join(odd) if odd else None
 
 
 async def _apply_policy(policy: PermissionPolicy, request: PermissionRequest) -> str | None:
@@ -944,21 +1167,49 @@ async def _apply_policy(policy: PermissionPolicy, request: PermissionRequest) ->
 
 
 # --- module-level entry points ----------------------------------------------
-def start(spec: SpecLike, *, cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
-          timeout: float = 60.0, permission: PermissionPolicy = "deny", inherit_env: bool = True, fs: bool = True,
-          name: str | None = None) -> Agent:
-    """Start an agent: a registered name ("demo", "claude"...), a command line, or an argv list."""
-    agent = Agent(spec, cwd=cwd, env=env, timeout=timeout, permission=permission, inherit_env=inherit_env,
-                  fs=fs, name=name)
-    return _loop.run_sync(agent._start(), timeout + 10, what=f"starting agent {spec!r}")
-
-
-async def astart(spec: SpecLike, *, cwd: str | os.PathLike[str] | None = None,
+async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = None,
                  env: Mapping[str, str] | None = None, timeout: float = 60.0, permission: PermissionPolicy = "deny",
-                 inherit_env: bool = True, fs: bool = True, name: str | None = None) -> Agent:
+                 inherit_env: bool = True, fs: bool = True, name: str | None = None,
+                 record: str | os.PathLike[str] | None = None, permission_timeout: float | None = None,
+                 notebook_writes: bool = False, elicitation: ElicitationPolicy = "decline") -> Agent:
+    """Start an agent: a registered name ("demo", "claude"...), a command line, an argv list, or an agent
+    object with the SDK's agent methods (served in this process). ``timeout`` bounds the start and each
+    request; ``permission`` answers permission requests ("allow", "deny" or a callable), and a callable that
+    has not decided after ``permission_timeout`` seconds is answered "cancelled"; ``record`` writes every
+    frame to that file (secrets masked), for ``acpnb.replay``. The agent reads and writes files only in its
+    sessions' directories, and never replaces a notebook unless ``notebook_writes=True``. ``elicitation``
+    answers the agent's forms: "decline", "cancel", a dict of answers or a callable (see acp_notebook.elicitation)."""
     agent = Agent(spec, cwd=cwd, env=env, timeout=timeout, permission=permission, inherit_env=inherit_env,
-                  fs=fs, name=name)
-    return await _loop.run_async(agent._start(), timeout + 10, what=f"starting agent {spec!r}")
+                  elicitation=elicitation,
+                  fs=fs, name=name, record=record, permission_timeout=permission_timeout,
+                  notebook_writes=notebook_writes)
+    return await agent._start()
+
+
+def _start_deadline(*args: Any, timeout: float = 60.0, **kwargs: Any) -> float:
+    return timeout + 10  # initialize has `timeout`; spawning and tearing down a failed start get a margin
+
+
+start, astart = twins(_start, what="starting the agent", default_timeout=_start_deadline, core_takes_timeout=True)
+
+
+async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
+                  cwd: str | os.PathLike[str] | None = None, timeout: float = 60.0,
+                  permission: PermissionPolicy = "deny", fs: bool = True, name: str | None = None,
+                  elicitation: ElicitationPolicy = "decline") -> Agent:
+    """An Agent answered from a recording instead of a live agent: the same initialize, sessions, config
+    options and streamed turns, offline. ``speed``: None replays as fast as possible, 1.0 at the recorded
+    pace. A request the recording does not have raises ReplayMismatch, naming the line that differs."""
+    from .record import ReplayTransport
+
+    root = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
+    transport = ReplayTransport(path, speed=speed, cwd=root)
+    agent = Agent(transport, cwd=root, timeout=timeout, permission=permission, fs=fs, elicitation=elicitation,
+                  name=name or transport.recording.agent_name)
+    return await agent._start()
+
+
+replay, areplay = twins(_replay, what="starting the replay", default_timeout=_start_deadline, core_takes_timeout=True)
 
 
 _current: Session | None = None

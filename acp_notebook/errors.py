@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._protocol import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+
 __all__ = [
     "AcpError",
     "AcpTimeoutError",
@@ -15,6 +17,7 @@ __all__ = [
     "ConfigOptionError",
     "PermissionDenied",
     "ProtocolError",
+    "ReplayMismatch",
     "RpcError",
 ]
 
@@ -105,11 +108,50 @@ class RpcError(AcpError):
         details = _data_details(data)
         if details:
             text += f" ({details})"
-        if hint is None and code == -32000:
+        if hint is None and code == AUTH_REQUIRED:
             hint = "The agent needs authentication: see agent.auth_methods and call agent.authenticate(method_id)."
-        if hint is None and code == -32601:
+        if hint is None and code == METHOD_NOT_FOUND:
             hint = "This agent does not implement that method."
+        if hint is None and code == RESOURCE_NOT_FOUND:
+            hint = "The agent does not know that session (any more): list them with agent.list_sessions()."
         super().__init__(text, hint=hint)
+
+    @property
+    def auth_required(self) -> bool:
+        """The agent wants ``authenticate`` first (ACP's -32000)."""
+        return self.code == AUTH_REQUIRED
+
+    @property
+    def not_found(self) -> bool:
+        """The agent does not know the resource, e.g. the session id (-32002)."""
+        return self.code == RESOURCE_NOT_FOUND
+
+    @property
+    def method_not_found(self) -> bool:
+        return self.code == METHOD_NOT_FOUND
+
+
+class ReplayMismatch(RpcError):
+    """A replayed session diverged from its recording: the client sent something the recording does
+    not have at that point (another prompt, a config value never recorded, a request too many).
+
+    ``data["replayMismatch"]`` says where: the recording's file and line, what it expected, what came.
+    """
+
+    DATA_KEY = "replayMismatch"
+    hint = ("A recording answers only what was asked when it was made: run the same cells with the same "
+            "inputs, or record the session again against the real agent.")
+
+    def __init__(self, message: str, *, where: dict[str, Any] | None = None, method: str = "") -> None:
+        AcpError.__init__(self, message)
+        self.code = INTERNAL_ERROR
+        self.rpc_message = message
+        self.data = {self.DATA_KEY: dict(where or {})}
+        self.method = method
+
+    @property
+    def where(self) -> dict[str, Any]:
+        return self.data[self.DATA_KEY]
 
 
 class AcpTimeoutError(AcpError, TimeoutError):

@@ -104,10 +104,6 @@ class AgentSpec:
                                ["npx", "-y", self.npm_package, *self.args])
         return AgentStatus(self.name, self, False, "missing", list(self.command))
 
-    def missing_env(self) -> list[str]:
-        """Env vars the agent reads for keys that are not set here (informational: some agents log in instead)."""
-        return [name for name in self.env_vars if not os.environ.get(name)]
-
     @property
     def version(self) -> str | None:
         """The pinned version of the npm package, if the spec names one (``pkg@1.2.3``)."""
@@ -140,16 +136,31 @@ class AgentSpec:
         return "see the agent's documentation for how to log in"
 
 
+def terminal_login_command(command: Sequence[str], method: Mapping[str, Any]) -> str:
+    """The shell command of a terminal auth method: the agent's own command with the method's arguments
+    and environment (ACP's terminal authentication, run by the user, never sent to ``authenticate``)."""
+    env = method.get("env") if isinstance(method.get("env"), Mapping) else {}
+    words = [f"{k}={v}" for k, v in env.items()] + [str(c) for c in command] + [str(a) for a in method.get("args") or []]
+    return shlex.join(words)
+
+
 def auth_hint(spec: AgentSpec | None, auth_methods: Sequence[Mapping[str, Any]] = (), *,
-              how: str = "agent.authenticate(method_id)") -> str | None:
+              how: str = "agent.authenticate(method_id)", command: Sequence[str] = ()) -> str | None:
     """The hint for an "authentication required" answer: what this agent needs, in its terms.
 
-    ``how`` names the call that authenticates where the user is (the magics say ``%acp auth METHOD``)."""
-    ids = [str(m.get("id")) for m in auth_methods if isinstance(m, Mapping) and m.get("id")]
+    ``how`` names the call that authenticates where the user is (the magics say ``%acp auth METHOD``);
+    terminal logins are named with the command to run (``command``: the agent's own command line)."""
+    methods = [m for m in auth_methods if isinstance(m, Mapping) and m.get("id")]
+    ids = [str(m["id"]) for m in methods if m.get("type") != "terminal"]
     offered = f"Its auth methods: {', '.join(ids)} ({how} picks one)." if ids else ""
-    if spec is None or not (spec.login_hint or spec.key_vars):
-        return ("The agent needs authentication: " + offered) if offered else None
-    return f"Agent '{spec.name}' needs a key or a login: {spec.needs_key_message()}. {offered}".rstrip()
+    if spec is not None and (spec.login_hint or spec.key_vars):
+        hint = f"Agent '{spec.name}' needs a key or a login: {spec.needs_key_message()}. {offered}".rstrip()
+    else:
+        hint = ("The agent needs authentication: " + offered) if offered else ""
+    terminal = [terminal_login_command(command, m) for m in methods if m.get("type") == "terminal"]
+    if terminal:
+        hint += f" {'Or log in' if hint else 'Log in'} from a terminal, then start the agent again: " + " ; ".join(terminal)
+    return hint.strip() or None
 
 
 def auto_auth_method(spec: AgentSpec | None, auth_methods: Sequence[Mapping[str, Any]],

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+from ._observers import Observers
+from ._protocol import find_model_option, legacy_option
 
 __all__ = [
     "Choice",
@@ -21,6 +23,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 KNOWN_OPTION_TYPES = ("select", "boolean")
+PROMPT_TITLE_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,12 @@ class ConfigOptions(Sequence[ConfigOption]):
     def by_category(self, category: str) -> ConfigOption | None:
         return next((o for o in self._options if o.category == category), None)
 
+    @property
+    def model_option(self) -> ConfigOption | None:
+        """The option that picks the model (the rule is ``_protocol.find_model_option``)."""
+        wire = find_model_option([{"id": o.id, "category": o.category, "type": o.type} for o in self._options])
+        return self.get(wire["id"]) if wire is not None else None
+
     def values(self) -> dict[str, str | bool]:
         """A snapshot ``{id: current value}``."""
         return {option.id: option.value for option in self._options}
@@ -222,20 +231,6 @@ class StateEvent:
 Observer = Callable[[StateEvent], None]
 
 
-def _legacy_option(kind: Literal["mode", "model"], data: Mapping[str, Any] | None, list_key: str, id_key: str,
-                   current_key: str) -> ConfigOption | None:
-    """A config option rebuilt from the old ``modes`` or ``models`` field (gemini-cli still sends them)."""
-    if not data:
-        return None
-    choices = tuple(
-        Choice(value=item[id_key], name=item.get("name") or item[id_key], description=item.get("description"))
-        for item in data.get(list_key) or []
-        if isinstance(item, Mapping) and id_key in item
-    )
-    return ConfigOption(id=kind, name=kind.capitalize(), type="select", value=data.get(current_key), category=kind,
-                        choices=choices, legacy_source="modes" if kind == "mode" else "models", raw=data)
-
-
 class SessionState:
     """Everything the agent has told us about one session, kept in arrival order.
 
@@ -250,6 +245,8 @@ class SessionState:
         self.legacy_modes: dict[str, Any] | None = None
         self.legacy_models: dict[str, Any] | None = None
         self.title: str | None = None
+        # Until the agent names the session: a title made here from the first prompt (``display_title``).
+        self.prompt_title: str | None = None
         self.updated_at: str | None = None
         self.meta: dict[str, Any] = {}
         self.usage: dict[str, Any] | None = None
@@ -257,8 +254,7 @@ class SessionState:
         self.history: list[dict[str, Any]] = []
         self.status: str = "idle"
         self.status_detail: str = ""
-        self._observers: list[Observer] = []
-        self._observers_lock = threading.Lock()
+        self._observers: Observers[StateEvent] = Observers()
 
     # --- observers -------------------------------------------------------
     def observe(self, callback: Observer) -> Callable[[], None]:
@@ -266,25 +262,10 @@ class SessionState:
 
         Callbacks run on the background loop thread and must not block.
         """
-        with self._observers_lock:
-            self._observers.append(callback)
-
-        def unobserve() -> None:
-            with self._observers_lock:
-                if callback in self._observers:
-                    self._observers.remove(callback)
-
-        return unobserve
+        return self._observers.add(callback)
 
     def emit(self, kind: str, data: Any = None) -> None:
-        with self._observers_lock:
-            observers = list(self._observers)
-        event = StateEvent(kind, self.session_id, data)
-        for callback in observers:
-            try:
-                callback(event)
-            except Exception:  # noqa: BLE001 - a broken view must not break the protocol loop
-                logger.exception("session state observer failed")
+        self._observers.emit(StateEvent(kind, self.session_id, data))
 
     # --- applying agent data ---------------------------------------------
     def apply_session_result(self, result: Mapping[str, Any]) -> None:
@@ -320,12 +301,14 @@ class SessionState:
         self._rebuild_legacy()
 
     def _rebuild_legacy(self) -> None:
-        options = [
-            _legacy_option("mode", self.legacy_modes, "availableModes", "id", "currentModeId"),
-            _legacy_option("model", self.legacy_models, "availableModels", "modelId", "currentModelId"),
-        ]
+        options = []
+        for kind, data in (("mode", self.legacy_modes), ("model", self.legacy_models)):
+            wire = legacy_option(kind, data)  # type: ignore[arg-type]
+            if wire is not None:
+                # "modes" can be set through session/set_mode; "models" only shows what the agent reports.
+                options.append(replace(ConfigOption.from_wire(wire), legacy_source=f"{kind}s"))
         self.raw_options = []
-        self.config = ConfigOptions([o for o in options if o is not None])
+        self.config = ConfigOptions(options)
         self.emit("config", self.config)
 
     def apply_update(self, update: Mapping[str, Any]) -> bool:
@@ -357,11 +340,30 @@ class SessionState:
             return False
         return True
 
+    def note_prompt(self, text: str) -> None:
+        """The first prompt names the session until the agent sends a title of its own."""
+        if self.prompt_title is not None or not text.strip():
+            return
+        line = text.strip().splitlines()[0]
+        self.prompt_title = line if len(line) <= PROMPT_TITLE_CHARS else line[:PROMPT_TITLE_CHARS - 1] + "…"
+        if self.title is None:
+            self.emit("info", {"title": self.title, "updated_at": self.updated_at, "meta": self.meta})
+
+    @property
+    def display_title(self) -> str | None:
+        """The agent's title, else the one taken from the first prompt (see ``title_source``)."""
+        return self.title if self.title is not None else self.prompt_title
+
+    @property
+    def title_source(self) -> str | None:
+        """"agent" when the agent titled the session, "prompt" when the title is the first prompt's, else None."""
+        return "agent" if self.title is not None else "prompt" if self.prompt_title is not None else None
+
     def set_status(self, status: str, detail: str = "") -> None:
         self.status, self.status_detail = status, detail
         self.emit("status", {"status": status, "detail": detail})
 
     @property
     def model(self) -> str | bool | None:
-        option = self.config.by_category("model") or self.config.get("model")
+        option = self.config.model_option
         return option.value if option else None

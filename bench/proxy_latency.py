@@ -1,8 +1,10 @@
 """The proxy's added latency: the same demo agent reached directly and through the proxy, in one run.
 
-Both connections are open at once and turns alternate between them (direct first on even turns,
-proxied first on odd ones), so machine noise hits both alike. The client is a bare SDK
-Connection (no acp-notebook client code), so the ratios are the proxy's own cost.
+The connections are open at once and turns go round them (the order rotated every turn), so
+machine noise hits all alike. The client is a bare SDK Connection (no acp-notebook client code),
+so the ratios are the proxy's own cost. A third path goes through bench/relay.py, a bare relay
+that only decodes and re-encodes each frame: what any extra Python process costs here, the floor
+under the proxy's figures.
 
 Measured per turn, on each path:
   request   round trip of session/set_config_option (the mode toggled, a small request/answer)
@@ -11,7 +13,8 @@ Measured per turn, on each path:
   arrival   mean over the turn's chunks of (chunk received - prompt sent): each chunk's latency
   turn      prompt sent -> prompt answered
 
-Usage: python bench/proxy_latency.py [--turns 200] [--delay 0] [--json results.json]
+Usage: python bench/proxy_latency.py [--turns 200] [--delay 0 | --delays 0,0.02] [--json results.json]
+(``--delays``: one run per delay, in turn; the JSON then maps each delay to its results.)
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path as PathLib
 from typing import Any
 
 from acp.connection import Connection, StreamDirection, StreamEvent
 
 DEMO = [sys.executable, "-m", "acp_notebook.demo"]
+RELAY = PathLib(__file__).resolve().parent / "relay.py"
 PROMPT = "Tell me about tide pools and the creatures that live in them, at some length please"
 CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk")
 METRICS = ("request", "ttfc", "chunk", "arrival", "turn")
@@ -126,34 +131,43 @@ def summary(values: list[float]) -> dict[str, float]:
             "p90": ordered[int(0.9 * (len(ordered) - 1))]}
 
 
-async def run(turns: int, delay: float, warmup: int) -> dict[str, Any]:
-    cwd = os.getcwd()
-    demo = [*DEMO, "--delay", f"{delay:g}"]
-    direct = Path("direct", demo)
-    proxied = Path("proxied", [sys.executable, "-m", "acp_notebook.proxy",
-                               "--agent", "a=" + json.dumps(demo), "--agent", "b=" + json.dumps(demo)])
-    paths = (direct, proxied)
-    try:
-        for path in paths:
-            await path.open(cwd)
-        for index in range(warmup + turns):
-            order = paths if index % 2 == 0 else paths[::-1]
-            for path in order:
-                await path.turn(record=index >= warmup)
-    finally:
-        for path in paths:
-            await path.close()
+def compare(base: Path, other: Path) -> dict[str, Any]:
+    """Each metric of ``other`` against ``base``: both summaries (ms), the ratios and the added median."""
     metrics: dict[str, Any] = {}
     for name in METRICS:
-        d, p = summary(direct.samples[name]), summary(proxied.samples[name])
+        d, p = summary(base.samples[name]), summary(other.samples[name])
         metrics[name] = {"direct_ms": {k: v * 1000 for k, v in d.items()},
                          "proxied_ms": {k: v * 1000 for k, v in p.items()},
                          "ratio_median": p["median"] / d["median"], "ratio_mean": p["mean"] / d["mean"],
                          "added_ms_median": (p["median"] - d["median"]) * 1000}
+    return metrics
+
+
+async def run(turns: int, delay: float, warmup: int) -> dict[str, Any]:
+    """Direct, through a bare relay (bench/relay.py: the floor of any Python proxy) and through the proxy,
+    round-robin with the order rotated every turn."""
+    cwd = os.getcwd()
+    demo = [*DEMO, "--delay", f"{delay:g}"]
+    direct = Path("direct", demo)
+    relay = Path("relay", [sys.executable, str(RELAY), json.dumps(demo)])
+    proxied = Path("proxied", [sys.executable, "-m", "acp_notebook.proxy",
+                               "--agent", "a=" + json.dumps(demo), "--agent", "b=" + json.dumps(demo)])
+    paths = (direct, relay, proxied)
+    try:
+        for path in paths:
+            await path.open(cwd)
+        for index in range(warmup + turns):
+            shift = index % len(paths)
+            for path in paths[shift:] + paths[:shift]:
+                await path.turn(record=index >= warmup)
+    finally:
+        for path in paths:
+            await path.close()
     return {
         "turns": turns, "warmup": warmup, "delay_s": delay, "chunks_per_turn": statistics.fmean(direct.chunk_counts),
         "python": sys.version.split()[0], "machine": f"{platform.machine()} {os.cpu_count()} cpu",
-        "metrics": metrics,
+        "metrics": compare(direct, proxied), "relay_metrics": compare(direct, relay),
+        "beyond_relay_metrics": compare(relay, proxied),
     }
 
 
@@ -165,6 +179,13 @@ def report(results: dict[str, Any]) -> str:
     for name, m in results["metrics"].items():
         lines.append(f"{name:<8} {m['direct_ms']['median']:>10.3f} {m['proxied_ms']['median']:>11.3f} "
                      f"{m['added_ms_median']:>9.3f} {m['ratio_median']:>7.3f}   ({m['ratio_mean']:.3f})")
+    relay = results.get("relay_metrics")
+    if relay:
+        lines += ["", "a bare relay (bench/relay.py) against direct: the floor of any extra Python process",
+                  f"{'metric':<8} {'direct ms':>10} {'relay ms':>11} {'added ms':>9} {'ratio':>7}"]
+        for name, m in relay.items():
+            lines.append(f"{name:<8} {m['direct_ms']['median']:>10.3f} {m['proxied_ms']['median']:>11.3f} "
+                         f"{m['added_ms_median']:>9.3f} {m['ratio_median']:>7.3f}")
     return "\n".join(lines)
 
 
@@ -173,10 +194,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--delay", type=float, default=0.0, help="the demo agent's pause between chunks (s)")
+    parser.add_argument("--delays", help="several delays, comma-separated: one run each")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
-    results = asyncio.run(run(args.turns, args.delay, args.warmup))
-    print(report(results))
+    if args.delays:
+        sys.path.insert(0, str(PathLib(__file__).resolve().parent))
+        from common import LoadMeter
+
+        meter = LoadMeter()
+        results: dict[str, Any] = {"by_delay": {}}
+        for delay in (float(d) for d in args.delays.split(",")):
+            one = asyncio.run(run(args.turns, delay, args.warmup))
+            print(report(one), end="\n\n")
+            results["by_delay"][f"{delay:g}"] = one
+        results["load"] = meter.done()
+    else:
+        results = asyncio.run(run(args.turns, args.delay, args.warmup))
+        print(report(results))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(results, out, indent=2)

@@ -2,7 +2,10 @@
 # Installs the pinned third-party ACP agents the interop tests run, each into a prefix of
 # its own under a cache directory (no global installs), and prints where each binary is.
 #
-#   scripts/install-agents.sh [claude|opencode|codex|gemini ...]   (default: all four)
+#   scripts/install-agents.sh [claude|opencode|codex|gemini|acpx|sdk-examples ...]   (default: all)
+#
+# acpx and sdk-examples are the third-party ACP clients the interop tests drive against our own
+# agents; scripts/install-clients.sh installs them (into the same cache) and is called from here.
 #
 # Cache: ${ACP_NOTEBOOK_AGENT_CACHE:-$HOME/.cache/acp-notebook/agents}/<name>.
 # Idempotent: an agent whose prefix already holds the pinned version is skipped.
@@ -20,6 +23,9 @@ AGENTS=(
   "codex|@zed-industries/codex-acp@0.16.0|node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
   "gemini|@google/gemini-cli@0.61.0|node_modules/.bin/gemini"
 )
+
+# Installed by scripts/install-clients.sh.
+CLIENTS=(acpx sdk-examples)
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -62,12 +68,19 @@ install_one() {
 }
 
 wanted=("$@")
-[[ ${#wanted[@]} -gt 0 ]] || wanted=(claude opencode codex gemini)
+[[ ${#wanted[@]} -gt 0 ]] || wanted=(claude opencode codex gemini "${CLIENTS[@]}")
 
 mkdir -p "$CACHE"
 status=0
+clients=()
 for want in "${wanted[@]}"; do
   found=""
+  for client in "${CLIENTS[@]}"; do
+    if [[ "$want" == "$client" ]]; then
+      found=1
+      clients+=("$want")
+    fi
+  done
   for entry in "${AGENTS[@]}"; do
     IFS='|' read -r name spec binary <<<"$entry"
     if [[ "$name" == "$want" ]]; then
@@ -76,8 +89,13 @@ for want in "${wanted[@]}"; do
     fi
   done
   if [[ -z "$found" ]]; then
-    log "unknown agent '$want' (known: claude opencode codex gemini)"
+    log "unknown agent '$want' (known: claude opencode codex gemini ${CLIENTS[*]})"
     status=2
   fi
 done
+if [[ ${#clients[@]} -gt 0 ]]; then
+  client_status=0
+  bash "$(dirname "${BASH_SOURCE[0]}")/install-clients.sh" "${clients[@]}" || client_status=$?
+  [[ $client_status -eq 0 || $status -ne 0 ]] || status=$client_status
+fi
 exit $status

@@ -1,4 +1,5 @@
-"""The client against real agent subprocesses: the demo agent and tests/agents/edge_agent.py."""
+"""The client against real agents: the demo agent over both transports (a subprocess over pipes, and
+in memory in this process), and tests/agents/edge_agent.py (subprocess only: it misbehaves as a process)."""
 
 from __future__ import annotations
 
@@ -34,12 +35,45 @@ def validate_client_frames(agent: acpnb.Agent) -> int:
     return len(sent)
 
 
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    """Where the subprocess runs of this module record the demo agent, for their replay runs."""
+    return tmp_path_factory.mktemp("recordings")
+
+
+@pytest.fixture(params=["subprocess", "memory", "replay"])
+def start_demo(request, recordings):
+    """start_demo(*flags, **start_kwargs): the demo agent with its command-line flags (--delay S,
+    --legacy, --require-auth), as a subprocess (recorded), as a DemoAgent object served in memory,
+    or as `acp-notebook replay` serving the subprocess run's recording (at the recorded pace, so the
+    timings a test relies on hold): the same test passes against all three."""
+    from acp_notebook.demo.agent import DemoAgent
+
+    started = []
+
+    def start(*flags: str, **kwargs):
+        kwargs.setdefault("timeout", 30)
+        recording = recordings / f"{request.node.originalname}-{len(started)}.acp.jsonl"
+        started.append(recording)
+        if request.param == "subprocess":
+            return acpnb.start([sys.executable, "-m", "acp_notebook.demo", *flags], record=recording, **kwargs)
+        if request.param == "replay":
+            if not recording.exists():
+                pytest.skip("replays the recording of this test's subprocess run, which did not run")
+            command = [sys.executable, "-m", "acp_notebook.cli", "replay", str(recording), "--speed", "1"]
+            return acpnb.start(command, **kwargs)
+        options = {"legacy": "--legacy" in flags, "require_auth": "--require-auth" in flags}
+        if "--delay" in flags:
+            options["delay"] = float(flags[flags.index("--delay") + 1])
+        return acpnb.start(DemoAgent(**options), **kwargs)
+
+    return start
 
 
 @pytest.fixture
-def demo(tmp_path):
+def demo(start_demo, tmp_path):
     """The demo agent; after the test, every frame both ways is checked against the official schema."""
-    agent = acpnb.start("demo", cwd=tmp_path, timeout=30)
+    agent = start_demo(cwd=tmp_path)
     yield agent
     agent.close()
     validate_log(agent)
@@ -58,7 +92,7 @@ def test_initialize_reports_info_capabilities_and_auth(demo):
     assert caps["session"]["configOptions"]["boolean"] == {}
 
 
-def test_done_when_of_the_core_issue(demo):
+def test_config_options_a_rejected_value_and_a_turn(demo):
     session = demo.new_session()
     assert session.config.ids()[0] == "model"
     assert "thought_level" not in session.config
@@ -131,9 +165,9 @@ def test_updates_in_wire_order_and_unknowns_ignored():
         assert agent.status == "running"
 
 
-def test_permission_policies_and_fs(tmp_path):
+def test_permission_policies_and_fs(start_demo, tmp_path):
     (tmp_path / "notes.txt").write_text("one\ntwo\nthree\n")
-    with acpnb.start("demo", cwd=tmp_path) as agent:
+    with start_demo(cwd=tmp_path) as agent:
         denied = agent.new_session()
         turn = denied.prompt("read notes.txt")
         assert [p.chosen for p in turn.permissions] == [denied_choice(turn)]
@@ -172,13 +206,15 @@ def denied_choice(turn):
     return next(o["optionId"] for o in turn.permissions[0].options if o["kind"] == "reject_once")
 
 
-def test_fs_is_confined_to_the_session_directories(tmp_path):
+def test_fs_is_confined_to_the_session_directories(start_demo, tmp_path, request):
     inside = tmp_path / "work"
     inside.mkdir()
     secret = tmp_path / "secret.txt"
     secret.write_text("do not read")
+    if "replay" in request.node.name:
+        pytest.skip("its prompts name a path outside the session's directory, which differs between runs")
     (inside / "link.txt").symlink_to(secret)
-    with acpnb.start("demo", cwd=inside, permission="allow") as agent:
+    with start_demo(cwd=inside, permission="allow") as agent:
         session = agent.new_session()
         for target in (str(secret), "link.txt", "../secret.txt"):
             turn = session.prompt(f"read {target}")
@@ -189,9 +225,8 @@ def test_fs_is_confined_to_the_session_directories(tmp_path):
         assert turn.tool_calls[-1].status == "completed"
 
 
-def test_prompt_timeout_cancels_the_turn_and_the_session_stays_usable(tmp_path):
-    slow = [sys.executable, "-m", "acp_notebook.demo", "--delay", "0.2"]
-    with acpnb.start(slow, cwd=tmp_path) as agent:
+def test_prompt_timeout_cancels_the_turn_and_the_session_stays_usable(start_demo, tmp_path):
+    with start_demo("--delay", "0.2", cwd=tmp_path) as agent:
         session = agent.new_session()
         session.set("model", "smart")
         with pytest.raises(acpnb.AcpTimeoutError):
@@ -204,8 +239,8 @@ def test_prompt_timeout_cancels_the_turn_and_the_session_stays_usable(tmp_path):
         assert session.prompt("short one").stop_reason == "end_turn"
 
 
-def test_list_load_and_resume(tmp_path):
-    with acpnb.start("demo", cwd=tmp_path) as agent:
+def test_list_load_and_resume(start_demo, tmp_path):
+    with start_demo(cwd=tmp_path) as agent:
         first = agent.new_session()
         first.prompt("Remember the lighthouse")
         listed = agent.list_sessions()
@@ -214,7 +249,7 @@ def test_list_load_and_resume(tmp_path):
         assert first.closed and first.id not in [s.id for s in agent.sessions]
         assert any(e["msg"].get("method") == "session/close" for e in agent.log)
         validate_log(agent)
-    with acpnb.start("demo", cwd=tmp_path) as agent:
+    with start_demo(cwd=tmp_path) as agent:
         with pytest.raises(acpnb.RpcError):
             agent.load_session("no-such-session")
         assert "no-such-session" not in [s.id for s in agent.sessions]
@@ -232,8 +267,8 @@ def test_load_replays_history_into_the_session(demo):
     validate_log(demo)
 
 
-def test_legacy_agent_modes_and_models(tmp_path):
-    with acpnb.start([sys.executable, "-m", "acp_notebook.demo", "--legacy"], cwd=tmp_path) as agent:
+def test_legacy_agent_modes_and_models(start_demo, tmp_path):
+    with start_demo("--legacy", cwd=tmp_path) as agent:
         session = agent.new_session()
         mode = session.config["mode"]
         assert mode.legacy_source == "modes"
@@ -246,8 +281,8 @@ def test_legacy_agent_modes_and_models(tmp_path):
                 session.set("model", session.config["model"].value)
 
 
-def test_authenticate_and_capability_errors(tmp_path):
-    with acpnb.start([sys.executable, "-m", "acp_notebook.demo", "--require-auth"], cwd=tmp_path) as agent:
+def test_authenticate_and_capability_errors(start_demo, tmp_path):
+    with start_demo("--require-auth", cwd=tmp_path) as agent:
         assert [m["id"] for m in agent.auth_methods] == ["demo-token"]
         with pytest.raises(acpnb.RpcError) as info:
             agent.new_session()
@@ -310,8 +345,10 @@ def test_close_ends_the_process_and_is_idempotent(tmp_path):
 def test_async_twins(tmp_path):
     import asyncio
 
+    from acp_notebook.demo.agent import DemoAgent
+
     async def main():
-        agent = await acpnb.astart("demo", cwd=tmp_path)
+        agent = await acpnb.astart(DemoAgent(), cwd=tmp_path)
         try:
             session = await agent.anew_session()
             await session.aset("model", "smart")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import inspect
+import json
+import os
 import subprocess
 import sys
 import threading
@@ -26,6 +27,8 @@ from acp.schema import (
     ClientCapabilities,
     ClientSessionCapabilities,
     DeniedOutcome,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
     FileSystemCapabilities,
     Implementation,
     ReadTextFileResponse,
@@ -34,9 +37,12 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
+from acp_notebook._protocol import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from acp_notebook.demo import DemoAgent, main
 from acp_notebook.demo.server import build_parser
+from acp_notebook.demo.store import STATE_ENV
 from schema_check import FrameLog, RecordedFrame, SchemaViolation, validate_frame
+from tests.sdk_compat import text_block
 
 AGENT_COMMAND = (sys.executable, "-m", "acp_notebook.demo")
 STEP_TIMEOUT = 10.0  # one request/response round trip or one awaited frame
@@ -61,15 +67,25 @@ async def step(awaitable: Awaitable[T]) -> T:
 
 @dataclass
 class RecordingClient:
-    """A minimal acp.Client: answers permission requests as told (per session) and serves the
-    real file system."""
+    """A minimal acp.Client: answers permission requests and forms as told (per session), serves
+    the real file system, and answers a request with an error where `failures` says so."""
 
     answers: dict[str, str] = field(default_factory=dict)  # session id -> optionId, or "cancelled"
     cancel_sent: asyncio.Event = field(default_factory=asyncio.Event)
     reads: list[tuple[str, str]] = field(default_factory=list)  # (session id, path)
     writes: list[tuple[str, str, str]] = field(default_factory=list)  # (session id, path, content)
+    failures: dict[tuple[str, str], RequestError] = field(default_factory=dict)  # (session id, method) -> error
+    forms: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # session id -> elicitation answer
+    form_requests: list[tuple[str, Any]] = field(default_factory=list)  # (message, mode)
+    form_opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def _maybe_fail(self, session_id: str, method: str) -> None:
+        error = self.failures.get((session_id, method))
+        if error is not None:
+            raise error
 
     async def request_permission(self, options: Any, session_id: str, tool_call: Any, **kwargs: Any) -> Any:
+        self._maybe_fail(session_id, "session/request_permission")
         answer = self.answers.get(session_id, "allow_once")
         if answer == "cancelled":
             # A client that cancels the turn must answer pending permission requests "cancelled".
@@ -84,6 +100,7 @@ class RecordingClient:
         self, path: str, session_id: str, limit: Any = None, line: Any = None, **kwargs: Any
     ) -> Any:
         self.reads.append((session_id, path))
+        self._maybe_fail(session_id, "fs/read_text_file")
         try:
             return ReadTextFileResponse(content=Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -91,8 +108,20 @@ class RecordingClient:
 
     async def write_text_file(self, content: str, path: str, session_id: str, **kwargs: Any) -> Any:
         self.writes.append((session_id, path, content))
+        self._maybe_fail(session_id, "fs/write_text_file")
         Path(path).write_text(content, encoding="utf-8")
         return WriteTextFileResponse()
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> dict[str, Any]:
+        self.form_requests.append((message, mode))
+        self._maybe_fail(mode.session_id, "elicitation/create")
+        self.form_opened.set()
+        answer = self.forms.get(mode.session_id, {"action": "decline"})
+        if answer is None:
+            # Nobody answers until the test cancels the turn; then the form is dismissed.
+            await self.cancel_sent.wait()
+            return {"action": "cancel"}
+        return answer
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(f"_{method}")
@@ -107,23 +136,30 @@ class Harness:
     client: RecordingClient
     log: FrameLog
     cwd: str
+    process: Any = None
 
-    async def initialize(self, *, fs: bool = True, booleans: bool = True) -> dict[str, Any]:
+    async def initialize(self, *, fs: bool = True, booleans: bool = True, forms: bool = True) -> dict[str, Any]:
         session_caps = None
         if booleans:
             session_caps = ClientSessionCapabilities(
                 config_options=SessionConfigOptionsCapabilities(boolean=BooleanConfigOptionCapabilities())
             )
+        elicitation = ElicitationCapabilities(form=ElicitationFormCapabilities()) if forms else None
         await step(
             self.conn.initialize(
                 protocol_version=acp.PROTOCOL_VERSION,
                 client_capabilities=ClientCapabilities(
-                    fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), session=session_caps
+                    fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), session=session_caps,
+                    elicitation=elicitation,
                 ),
                 client_info=Implementation(name="acp-notebook-tests", version="0"),
             )
         )
         return self.log.last_result("initialize")
+
+    async def raw(self, method: str, params: dict[str, Any]) -> Any:
+        """A request the SDK's client side has no method for (session/delete, session/set_model)."""
+        return await step(self.conn._conn.send_request(method, params))
 
     async def new_session(self, cwd: str | None = None) -> tuple[str, list[dict[str, Any]]]:
         response = await step(self.conn.new_session(cwd=cwd or self.cwd, mcp_servers=[]))
@@ -134,7 +170,7 @@ class Harness:
         return self.log.last_result("session/set_config_option")["configOptions"]
 
     async def prompt(self, session_id: str, text: str) -> str:
-        response = await step(self.conn.prompt(session_id=session_id, prompt=[acp.text_block(text)]))
+        response = await step(self.conn.prompt(session_id=session_id, prompt=[text_block(text)]))
         return response.stop_reason
 
     def turn_frames(self, session_id: str) -> list[RecordedFrame]:
@@ -176,25 +212,31 @@ def option(options: list[dict[str, Any]], config_id: str) -> dict[str, Any]:
 @asynccontextmanager
 async def demo_agent(
     tmp_path: Path, *flags: str, env: dict[str, str] | None = None, fs: bool = True, booleans: bool = True,
-    initialize: bool = True, check_frames: bool = True,
+    forms: bool = True, initialize: bool = True, check_frames: bool = True, state_dir: Path | None = None,
 ) -> AsyncIterator[Harness]:
     """Spawn the demo agent and connect the SDK client to it; on exit, fail if any frame
-    broke the schema (unless `check_frames` is False and the caller checks)."""
+    broke the schema (unless `check_frames` is False and the caller checks).
+
+    The agent keeps its sessions in `state_dir`, by default the suite's (tests/conftest.py). The
+    SDK passes only a few environment variables to the process, so the variable is passed here."""
     log = FrameLog(local="client")
     client = RecordingClient()
+    agent_env = {STATE_ENV: str(state_dir) if state_dir is not None else os.environ[STATE_ENV], **(env or {})}
     async with acp.spawn_agent_process(
         client,
         *AGENT_COMMAND,
         *flags,
-        env=env,
+        env=agent_env,
         cwd=tmp_path,
         # Inherit stderr so the agent's log lands in pytest's captured output (an undrained pipe could block it).
         transport_kwargs={"stderr": None},
         observers=[log],
-    ) as (conn, _process):
-        harness = Harness(conn=conn, client=client, log=log, cwd=str(tmp_path))
+        # elicitation/create is routed to the client only with the unstable protocol on (SDK 0.12).
+        use_unstable_protocol=True,
+    ) as (conn, process):
+        harness = Harness(conn=conn, client=client, log=log, cwd=str(tmp_path), process=process)
         if initialize:
-            await harness.initialize(fs=fs, booleans=booleans)
+            await harness.initialize(fs=fs, booleans=booleans, forms=forms)
         yield harness
     if check_frames:
         log.check()
@@ -323,13 +365,14 @@ async def test_initialize_reports_agent_info_and_capabilities(h: Harness) -> Non
     }
     caps = result["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}}
+    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
     assert result["authMethods"] == []
     # The capabilities the demo relies on really went out in the request.
     request = next(f for f in h.log.frames if f.method == "initialize" and f.kind == "request")
     sent_caps = request.params["clientCapabilities"]
     assert sent_caps["fs"] == {"readTextFile": True, "writeTextFile": True}
     assert sent_caps["session"]["configOptions"]["boolean"] == {}
+    assert sent_caps["elicitation"]["form"] == {}
 
 
 @with_shared_agent
@@ -363,7 +406,7 @@ async def test_boolean_option_only_for_clients_that_advertise_it(tmp_path: Path)
         assert option_ids(options) == ["model", "mode", "tone"]
         with pytest.raises(RequestError) as err:
             await h.set_option(session_id, "show_thoughts", True)
-        assert err.value.code == -32602
+        assert err.value.code == INVALID_PARAMS
         assert "model, mode, tone" in str(err.value)
         options = await h.set_option(session_id, "model", "smart")
         assert option_ids(options) == ["model", "thought_level", "mode", "tone"]
@@ -385,7 +428,7 @@ async def test_thought_level_appears_with_smart_and_vanishes_with_fast(h: Harnes
     assert option_ids(options) == ["model", "mode", "tone", "show_thoughts"]
     with pytest.raises(RequestError) as err:
         await h.set_option(session_id, "thought_level", "low")
-    assert err.value.code == -32602 and "thought_level" in str(err.value)
+    assert err.value.code == INVALID_PARAMS and "thought_level" in str(err.value)
     # Each response carries the complete list, with every other value intact.
     options = await h.set_option(session_id, "tone", "pirate")
     assert [(o["id"], o["currentValue"]) for o in options] == [
@@ -407,7 +450,7 @@ async def test_bad_ids_and_values_get_invalid_params_naming_the_choices(h: Harne
     for config_id, value, hint in cases:
         with pytest.raises(RequestError) as err:
             await h.set_option(session_id, config_id, value)
-        assert err.value.code == -32602, (config_id, value)
+        assert err.value.code == INVALID_PARAMS, (config_id, value)
         assert hint in str(err.value), str(err.value)
     # Nothing changed.
     options = await h.set_option(session_id, "show_thoughts", False)
@@ -627,7 +670,7 @@ async def test_read_error_from_client_fails_the_tool_call(h: Harness) -> None:
     assert await h.prompt(session_id, "read missing.txt") == "end_turn"
     frames = h.turn_frames(session_id)
     error = next(f for f in frames if f.method == "fs/read_text_file" and f.kind == "response")
-    assert error.message["error"]["code"] == -32002
+    assert error.message["error"]["code"] == RESOURCE_NOT_FOUND
     assert updates_in(frames, "tool_call_update")[-1]["status"] == "failed"
     assert text_of(updates_in(frames, "agent_message_chunk")) == (
         "[fast] Could not read missing.txt: Resource not found."
@@ -642,7 +685,7 @@ async def test_cancel_stops_streaming_promptly(tmp_path: Path) -> None:
     # A 30 s pause between chunks: only a prompt cancel can finish within the step timeout.
     async with demo_agent(tmp_path, env={"ACP_DEMO_DELAY": "30"}) as h:
         session_id, _ = await h.new_session()
-        turn = asyncio.ensure_future(h.conn.prompt(session_id=session_id, prompt=[acp.text_block("tell me a story")]))
+        turn = asyncio.ensure_future(h.conn.prompt(session_id=session_id, prompt=[text_block("tell me a story")]))
         await h.log.wait_for(is_update(session_id, "agent_message_chunk"), STEP_TIMEOUT)
         await step(h.conn.cancel(session_id=session_id))
         response = await step(turn)
@@ -658,7 +701,7 @@ async def test_cancel_stops_streaming_promptly(tmp_path: Path) -> None:
         assert replay[1]["content"]["text"] == updates_in(frames, "agent_message_chunk")[0]["content"]["text"]
 
         # One turn at a time per session; closing the session ends the running turn too.
-        turn = asyncio.ensure_future(h.conn.prompt(session_id=session_id, prompt=[acp.text_block("another story")]))
+        turn = asyncio.ensure_future(h.conn.prompt(session_id=session_id, prompt=[text_block("another story")]))
         chunks_before = len(h.log.updates(session_id, "agent_message_chunk"))
         await h.log.wait_for(
             lambda f: is_update(session_id, "agent_message_chunk")(f)
@@ -667,7 +710,7 @@ async def test_cancel_stops_streaming_promptly(tmp_path: Path) -> None:
         )
         with pytest.raises(RequestError) as err:
             await h.prompt(session_id, "interrupting")
-        assert err.value.code == -32600 and "already running" in str(err.value)
+        assert err.value.code == INVALID_REQUEST and "already running" in str(err.value)
         await step(h.conn.close_session(session_id=session_id))
         assert (await step(turn)).stop_reason == "cancelled"
 
@@ -677,7 +720,7 @@ async def test_cancel_while_waiting_for_permission(h: Harness, tmp_path: Path) -
     (tmp_path / "notes.txt").write_text("one\n", encoding="utf-8")
     session_id, _ = await h.new_session(str(tmp_path))
     h.client.answers[session_id] = "cancelled"
-    turn = asyncio.ensure_future(h.conn.prompt(session_id=session_id, prompt=[acp.text_block("read notes.txt")]))
+    turn = asyncio.ensure_future(h.conn.prompt(session_id=session_id, prompt=[text_block("read notes.txt")]))
     await h.log.wait_for(
         lambda f: f.kind == "request"
         and f.method == "session/request_permission"
@@ -700,7 +743,8 @@ async def test_cancel_while_waiting_for_permission(h: Harness, tmp_path: Path) -
 async def test_list_load_resume_close(tmp_path: Path) -> None:
     other_cwd = tmp_path / "other"
     other_cwd.mkdir()
-    async with demo_agent(tmp_path) as h:
+    state = tmp_path / "state"  # a state directory of its own: the listing holds exactly this test's sessions
+    async with demo_agent(tmp_path, state_dir=state) as h:
         first, _ = await h.new_session()
         second, _ = await h.new_session(str(other_cwd))
         await h.set_option(first, "model", "smart")
@@ -710,7 +754,7 @@ async def test_list_load_resume_close(tmp_path: Path) -> None:
 
         await step(h.conn.list_sessions())
         listed = h.log.last_result("session/list")["sessions"]
-        assert [(s["sessionId"], s["cwd"], s.get("title")) for s in listed] == [
+        assert [(s["sessionId"], s["cwd"], s.get("title")) for s in listed] == [  # most recent activity first
             (first, h.cwd, "First question here"),
             (second, str(other_cwd), None),
         ]
@@ -732,30 +776,45 @@ async def test_list_load_resume_close(tmp_path: Path) -> None:
         assert frames[-1].kind == "response"
         assert option(frames[-1].message["result"]["configOptions"], "model")["currentValue"] == "smart"
 
-        # close, then prompting fails until the session is resumed (resume replays nothing).
+        # close keeps the file; prompting fails until the session is resumed (resume replays nothing).
         await step(h.conn.close_session(session_id=first))
+        assert (state / f"{first}.json").is_file()
         with pytest.raises(RequestError) as err:
             await h.prompt(first, "still there?")
-        assert err.value.code == -32602 and "closed" in str(err.value)
+        assert err.value.code == INVALID_PARAMS and "not open" in str(err.value) and "resume" in str(err.value)
         await step(h.conn.resume_session(session_id=first, cwd=h.cwd))
         start = max(i for i, f in enumerate(h.log.frames) if f.method == "session/resume" and f.kind == "request")
         assert [f.kind for f in h.log.frames[start:]] == ["request", "response"]
         assert option_ids(h.log.last_result("session/resume")["configOptions"])[:2] == ["model", "thought_level"]
         assert await h.prompt(first, "still there?") == "end_turn"
 
-        # Unknown session ids are refused with -32602 naming the id and the known sessions.
-        calls = [
-            h.conn.load_session(cwd=h.cwd, session_id="nope", mcp_servers=[]),
-            h.conn.resume_session(session_id="nope", cwd=h.cwd),
-            h.conn.close_session(session_id="nope"),
-            h.conn.prompt(session_id="nope", prompt=[acp.text_block("hi")]),
-            h.conn.set_config_option(config_id="model", session_id="nope", value="fast"),
-        ]
-        for call in calls:
-            with pytest.raises(RequestError) as err:
-                await step(call)
-            assert err.value.code == -32602
-            assert "'nope'" in str(err.value) and first in str(err.value)
+
+@run_async
+async def test_unknown_session_ids_get_resource_not_found_with_the_valid_ids(tmp_path: Path) -> None:
+    # A state directory of its own, so the valid ids are exactly this test's sessions.
+    async with demo_agent(tmp_path, state_dir=tmp_path / "state", check_frames=False) as h:
+        first, _ = await h.new_session()
+        second, _ = await h.new_session()
+        # Ids that could name a path outside the state directory are just unknown ids.
+        for unknown in ("nope", "../state/" + first, first + "/x"):
+            calls = [
+                h.conn.load_session(cwd=h.cwd, session_id=unknown, mcp_servers=[]),
+                h.conn.resume_session(session_id=unknown, cwd=h.cwd),
+                h.conn.close_session(session_id=unknown),
+                h.conn.prompt(session_id=unknown, prompt=[text_block("hi")]),
+                h.conn.set_config_option(config_id="model", session_id=unknown, value="fast"),
+                h.raw("session/delete", {"sessionId": unknown}),
+                h.raw("session/set_model", {"sessionId": unknown, "modelId": "fast"}),
+            ]
+            for call in calls:
+                with pytest.raises(RequestError) as err:
+                    await step(call)
+                assert err.value.code == RESOURCE_NOT_FOUND, str(err.value)
+                assert repr(unknown) in str(err.value)
+                assert err.value.data["sessionId"] == unknown
+                assert set(err.value.data["validSessionIds"]) == {first, second}
+    # session/set_model is in no schema (older clients send it): recorded unvalidated; every other frame is valid.
+    h.log.check()
 
 
 # --------------------------------------------------------------------------- modes of the agent
@@ -779,7 +838,7 @@ async def test_legacy_mode_sends_modes_and_models_only(tmp_path: Path) -> None:
 
         with pytest.raises(RequestError) as err:
             await h.set_option(session_id, "model", "smart")
-        assert err.value.code == -32601
+        assert err.value.code == METHOD_NOT_FOUND
 
         await step(h.conn.set_session_mode(session_id=session_id, mode_id="code"))
         update = await h.log.wait_for(is_update(session_id, "current_mode_update"), STEP_TIMEOUT)
@@ -787,7 +846,7 @@ async def test_legacy_mode_sends_modes_and_models_only(tmp_path: Path) -> None:
         assert updates_in(h.log.frames, "config_option_update") == []
         with pytest.raises(RequestError) as err:
             await step(h.conn.set_session_mode(session_id=session_id, mode_id="plan"))
-        assert err.value.code == -32602 and "ask, code" in str(err.value)
+        assert err.value.code == INVALID_PARAMS and "ask, code" in str(err.value)
         await h.prompt(session_id, "say hi")
         assert "```python" in text_of(updates_in(h.turn_frames(session_id), "agent_message_chunk"))
 
@@ -811,7 +870,7 @@ async def test_require_auth(tmp_path: Path) -> None:
         assert (err.value.code, str(err.value)) == (-32000, "Authentication required")
         with pytest.raises(RequestError) as err:
             await step(h.conn.authenticate(method_id="password"))
-        assert err.value.code == -32602 and "demo-token" in str(err.value)
+        assert err.value.code == INVALID_PARAMS and "demo-token" in str(err.value)
         await step(h.conn.authenticate(method_id="demo-token"))
         session_id, options = await h.new_session()
         assert session_id and option_ids(options)[0] == "model"
@@ -823,7 +882,7 @@ async def test_extension_methods(h: Harness) -> None:
     assert await step(h.conn.ext_method("demo/echo", params)) == params
     with pytest.raises(RequestError) as err:
         await step(h.conn.ext_method("demo/unknown", {}))
-    assert err.value.code == -32601
+    assert err.value.code == METHOD_NOT_FOUND
     await step(h.conn.ext_notification("demo/anything", {"x": 1}))
     # The agent is still fine after an extension notification it does not know.
     await h.new_session()
@@ -833,29 +892,31 @@ async def test_extension_methods(h: Harness) -> None:
 
 
 def test_stdout_carries_only_protocol_frames_and_eof_ends_the_agent(tmp_path: Path) -> None:
-    requests = [
-        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
-        {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}},
-        {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-         "params": {"sessionId": "demo-1", "prompt": [{"type": "text", "text": "hi"}]}},
-    ]
     process = subprocess.Popen(
         AGENT_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
     )
     assert process.stdin is not None and process.stdout is not None
     log = FrameLog(local="client")
+
+    def exchange(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request; read frames until its response (the updates before it are recorded too)."""
+        request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        log.record("client", request)
+        process.stdin.write((json.dumps(request) + "\n").encode())
+        process.stdin.flush()
+        while True:
+            line = process.stdout.readline()
+            assert line, "the agent closed stdout early"
+            frame = json.loads(line)
+            log.record("agent", frame)
+            if frame.get("id") == request_id and "method" not in frame:
+                return frame
+
     try:
-        for request in requests:
-            log.record("client", request)
-            process.stdin.write((json.dumps(request) + "\n").encode())
-            process.stdin.flush()
-            while True:  # read until the response to this request
-                line = process.stdout.readline()
-                assert line, "the agent closed stdout early"
-                frame = json.loads(line)
-                log.record("agent", frame)
-                if frame.get("id") == request["id"] and "method" not in frame:
-                    break
+        exchange(0, "initialize", {"protocolVersion": 1})
+        created = exchange(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        session_id = created["result"]["sessionId"]
+        exchange(2, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]})
         process.stdin.close()
         assert process.wait(timeout=STEP_TIMEOUT) == 0
         assert process.stdout.read() == b""

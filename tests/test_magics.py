@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +40,7 @@ from acp_notebook.widgets.inspector import ProtocolInspector
 from acp_notebook.widgets.panel import SessionPanel
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+AGENTS = Path(__file__).parent / "agents"
 
 
 # --- parsing ----------------------------------------------------------------------------
@@ -61,6 +64,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
     ("log second --method session/update --session", ShowLog("second", "session/update", True)),
     ("stop", Stop()),
     ("stop second", Stop("second")),
+    ("stop --all", Stop(every=True)),
     ("use second", Use("second")),
     ("cancel", Cancel()),
     ("auth demo-token", Authenticate("demo-token")),
@@ -92,6 +96,8 @@ def test_parse_cell_line(line, expected):
     ("use", "the following arguments are required: NAME"),
     ("load", "the following arguments are required: ID"),
     ("log --frobnicate", "unrecognized arguments: --frobnicate"),
+    ("stop second --all", "give a NAME or --all, not both"),
+    ("start demo -- python agent.py", "give a NAME or a command after --, not both"),
     ('start "unterminated', "cannot parse the line"),
 ])
 def test_bad_lines_raise_one_line_usage_errors(line, says):
@@ -141,6 +147,16 @@ def run(ip, source: str) -> Any:
 
 def displayed(captured) -> list[dict[str, Any]]:
     return [output.data for output in captured.outputs]
+
+
+def last_of_each_display(captured) -> dict[str, Any]:
+    """display id -> the last output sent for it (the first display, or its latest update)."""
+    last: dict[str, Any] = {}
+    for output in captured.outputs:
+        display_id = (output.transient or {}).get("display_id")
+        if display_id:
+            last[display_id] = output
+    return last
 
 
 def test_help_lists_every_command_with_examples(shell):
@@ -194,10 +210,13 @@ def test_start_shows_the_panel_and_several_agents_can_run(shell):
     assert [t.stop_reason for t in second.turns] == ["end_turn"] and first.turns == []
     assert acpnb.current() is first  # %%acp NAME targets one cell only
 
-    run(shell, "%acp stop second")
+    with capture_output():
+        run(shell, "%acp stop second")
     assert second.agent.status == "closed" and list(magics.agents) == ["demo"]
-    run(shell, "%acp stop")
+    with capture_output() as captured:
+        run(shell, "%acp stop --all")
     assert first.agent.status == "closed" and not magics.agents
+    assert captured.stdout.startswith("Stopped agent 'demo'")
     with pytest.raises(acpnb.AcpError, match="no current session"):
         acpnb.current()
 
@@ -238,10 +257,14 @@ def test_a_cell_prompt_shows_the_turn_and_waits_for_it_without_a_kernel(shell):
         run(shell, "%acp set model=smart")
     with capture_output() as captured:
         run(shell, "%%acp\nExplain the protocol")
-    assert WIDGET_MIME in displayed(captured)[0]
     session = acpnb.current()
     (turn,) = session.turns
     assert turn.stop_reason == "end_turn" and turn.text.startswith("[smart]")
+    # Shown live (or static, if the turn was that quick), and static once it ended: the reply is in it.
+    (final,) = [o for o in last_of_each_display(captured).values() if "acpnb-turn" in o.data["text/html"]]
+    assert WIDGET_MIME not in final.data and turn.text in final.data["text/plain"]
+    assert 'class="acpnb-reply"' in final.data["text/html"] and "acpnb-status-done" in final.data["text/html"]
+    assert final.metadata["acp_notebook"]["session"]["session_id"] == session.id
     assert session.title == "Explain the protocol"
     with pytest.raises(UsageError, match="the cell is empty"):
         run(shell, "%%acp\n   \n")
@@ -303,25 +326,25 @@ def test_new_sessions_and_load(shell):
         run(shell, "%%acp\nnew topic: Owls")
         run(shell, "%acp new")
     second = acpnb.current()
-    assert second is not first and second.id == "demo-2"
+    assert second is not first and second.id != first.id
     with capture_output() as captured:
         run(shell, "%acp sessions")
     (table,) = [d["text/plain"] for d in displayed(captured)]  # a terminal shell: text only
-    assert table.splitlines()[0].split()[:2] == ["demo-1", "Owls"]
-    assert table.splitlines()[1].startswith("demo-2") and table.splitlines()[1].endswith("current")
+    rows = {line.split()[0]: line for line in table.splitlines()}
+    assert rows[first.id].split()[1] == "Owls" and rows[second.id].endswith("current")
     assert "<td>Owls</td>" in acp_magics.SessionTable.build(  # the HTML notebooks show
-        [{"sessionId": "demo-1", "title": "Owls"}], {}, None)._repr_html_()
+        [{"sessionId": "s-1", "title": "Owls"}], {}, None)._repr_html_()
 
     first.close()  # the agent keeps it; this kernel does not have it open any more
     with capture_output():
-        run(shell, "%acp load demo-1")
+        run(shell, f"%acp load {first.id}")
     loaded = acpnb.current()
-    assert loaded.id == "demo-1" and loaded is not first
+    assert loaded.id == first.id and loaded is not first
     assert loaded.title == "Owls"
     assert [u["sessionUpdate"] for u in loaded.history][:2] == ["user_message_chunk", "agent_message_chunk"]
     assert magics.entry().session is loaded
     with capture_output():
-        run(shell, "%acp load demo-2")  # open here already: switch, nothing sent
+        run(shell, f"%acp load {second.id}")  # open here already: switch, nothing sent
     assert acpnb.current() is second
 
 
@@ -384,7 +407,7 @@ def test_unloading_closes_the_agents_and_removes_the_magic(shell):
         assert agent.status == "closed"
         assert "acp" not in shell.magics_manager.magics["line"]
         assert magics.transform_cell not in shell.input_transformers_cleanup
-        assert acp_magics._registered == {}
+        assert acp_magics.magic._registered == {}
     finally:
         shell.run_line_magic("load_ext", "acp_notebook")
 
@@ -393,7 +416,7 @@ def test_turn_views_are_what_cells_show(shell):
     magics = magics_of(shell)
     with capture_output():
         run(shell, "%acp start demo")
-        view = magics.begin_turn(CellPrompt(), "hello there")
+        view = magics.runner.begin_turn(CellPrompt(), "hello there")
     assert isinstance(view, TurnView)
     view.finished.result(10)
     assert ">Hello there<" in view.header.value
@@ -411,3 +434,151 @@ def test_an_agent_that_wants_authentication_says_how(shell):
         run(shell, "%acp auth demo-token")
     assert WIDGET_MIME in displayed(captured)[0]
     assert acpnb.current().agent.name == "locked"
+
+
+def test_through_the_proxy_a_session_tied_to_one_agent_says_so(shell):
+    """One label style ("b / Smart") in the header, the dropdown, the reply and %acp set; once the first
+    prompt ties the session to agent b, the panel says so and how to switch, and so does %acp set."""
+    magics = magics_of(shell)
+    with capture_output() as captured:
+        run(shell, "%acp proxy a=demo b=demo")
+        run(shell, "%acp set model=b:smart")
+    assert "model = b / Smart" in captured.stdout
+    session = acpnb.current()
+    panel = magics.panel(session)
+    assert "model: b / Smart" in panel.header.value and panel.note.value == ""  # a's models are still offered
+    with capture_output():
+        run(shell, "%%acp\nhello through the proxy")
+    assert "model: b / Smart" in magics.last_view.header.value
+    assert session.config["model"].values == ["b:fast", "b:smart"]
+    assert dict(panel.control("model").options) == {"b / Fast": "b:fast", "b / Smart": "b:smart"}
+    assert "model: b / Smart" in panel.header.value
+    note = html.unescape(panel.note.value)
+    assert "tied to agent 'b' since its first prompt" in note and "%acp new" in note
+
+    with pytest.raises(acpnb.ConfigOptionError) as raised:
+        run(shell, "%acp set model=a:fast")
+    assert "this session is tied to agent 'b' since its first prompt" in raised.value.message
+    assert raised.value.hint.startswith("Models of a need a new session: %acp new, then %acp set model=a:fast")
+    with pytest.raises(acpnb.ConfigOptionError, match="not a choice of 'model'"):
+        run(shell, "%acp set model=b:genius")  # a bad value of the bound agent is an ordinary error
+
+
+def test_hints_of_the_magics_are_magics(shell):
+    with pytest.raises(acpnb.AgentStartError) as raised:
+        run(shell, "%acp start nosuchagent")
+    assert "%acp start -- python agent.py" in raised.value.hint and "[" not in raised.value.hint
+    with pytest.raises(acpnb.AgentStartError) as raised:
+        run(shell, f"%acp start --timeout 1 -- {sys.executable} {AGENTS}/fault_agent.py silent")
+    assert "did not answer initialize within 1 s" in raised.value.message
+    assert "--timeout SECONDS, e.g. %acp start claude --timeout 180" in raised.value.hint
+    with pytest.raises(UsageError, match=r"%acp start demo \(or %acp resume"):
+        run(shell, "%acp new")
+    with pytest.raises(UsageError, match=r"%acp start -- python agent.py"):
+        run(shell, "%acp start --")
+
+
+def test_stop_disables_the_panel_and_says_what_it_stopped(shell):
+    magics = magics_of(shell)
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%%acp\nnew topic: Owls")
+    session = acpnb.current()
+    panel = magics.panel(session)
+    with capture_output() as captured:
+        run(shell, "%acp stop")
+    assert captured.stdout == "Stopped agent 'demo' (acp-notebook-demo " \
+        f"{session.agent.info['version']}) and closed its session 'Owls'; its panels show it closed.\n"
+    assert all(panel.control(i).disabled for i in panel.option_ids)
+    assert "acpnb-status-closed" in panel.header.value
+    forms = panel.snapshot(closed=True, reason="closed with %acp stop")
+    assert forms.header.status == "closed" and forms.note == "closed with %acp stop"
+
+
+def test_the_help_is_made_from_the_command_table():
+    from acp_notebook.magics.grammar import COMMANDS, help_text
+
+    text = help_text()
+    for verb in COMMANDS:
+        assert verb.examples[0][0] in text, verb.name
+        if verb.name not in ("show", "help"):
+            assert f"%acp {verb.name}" in text
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("resume", acp_magics.Resume()),
+    ("resume demo-1 --notebook nb.ipynb --name again --env K=V --timeout 9",
+     acp_magics.Resume("demo-1", "nb.ipynb", "again", (("K", "V"),), 9.0)),
+])
+def test_parse_resume(line, expected):
+    assert parse_line(line) == expected
+
+
+def test_resume_in_the_same_kernel(shell, tmp_path):
+    """Records of this kernel are enough: an agent that was stopped comes back with its session."""
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%%acp\nnew topic: Otters")
+        run(shell, "%acp set model=smart")
+    first = acpnb.current()
+    with capture_output() as captured:
+        run(shell, "%acp resume")
+    assert captured.stdout.startswith(f'Resumed session {first.id} "Otters" of demo (already open here)')
+    with capture_output():
+        run(shell, "%acp stop")
+    with capture_output() as captured:
+        run(shell, f"%acp resume {first.id[:12]}")  # a unique prefix is enough
+    resumed = acpnb.current()
+    assert resumed is not first and resumed.id == first.id and resumed.model == "smart"
+    assert "(session/resume)" in captured.stdout
+    with capture_output():
+        run(shell, "%acp start demo --name demo2")
+        run(shell, "%acp use demo2")
+    with pytest.raises(UsageError, match="is not one of this notebook's sessions; recorded: session demo-"):
+        run(shell, "%acp resume nope")
+    with pytest.raises(UsageError, match="no notebook at"):
+        run(shell, f"%acp resume --notebook {tmp_path}/missing.ipynb")
+    with capture_output():
+        run(shell, f"%acp start --name demo -- {sys.executable} -m acp_notebook.demo")  # "demo", started otherwise
+    with pytest.raises(UsageError, match=f"belongs to another running agent.*%acp resume {first.id} --name demo2"):
+        run(shell, f"%acp resume {first.id}")
+
+
+def test_resume_says_plainly_when_the_agent_cannot_reopen_sessions(shell):
+    with capture_output():
+        run(shell, f"%acp start --name faulty -- {sys.executable} {AGENTS}/fault_agent.py normal")
+        run(shell, "%acp stop")
+    with pytest.raises(acpnb.CapabilityError) as raised:
+        run(shell, "%acp resume")
+    assert "it offers neither session/resume nor session/load" in raised.value.message
+    assert raised.value.hint.startswith(
+        f"Start a new session instead: %acp start --name faulty -- {sys.executable} {AGENTS}/fault_agent.py normal")
+
+
+def test_acpnb_resume_is_the_magic_from_python(shell):
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%%acp\nnew topic: Badgers")
+        run(shell, "%acp stop")
+    with capture_output() as captured:
+        session = acpnb.resume()
+    assert session is acpnb.current() and session.title in (None, "Badgers")
+    assert captured.stdout.startswith(f'Resumed session {session.id} "Badgers" of demo (session/resume).')
+    assert magics_of(shell).panel(session).snapshot().header.title == "Badgers"  # the saved title stands in
+
+
+def test_session_records_round_trip_through_output_metadata():
+    from acp_notebook.magics.records import SessionRecord, latest_records
+
+    launches = [{"spec": "demo"}, {"argv": ["python", "agent.py"]}, {"proxy": {"a": "demo"}}, {"object": "tutor"}]
+    records = [SessionRecord(f"s{i}", "x", launch, "/w", "/w", ("KEY",), "T", False, float(i))
+               for i, launch in enumerate(launches)]
+    for record in records:
+        assert SessionRecord.from_json(record.metadata()["acp_notebook"]["session"]) == record
+    assert [r.start_line() for r in records] == [
+        "%acp start demo --name x", "%acp start --name x -- python agent.py", "%acp proxy a=demo --name x",
+        "%acp start --object tutor"]
+    assert SessionRecord.from_json({"version": 99, "session_id": "s"}) is None
+    assert SessionRecord.from_json({"version": 1, "session_id": "s", "launch": {"spec": 3}}) is None
+    newer = SessionRecord("s0", "x", {"spec": "demo"}, "/w", "/w", title="Later", at=10.0)
+    assert latest_records([*records, newer])["s0"].title == "Later"

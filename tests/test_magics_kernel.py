@@ -18,9 +18,9 @@ import pytest
 jupyter_client = pytest.importorskip("jupyter_client")
 pytest.importorskip("ipykernel")
 
-from acp_notebook.magics import _kernel_takes_comms_while_awaiting  # noqa: E402
+from acp_notebook.magics.cells import kernel_takes_comms_while_awaiting  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not _kernel_takes_comms_while_awaiting(),
+pytestmark = pytest.mark.skipif(not kernel_takes_comms_while_awaiting(),
                                 reason="needs ipykernel >= 7.4 (widget messages during awaiting cells)")
 
 CELL_TIMEOUT = 60.0
@@ -214,3 +214,71 @@ def test_a_bad_cell_line_is_a_one_line_usage_error(frontend):
     frontend.execute("%%acp --bogus\nhi", on_message=lambda m: m["msg_type"] == "stream"
                      and m["content"]["name"] == "stderr" and lines.append(m["content"]["text"]))
     assert "".join(lines).strip() == "UsageError: %%acp: unrecognized arguments: --bogus (see %acp?)"
+
+
+def test_at_kernel_exit_every_live_output_is_sent_in_its_static_form(frontend):
+    """A frontend still listening when the kernel shuts down gets each open panel as static HTML,
+    marked closed: nothing the kernel leaves behind needs it any more."""
+    shown: dict[str, dict[str, Any]] = {}
+
+    def panels(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "display_data" and "acpnb-panel" in msg["content"]["data"].get("text/html", ""):
+            shown[msg["content"]["transient"]["display_id"]] = msg["content"]["data"]
+
+    assert frontend.execute("%load_ext acp_notebook\n%acp start demo", on_message=panels).reply["status"] == "ok"
+    (display_id,) = shown
+    assert "application/vnd.jupyter.widget-view+json" in shown[display_id]
+    frontend.client.shutdown()  # a shutdown_request, as a frontend sends it
+    deadline = time.monotonic() + CELL_TIMEOUT
+    while True:
+        msg = frontend.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))  # queue.Empty: none came
+        if msg["msg_type"] == "update_display_data" and msg["content"]["transient"]["display_id"] == display_id:
+            break
+    data = msg["content"]["data"]
+    assert set(data) == {"text/html", "text/markdown", "text/plain"}
+    assert "acpnb-status-closed" in data["text/html"] and "the kernel shut down" in data["text/plain"]
+
+
+def test_a_form_filled_in_and_submitted_while_the_cell_runs_answers_the_agent(frontend):
+    """The person types a name into the agent's form and clicks Submit; the reply uses the answer."""
+    assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"
+    name_input: list[str] = []
+    submit: list[str] = []
+    answered: list[str] = []
+    typed: list[str] = []  # the ids of the change messages sent
+    statuses: dict[str, list[str]] = {}  # parent msg id -> the statuses the kernel published for it
+
+    def fill_and_submit(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "status":
+            statuses.setdefault(msg["parent_header"].get("msg_id"), []).append(msg["content"]["execution_state"])
+        if msg["msg_type"] == "comm_open":
+            state = msg["content"]["data"].get("state") or {}
+            if state.get("_model_name") == "TextModel" and not name_input:
+                name_input.append(msg["content"]["comm_id"])  # the form's first text field: "Your name"
+            comm_id = button_opened(msg, "Submit")
+            if comm_id is not None:
+                submit.append(comm_id)
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        # Once the form is in the view (its box's children update), as a person would: type, then click.
+        if name_input and submit and not answered and "children" in state:
+            answered.append(name_input[0])
+            # Key by key: the browser sends a field's next change only once the kernel said "idle" for the last.
+            for value in ("G", "Grace"):
+                data = {"comm_id": name_input[0], "data": {"method": "update", "state": {"value": value},
+                                                           "buffer_paths": []}}
+                change = frontend.client.session.msg("comm_msg", data)
+                typed.append(change["header"]["msg_id"])
+                frontend.client.shell_channel.send(change)
+            frontend.click(submit[0])
+
+    run = frontend.execute("%%acp\nask me about tea", on_message=fill_and_submit)
+    assert run.reply["status"] == "ok", run.errors
+    assert answered  # the cell could only finish because the answers got through
+    check = frontend.execute("turn = __import__('acp_notebook').current().turns[-1]\n"
+                             "print(turn.text, turn.elicitations[0].action, turn.elicitations[0].content, sep='|')")
+    text, action, content = check.stdout.strip().split("|")
+    assert text.startswith("[fast] Thank you, Grace! Favourite colour: green. 2 cups of tea a day.")
+    assert action == "accept" and content == "{'name': 'Grace', 'colour': 'green', 'cups': 2, 'notebooks': True}"
+    assert frontend.widgets[submit[0]]["disabled"] is True
+    # Each change was acknowledged with the "idle" the browser waits for, though the cell was still running.
+    assert all(statuses.get(msg_id) == ["idle"] for msg_id in typed), statuses

@@ -2,7 +2,8 @@
 
 nbclient saves the widget state the kernel sent, which is what a reader of the executed
 notebook sees: the panel's dropdowns (with the thought level the smart model added), the
-session title in the headers, the streamed replies.
+session title in the headers, the streamed replies. The teaching notebook replays the
+recordings in notebooks/recordings/, copied next to it as on Binder.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 def execute(name: str, workdir: Path) -> Any:
     shutil.copy(NOTEBOOKS / name, workdir / name)
+    shutil.copytree(NOTEBOOKS / "recordings", workdir / "recordings")  # the teaching notebook replays them
     notebook = nbformat.read(workdir / name, as_version=4)
     client = nbclient.NotebookClient(notebook, timeout=180, kernel_name="python3",
                                      resources={"metadata": {"path": str(workdir)}})
@@ -52,7 +54,8 @@ def code_cell(notebook: Any, starts_with: str) -> Any:
 
 
 def texts(cell: Any, mime: str = "text/html") -> str:
-    parts = [o.get("text", "") for o in cell.outputs if o["output_type"] == "stream"]
+    # What a cell printed is one text, however the kernel split it into stream messages.
+    parts = ["".join(o.get("text", "") for o in cell.outputs if o["output_type"] == "stream")]
     parts += [o["data"][mime] for o in cell.outputs if mime in o.get("data", {})]
     return "\n".join(parts)
 
@@ -104,31 +107,116 @@ def test_readers_without_the_widgets_still_see_the_title_and_the_reply(quickstar
     markdown = output["data"]["text/markdown"]
     assert markdown.startswith("**Explain the agent client protocol…** · model: Smart · done")
     assert '[smart] I thought it over at the medium level. You said: "Explain' in markdown
+    # The panel's saved form is its final truth: headed by the title the first turn gave the session, and
+    # closed by the notebook's last cell.
     (panel,) = next(c for c in quickstart.cells if c.source == "%acp start demo").outputs
-    assert panel["data"]["text/markdown"].startswith("**Demo agent** · acp-notebook-demo")
+    saved = panel["data"]["text/markdown"]
+    assert saved.startswith("**Explain the agent client protocol…** · acp-notebook-demo") and "closed" in saved
+
+
+def inspector_tables(notebook: Any) -> list[str]:
+    """The frame table of every live inspector, as its widget state was saved."""
+    return [s["value"] for s in widget_models(notebook, "HTMLModel") if 'class="acpnb-frames"' in s["value"]]
 
 
 def test_quickstart_shows_the_inspector_filtered_to_set_config_option(quickstart):
-    (frames,) = widget_models(quickstart, "SelectModel")
-    labels = frames["_options_labels"]
-    assert len(labels) == 2 and all("session/set_config_option" in label for label in labels)
+    (table,) = inspector_tables(quickstart)
+    assert table.count('<details class="acpnb-frame') == 2 and "2 of " in table and "model fast\u2192smart" in table
+
+
+def dropdowns(notebook: Any, description: str) -> list[dict[str, Any]]:
+    return [d for d in widget_models(notebook, "DropdownModel") if d["description"] == description]
 
 
 def test_teaching_notebook_shows_each_step_of_the_protocol(teaching):
     steps = {
         "import tempfile": ["initialize", "protocolVersion", "clientCapabilities", "agentInfo"],
         "session = agent.new_session()": ["session/new", "configOptions", "_demo_style"],
-        'session.set("model", "smart")': ["session/set_config_option", "thought_level", "model=&#x27;smart&#x27;"],
+        'session.set("model", "smart")': ["session/set_config_option", "thought_level", "model=&#x27;smart&#x27;",
+                                          "model fast\u2192smart \u00b7 +thought_level"],
         'turn = session.prompt("What does a client do?")': ["session/prompt", "agent_thought_chunk",
                                                              "agent_message_chunk", "session_info_update",
                                                              "usage_update", "stopReason=end_turn"],
+        'turn = session.prompt("Please use the fallback")': ["config_option_update",
+                                                              "model smart\u2192fast \u00b7 \u2212thought_level"],
         '(workspace / "notes.txt")': ["session/request_permission", "fs/read_text_file", "allow_once"],
     }
     for source, expected in steps.items():
         shown = texts(code_cell(teaching, source))
         for fragment in expected:
             assert fragment in shown, (source, fragment)
+    explained = texts(code_cell(teaching, "import tempfile"))
+    assert 'class="acpnb-explain"' in explained
+    assert "https://agentclientprotocol.com/protocol/initialization" in explained  # the spec link
     summary = texts(code_cell(teaching, 'print("reply:'))
     assert "stop reason: end_turn" in summary and "title:       What does a client do\n" in summary
-    (frames,) = widget_models(teaching, "SelectModel")
-    assert all("session/set_config_option" in label for label in frames["_options_labels"])
+    assert "model now: fast | options: ['model', 'mode', 'tone', 'show_thoughts']" in texts(
+        code_cell(teaching, 'print("model now:"'))
+    (table,) = [t for t in inspector_tables(teaching) if "model fast\u2192smart" in t]
+    assert table.count('<details class="acpnb-frame') == 2 and "2 of " in table
+
+
+def test_teaching_notebook_talks_to_an_agent_written_in_a_cell(teaching):
+    from_code = texts(code_cell(teaching, "tutor_agent = acpnb.start(tutor)"))
+    assert "session: one conversation in a working directory" in from_code and "tutor-1" in from_code
+    panel = code_cell(teaching, "%load_ext acp_notebook").outputs[-1]["data"]["text/markdown"]
+    # The tutor never titles its sessions: the header shows the first prompt, marked as such.
+    assert panel.startswith("**_How does initialize work, and what is a prompt?_** (from the first prompt) \u00b7 "
+                            "tutor 1.0")
+    assert any(r.startswith("initialize: the first request;") for r in replies(teaching))  # the %%acp answer
+    log = code_cell(teaching, "%acp log").outputs[-1]["data"]["text/plain"]
+    assert "Protocol inspector of agent 'tutor'" in log and "\u2192 request" in log and "\u2190 response" in log
+    clumsy = texts(code_cell(teaching, "class Clumsy(Tutor):"))
+    assert "Clumsy.prompt raised KeyError: 'What is ACP?'" in clumsy and "return GLOSSARY[text]" in clumsy
+    assert "session/cancel is a notification" in clumsy  # the session went on after the error
+    sleepy = texts(code_cell(teaching, "class Sleepy(Tutor):"))
+    assert "stop reason: cancelled" in sleepy and "session/cancel" in sleepy and "stopReason=cancelled" in sleepy
+
+
+def test_teaching_exercises_show_the_learners_options_as_widgets(teaching):
+    models = dropdowns(teaching, "Model")
+    assert len(models) >= 5 and all(m["_options_labels"] == ["Everyday / Fast", "Deep thinking / Smart"]
+                                    for m in models)
+    assert [t["index"] for t in dropdowns(teaching, "Tone")].count(1) == 1  # %acp set tone=pirate, one tutor
+    assert all(t["_options_labels"] == ["Plain", "Pirate"] for t in dropdowns(teaching, "Tone"))
+    assert any(t["_options_labels"] == ["Low", "Medium", "High"] and t["index"] == 2
+               for t in dropdowns(teaching, "Thought level"))
+    assert any(r.startswith("Arr, matey! session: one conversation") for r in replies(teaching))
+
+    def panel(source: str) -> str:
+        return code_cell(teaching, source).outputs[0]["data"]["text/markdown"]
+
+    # Panels are updated in place: each shows its agent's last settings.
+    assert "Model: Smart \u00b7 Thought level: High \u00b7 Tone: Plain" in panel("%acp start --object thinking_tutor")
+    assert "new option: thought_level = High" in texts(code_cell(teaching, "%acp set model=smart thought_level"))
+    assert "Model: Fast \u00b7 Tone: Plain" in panel("%acp start --object fallback_tutor")  # after the fallback
+    fallback = texts(code_cell(teaching, "fallback = acpnb.current()"))
+    assert "model now: fast | options: ['model', 'tone']" in fallback
+    assert "config_option_update" in fallback and "model smart\u2192fast \u00b7 \u2212thought_level" in fallback
+    assert "What is a prompt turn" in titles(teaching)
+    titled = texts(code_cell(teaching, "titled = acpnb.current()"))
+    assert "title: What is a prompt turn | meta: {'questions': 2}" in titled
+
+
+def test_teaching_notebook_walks_through_recorded_real_agents(teaching):
+    claude_new = texts(code_cell(teaching, "replay_dir = "))
+    assert "session/new" in claude_new and "configOptions" in claude_new and "availableModels" in claude_new
+    options = texts(code_cell(teaching, "for option in claude_session.config:"))
+    assert "model  (model) = 'default'  choices: default, sonnet[1m], opus[1m], haiku" in options
+    turns = texts(code_cell(teaching, 'claude_session.set("model", "haiku")'))
+    assert "Hello from the interop model. You said: say hi" in turns and "available_commands_update" in turns
+    assert "line 33 of the recording" in texts(code_cell(teaching, "try:\n    claude_session.prompt"))
+    tool = texts(code_cell(teaching, "write_turn = "))
+    assert "Write notes.txt | edit | completed" in tool
+    assert "asked: ['Always Allow', 'Allow', 'Reject'] -> chosen: allow" in tool
+    assert "session/request_permission" in tool and "tool_call_update" in tool
+    switch = texts(code_cell(teaching, "opencode = acpnb.replay("))
+    assert "before: ['model', 'mode']" in switch and "after:  ['model', 'effort', 'mode']" in switch
+    assert "+effort" in switch and "config_option_update" in switch
+    assert "effort (thought_level) = high" in texts(code_cell(teaching, 'opencode_session.set("effort"'))
+    assert "written by the client: hello world" in texts(code_cell(teaching, 'opencode_session.prompt("say hi")'))
+    four = texts(code_cell(teaching, 'for name in ("claude", "opencode", "codex", "gemini"):'))
+    assert "OpenCode 1.18.33: model=interop/interop-model, mode=build" in four
+    assert "gemini-cli 0.61.0: mode=default (from modes), model=auto (from models)" in four
+    recorded = [t for t in inspector_tables(teaching) if "ses_df89edcd1ffe9bR2M95m4mAq4J" in t]
+    assert recorded and "50 frames" in recorded[0]  # the whole recording, opened without an agent

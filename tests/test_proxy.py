@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,10 +27,11 @@ from tests.proxy_agents.harness import (
 
 proxy_factory = pytest.fixture(name="proxy_factory")(start_proxies)
 
+EDGE_AGENT = Path(__file__).resolve().parent / "agents" / "edge_agent.py"
 DEMO_SLOW = [sys.executable, "-m", "acp_notebook.demo", "--delay", "0.1"]
 
 
-def test_done_when_two_demo_agents(proxy_factory):
+def test_two_demo_agents_bind_turn_prefixed_updates_bad_ids_and_a_crash(proxy_factory):
     """`acp-notebook proxy --agent a=demo --agent b=demo`: grouped namespaced list, bind, a turn,
     prefixed config updates, a clear error for a bad id, recovery after a backend crash."""
     proxy = proxy_factory({"a": "demo", "b": "demo"}, env={"ACP_DEMO_DELAY": "0.05"})
@@ -206,18 +208,56 @@ def test_crash_mid_turn_names_the_agent_and_its_stderr_then_binds_again(proxy_fa
 
 def test_failed_and_slow_agents_are_left_out_and_named(proxy_factory):
     proxy = proxy_factory({"d": "demo", "x": broken("x: cannot read my config", 4),
-                           "slow": quirky("--probe-delay", "60")}, probe_timeout=1.5)
+                           "slow": quirky("--probe-delay", "60")}, probe_timeout=5)
     session = proxy.new_session()
     assert [c.value for c in session.config["model"].choices] == ["d:fast", "d:smart"]
     meta = raw_result(proxy, "session/new")["_meta"]["acp-notebook/proxy"]
     assert meta["agents"]["d"]["ok"] is True
     assert "x: cannot read my config" in meta["failed"]["x"] and "code 4" in meta["failed"]["x"]
-    assert "did not answer session/new within 1.5 s" in meta["failed"]["slow"]
+    assert meta["pending"] == ["slow"] and meta["agents"]["slow"]["pending"] is True
+    assert "did not answer within 5 s" in meta["agents"]["slow"]["error"]
     with pytest.raises(acpnb.RpcError) as bad:
         proxy.request("session/set_config_option", {"sessionId": session.id, "configId": "model",
                                                      "value": "slow:vendor/model-a"})
     assert bad.value.code == -32602 and "d:fast, d:smart" in str(bad.value)
     assert session.prompt("Tell me about owls").stop_reason == "end_turn"
+
+
+def test_a_slow_agent_joins_the_model_list_after_the_probe_deadline(proxy_factory):
+    proxy = proxy_factory({"d": "demo", "late": quirky("--probe-delay", "3")}, probe_timeout=1)
+
+    def late_joined(message):
+        update = (message.get("params") or {}).get("update") or {}
+        return update.get("sessionUpdate") == "config_option_update" and \
+            "late:vendor/model-a" in model_values(update["configOptions"][0])
+
+    joined = FrameWaiter(proxy, late_joined)
+    session = proxy.new_session()
+    assert "late:vendor/model-a" not in (session.config["model"].values if "model" in session.config else [])
+    picked = session.config["model"].value if "model" in session.config else None
+    joined.wait()
+    values = session.config["model"].values
+    assert "late:vendor/model-a" in values and "d:fast" in values
+    if picked is not None:
+        assert session.config["model"].value == picked, "the pick made before stays"
+    session.set("model", "late:vendor/model-a")
+    assert session.prompt("hi").text.endswith("heard: hi")
+
+
+def test_a_backend_that_never_answers_initialize_stalls_nothing(proxy_factory):
+    mute = [sys.executable, str(EDGE_AGENT), "silent"]
+    # The deadline leaves the demo agent time to start on a loaded machine; the mute one never answers.
+    proxy = proxy_factory({"d": "demo", "mute": mute}, probe_timeout=5, start_timeout=600)
+    # A stall would end in the client's own deadline (AcpTimeoutError) and fail the test.
+    session = proxy.new_session(timeout=20)
+    assert session.config["model"].values == ["d:fast", "d:smart"]
+    meta = raw_result(proxy, "session/new")["_meta"]["acp-notebook/proxy"]
+    assert meta["pending"] == ["mute"]
+    assert session.prompt("hello", timeout=20).stop_reason == "end_turn"
+    with pytest.raises(acpnb.RpcError) as refused:
+        proxy.request("session/set_config_option", {"sessionId": session.id, "configId": "model",
+                                                     "value": "mute:default"}, timeout=20)
+    assert refused.value.code == -32602
 
 
 def test_no_agent_at_all_gives_no_options_and_a_prompt_error_naming_each(proxy_factory):
@@ -238,7 +278,7 @@ def test_list_load_resume_and_close_through_the_proxy(proxy_factory):
     second.set("model", "b:smart")
     first.prompt("new topic: lighthouses")
     second.prompt("new topic: glaciers")
-    listed = {entry["sessionId"]: entry for entry in proxy.list_sessions()}
+    listed = {entry["sessionId"]: entry for entry in proxy.list_sessions(proxy.cwd)}
     assert set(listed) == {first.id, second.id}  # the probes' sessions are not shown
     assert listed[first.id]["_meta"]["acp-notebook/proxy"]["agent"] == "a"
     assert listed[first.id]["title"] == "Lighthouses" and listed[second.id]["title"] == "Glaciers"
@@ -257,7 +297,8 @@ def test_list_load_resume_and_close_through_the_proxy(proxy_factory):
     assert resumed.model == "b:smart" and resumed.prompt("more").stop_reason == "end_turn"
     with pytest.raises(acpnb.RpcError) as unknown:
         proxy.load_session("nobody:nothing")
-    assert unknown.value.code == -32602
+    assert unknown.value.code == -32002 and unknown.value.not_found  # resource not found, as both SDKs use
+    assert set(unknown.value.data["valid"]) == {first_id, second_id}
 
 
 def test_updates_keep_wire_order_and_cancel_is_forwarded(proxy_factory):
@@ -287,3 +328,30 @@ def test_authentication_goes_to_the_agent_that_asked_for_it(proxy_factory):
     with pytest.raises(acpnb.RpcError) as wrong:
         proxy.request("authenticate", {"methodId": "b:demo-token"})
     assert wrong.value.code == -32602 and "a:demo-token" in str(wrong.value)
+
+
+def test_a_new_proxy_process_reopens_a_session_by_the_id_it_was_given(proxy_factory, tmp_path, monkeypatch):
+    """What clients that reconnect on every call (acpx) rely on: the id outlives the proxy process."""
+    state = tmp_path / "proxy-state"
+    monkeypatch.setenv("ACP_NOTEBOOK_PROXY_STATE", str(state))  # the proxies started below inherit it
+    first_proxy = proxy_factory({"a": "demo", "b": "demo"})
+    session = first_proxy.new_session()
+    session_id = session.id
+    assert session_id.startswith("acpnb-proxy.")
+    session.set("model", "b:smart")
+    session.prompt("new topic: lighthouses")
+    first_proxy.close()
+
+    second_proxy = proxy_factory({"a": "demo", "b": "demo"})
+    again = second_proxy.resume_session(session_id)
+    assert again.model == "b:smart"
+    assert "lighthouses" in again.prompt("what did I say first?").text.lower()
+    second_proxy.close()
+
+    # Without the remembered binding, the id itself leads to the session (the unused probe sessions
+    # were deleted when the first prompt tied the session to b).
+    (state / "bindings.jsonl").unlink()
+    third_proxy = proxy_factory({"a": "demo", "b": "demo"})
+    loaded = third_proxy.load_session(session_id)
+    assert loaded.model == "b:smart"
+    assert [u["sessionUpdate"] for u in loaded.history][:2] == ["user_message_chunk", "agent_message_chunk"]

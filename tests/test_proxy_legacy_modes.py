@@ -68,3 +68,36 @@ def test_old_modes_become_a_settable_mode_option_after_binding(proxy_factory):
     assert [p["modeId"] for p in sent_to_backend(proxy, "d", "session/set_mode")] == ["code", "code"]
     assert sent_to_backend(proxy, "d", "session/set_config_option") == []
     assert [p["configId"] for p in sent_to_backend(proxy, "e", "session/set_config_option")] == ["model", "mode"]
+
+
+def test_clients_that_know_only_modes_and_set_model_get_them_from_the_proxy(proxy_factory):
+    """Older clients (only the `modes` field, the unstable session/set_model) against a modern agent."""
+    proxy = proxy_factory({"e": "demo"})
+    session = proxy.new_session()
+    # session/set_model picks an agent:model like the model option would, and says so by an update.
+    changed = FrameWaiter(proxy, is_update(session.id, "config_option_update"))
+    assert proxy.request("session/set_model", {"sessionId": session.id, "modelId": "e:smart"}) == {}
+    changed.wait()
+    assert session.model == "e:smart" and "thought_level" in session.config
+    with pytest.raises(acpnb.RpcError) as bad:
+        proxy.request("session/set_model", {"sessionId": session.id, "modelId": "e:genius"})
+    assert bad.value.code == -32602 and "e:smart" in str(bad.value)
+
+    # session/set_mode becomes the mode option's set_config_option; the mode change is announced
+    # both ways (config_option_update for new clients, current_mode_update for old ones).
+    announced = FrameWaiter(proxy, is_update(session.id, "current_mode_update"))
+    assert proxy.request("session/set_mode", {"sessionId": session.id, "modeId": "code"}) == {}
+    assert announced.wait()["params"]["update"]["currentModeId"] == "code"
+    assert session.config["mode"].value == "code"
+    session.prompt("hello")
+
+    # Reopened, the answer carries the old `modes` field in step with the mode option.
+    session_id = session.id
+    session.close()
+    reopened = proxy.resume_session(session_id)
+    assert reopened.config["mode"].value == "code"
+    answers = [e["msg"].get("result") for e in proxy.log if e["dir"] == "recv" and "method" not in e["msg"]]
+    modes = answers[-1]["modes"]
+    assert modes["currentModeId"] == "code" and [m["id"] for m in modes["availableModes"]] == ["ask", "code"]
+    proxy.close()
+    assert [p["configId"] for p in sent_to_backend(proxy, "e", "session/set_config_option")][:2] == ["model", "mode"]

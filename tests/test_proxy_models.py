@@ -7,16 +7,15 @@ import copy
 
 import pytest
 
+from acp_notebook._protocol import find_model_option, split_agent_model
 from acp_notebook.launch import AgentSpec
 from acp_notebook.proxy.cli import decode_spec, encode_spec, parse_agent
 from acp_notebook.proxy.launcher import proxy_command
 from acp_notebook.proxy.models import (
     META_KEY,
     agent_models,
-    find_model_option,
     model_option,
     rewrite_options,
-    split_value,
 )
 from tests.schema_check import _validator
 
@@ -100,7 +99,7 @@ def test_rewriting_is_idempotent_but_a_different_proxy_prefixes_again():
     # a proxy in front of this proxy (another marker) namespaces once more, unambiguously
     outer = rewrite_options(once, "p", marker="outer-proxy")
     assert outer[0]["currentValue"] == "p:a:fast"
-    assert split_value("p:a:fast", ["p"]) == ("p", "a:fast")
+    assert split_agent_model("p:a:fast", ["p"]) == ("p", "a:fast")
 
 
 def test_rewrite_adds_agent_default_first_and_other_agents_groups_in_order():
@@ -113,14 +112,14 @@ def test_rewrite_adds_agent_default_first_and_other_agents_groups_in_order():
     assert rewritten[1:] == [MODE]
 
 
-def test_split_value():
+def test_split_agent_model():
     agents = ["a", "q"]
-    assert split_value("q:org:m:latest", agents) == ("q", "org:m:latest")
-    assert split_value("a:vendor/x", agents) == ("a", "vendor/x")
-    assert split_value("zz:fast", agents) is None
-    assert split_value("fast", agents) is None
-    assert split_value("a:", agents) is None
-    assert split_value(True, agents) is None
+    assert split_agent_model("q:org:m:latest", agents) == ("q", "org:m:latest")
+    assert split_agent_model("a:vendor/x", agents) == ("a", "vendor/x")
+    assert split_agent_model("zz:fast", agents) is None
+    assert split_agent_model("fast", agents) is None
+    assert split_agent_model("a:", agents) is None
+    assert split_agent_model(True, agents) is None
 
 
 @pytest.mark.parametrize("spec", [

@@ -35,6 +35,7 @@ from acp.schema import (
 
 from tests.proxy_agents.harness import model_values, quirky, validate_trace
 from tests.schema_check import FrameLog
+from tests.sdk_compat import text_block
 
 T = TypeVar("T")
 
@@ -127,7 +128,7 @@ async def initialized(conn: Any) -> None:
                                  client_info=Implementation(name="bare-sdk-client", version="1")))
 
 
-def test_done_when_from_a_bare_sdk_client(tmp_path):
+def test_a_bare_sdk_client_sees_the_namespaced_models_and_binds(tmp_path):
     trace = tmp_path / "trace.jsonl"
     log = FrameLog(local="client")
     client = BareClient(tmp_path)
@@ -153,14 +154,14 @@ def test_done_when_from_a_bare_sdk_client(tmp_path):
             assert [o["id"] for o in bound] == ["model", "thought_level", "mode", "tone", "show_thoughts"]
             assert bound[0]["currentValue"] == "b:smart"
             assert bound[3]["category"] == "_demo_style"
-            answer = await within(conn.prompt(prompt=[acp.text_block("Tell me about tide pools")], session_id=sid))
+            answer = await within(conn.prompt(prompt=[text_block("Tell me about tide pools")], session_id=sid))
             assert answer.stop_reason == "end_turn"
             chunks = [u["content"]["text"] for u in log.updates(sid, "agent_message_chunk")]
             assert "tide pools" in "".join(chunks)
             assert log.updates(sid, "session_info_update") and log.updates(sid, "usage_update")
 
             # the agent's own config_option_update comes through prefixed
-            await within(conn.prompt(prompt=[acp.text_block("fallback now")], session_id=sid))
+            await within(conn.prompt(prompt=[text_block("fallback now")], session_id=sid))
             pushed = log.updates(sid, "config_option_update")[-1]["configOptions"]
             assert pushed[0]["id"] == "model" and pushed[0]["currentValue"] == "b:fast"
             assert model_values(pushed[0]) == ["b:fast", "b:smart"]
@@ -175,16 +176,16 @@ def test_done_when_from_a_bare_sdk_client(tmp_path):
             b_pid = status["agents"]["b"]["pid"]
             client.on_chunk = lambda: os.killpg(b_pid, signal.SIGKILL)
             with pytest.raises(RequestError) as crash:
-                await within(conn.prompt(prompt=[acp.text_block("Tell me about sea stars")], session_id=sid))
+                await within(conn.prompt(prompt=[text_block("Tell me about sea stars")], session_id=sid))
             assert "agent 'b'" in str(crash.value) and crash.value.data["agent"] == "b"
-            again = await within(conn.prompt(prompt=[acp.text_block("Tell me about kelp")], session_id=sid))
+            again = await within(conn.prompt(prompt=[text_block("Tell me about kelp")], session_id=sid))
             assert again.stop_reason == "end_turn"
             status = await within(conn.ext_method("proxy/status", {}))
             assert status["agents"]["b"]["starts"] == 2
 
             # fs and permission requests reach this client under the proxy's session id
             (tmp_path / "notes.txt").write_text("a\nb\n")
-            await within(conn.prompt(prompt=[acp.text_block("read notes.txt")], session_id=sid))
+            await within(conn.prompt(prompt=[text_block("read notes.txt")], session_id=sid))
             assert client.session_ids_seen and set(client.session_ids_seen) == {sid}
 
     asyncio.run(run())
@@ -204,14 +205,14 @@ def test_terminals_and_extensions_from_a_bare_sdk_client(tmp_path):
             await initialized(conn)
             sid = (await within(conn.new_session(cwd=str(tmp_path), mcp_servers=[]))).session_id
             # the first agent's first model is the default: q:vendor/model-a, bound lazily at the prompt
-            await within(conn.prompt(prompt=[acp.text_block("run echo hi")], session_id=sid))
+            await within(conn.prompt(prompt=[text_block("run echo hi")], session_id=sid))
             assert client.terminal_commands == ["echo hi"] and set(client.session_ids_seen) == {sid}
             text = "".join(u["content"]["text"] for u in log.updates(sid, "agent_message_chunk"))
             assert text == "terminal said: output of term-1"
             lazily = log.updates(sid, "config_option_update")[0]["configOptions"]
             assert lazily[0]["currentValue"] == "q:vendor/model-a" and [o["id"] for o in lazily] == [
                 "model", "effort", "verbosity"]
-            await within(conn.prompt(prompt=[acp.text_block("ext")], session_id=sid))
+            await within(conn.prompt(prompt=[text_block("ext")], session_id=sid))
             text = "".join(u["content"]["text"] for u in log.updates(sid, "agent_message_chunk"))
             assert text.endswith("client answered {'answer': 'from the bare client'}")
             notice = [f for f in log.frames if f.method == "_quirky/notice"]

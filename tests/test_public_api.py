@@ -11,10 +11,10 @@ import acp_notebook as acpnb
 
 PUBLIC = {
     "AcpError", "AcpTimeoutError", "Agent", "AgentClosedError", "AgentExitedError", "AgentSpec", "AgentStartError",
-    "CapabilityError", "Choice", "ConfigOption", "ConfigOptionError", "ConfigOptions", "PermissionDenied",
-    "PermissionRequest", "ProtocolError", "RpcError", "Session", "SessionState", "SweepResult", "ToolCall", "Turn",
-    "__version__", "agents", "astart", "current", "load_ipython_extension", "register", "start", "start_proxy",
-    "sweep",
+    "CapabilityError", "CellAgent", "Choice", "ConfigOption", "ConfigOptionError", "ConfigOptions",
+    "PermissionDenied", "PermissionRequest", "ProtocolError", "ReplayMismatch", "RpcError", "Session",
+    "SessionState", "SweepResult", "ToolCall", "Turn", "__version__", "agents", "areplay", "astart", "current",
+    "load_ipython_extension", "load_run", "register", "replay", "resume", "start", "start_proxy", "sweep",
 }
 
 
@@ -27,10 +27,11 @@ def test_all_is_pinned_and_every_name_exists():
 
 def test_error_tree():
     for name in ("AgentStartError", "AgentExitedError", "AgentClosedError", "ProtocolError", "RpcError",
-                 "AcpTimeoutError", "ConfigOptionError", "CapabilityError", "PermissionDenied"):
+                 "AcpTimeoutError", "ConfigOptionError", "CapabilityError", "PermissionDenied", "ReplayMismatch"):
         assert issubclass(getattr(acpnb, name), acpnb.AcpError), name
     assert issubclass(acpnb.AcpTimeoutError, TimeoutError)
     assert issubclass(acpnb.ConfigOptionError, ValueError)
+    assert issubclass(acpnb.ReplayMismatch, acpnb.RpcError)  # a replay's divergence is answered as an error
 
 
 def test_errors_render_as_one_short_block_in_ipython():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -12,10 +13,16 @@ from pathlib import Path
 
 import pytest
 
+import acp_notebook as acpnb
 from acp_notebook.sweep import SweepResult
-from acp_notebook.sweep.cli import read_prompts
+from acp_notebook import launch
+from acp_notebook.sweep.cli import main, read_prompts
+from tests.sweep_agents import arithmetic
 
 STUBBORN = [sys.executable, str(Path(__file__).parent / "sweep_agents" / "stubborn_agent.py")]
+# The Python spellings a command-line user must never be told to use (issue 17).
+PYTHON_SPELLINGS = ("acpnb.", "agent=", "models=", "prompt=", "repeats=", "concurrency=", "agent_concurrency=",
+                    "timeout=", "retries=", "budget=", "config=", "out=", "scorers=", "executor=", "name=")
 
 
 def command() -> list[str]:
@@ -30,23 +37,20 @@ def run(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
     return subprocess.run([*command(), "sweep", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_done_when_command(tmp_path):
+def test_prompts_across_models_with_a_results_file_and_resume(tmp_path):
     done = run("--model", "demo:fast", "--model", "demo:smart", "--prompt", "hello", "--repeats", "3",
                "--out", "r.csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split()[:5] == ["model", "runs", "ok", "errors", "timeouts"]
+    assert lines[0].split()[:5] == ["model", "trials", "ok", "errors", "timeouts"]
     table = {line.split()[0]: line.split() for line in lines[2:4]}
     assert table["demo:fast"][1:4] == ["3", "3", "0"] and table["demo:smart"][1:4] == ["3", "3", "0"]
-    assert "6 runs: 6 ok, 0 failed; results in r.csv" in done.stdout
+    assert "6 trials: 6 ok, 0 failed; results in r.csv" in done.stdout
     with open(tmp_path / "r.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 6
-    assert sorted(r["model"] for r in rows) == ["demo:fast"] * 3 + ["demo:smart"] * 3
-    assert all(r["confirmed_model"] == r["model"] and r["status"] == "ok" for r in rows)
+    assert len(rows) == 6 and all(r["confirmed_model"] == r["model"] and r["status"] == "ok" for r in rows)
     assert json.loads((tmp_path / "r.csv.meta.json").read_text())["repeats"] == 3
-    # Progress went to stderr, one line per run when stderr is not a terminal.
-    assert done.stderr.count("sweep [") == 6
+    assert done.stderr.count("sweep [") == 6  # progress on stderr, a line per trial when it is not a terminal
 
     resumed = run("--model", "demo:fast", "--model", "demo:smart", "--prompt", "hello", "--repeats", "3",
                   "--out", "r.csv", "--no-progress", cwd=tmp_path)
@@ -54,60 +58,95 @@ def test_the_done_when_command(tmp_path):
     assert resumed.stderr == "" and len(SweepResult.load(tmp_path / "r.csv")) == 6
 
 
-def test_prompts_file_config_and_json_summary(tmp_path):
-    (tmp_path / "prompts.txt").write_text("# a comment\nhello\n\nwhat is ACP?\n")
-    done = run("--model", "demo:smart", "--prompts", "prompts.txt", "--config", "thought_level=high",
-               "--json", "--no-progress", "--out", "r.json", cwd=tmp_path)
+def test_a_dataset_with_scorers_a_comparison_a_plot_and_a_run_directory(tmp_path):
+    arithmetic.write_dataset(tmp_path / "tasks.jsonl")
+    done = run("--dataset", "tasks.jsonl", "--template", arithmetic.TEMPLATE, "--model", "demo:fast", "--model",
+               "demo:smart", "--scorer", "exact", "--scorer", "numeric", "--extract", arithmetic.ANSWER,
+               "--out", "runs/arith", "--compare", "demo:smart", "demo:fast", "--plot", "scores.png",
+               "--no-progress", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    (summary,) = json.loads(done.stdout)
-    assert summary["model"] == "demo:smart" and summary["runs"] == 2 and summary["ok"] == 2
-    result = SweepResult.load(tmp_path / "r.json")
-    assert [r["prompt"] for r in result.rows] == ["hello", "what is ACP?"]
-    assert all(r["config"]["thought_level"] == "high" for r in result.rows)
+    assert "exact [95% CI]" in done.stdout and "0.500 [0.352, 0.648] n=40" in done.stdout
+    assert "demo:smart vs demo:fast on exact, 40 shared samples" in done.stdout and "exact McNemar" in done.stdout
+    assert "80 trials: 80 ok, 0 failed; results in runs/arith" in done.stdout
+    assert (tmp_path / "scores.png").stat().st_size > 0
+    assert len(acpnb.load_run(tmp_path / "runs" / "arith")) == 80
+
+    as_json = run("--dataset", "tasks.jsonl", "--template", arithmetic.TEMPLATE, "--model", "demo:fast", "--model",
+                  "demo:smart", "--scorer", "exact", "--extract", arithmetic.ANSWER, "--out", "runs/arith",
+                  "--compare", "demo:smart", "demo:fast", "--json", "--no-progress", cwd=tmp_path)
+    report = json.loads(as_json.stdout)
+    assert [e["score_exact"] for e in report["summary"]] == [0.5, 1.0]
+    assert report["comparisons"][0]["a_better"] == 20 and report["out"] == "runs/arith"
 
 
 def test_through_the_proxy_with_agent(tmp_path):
-    proxy = pytest.importorskip("acp_notebook.proxy")
-    if not hasattr(proxy, "main"):
-        pytest.skip("the multi-agent proxy's command line has not landed")
     spec = shlex.join([sys.executable, "-m", "acp_notebook.proxy", "--agent", "a=demo", "--agent", "b=demo"])
     done = run("--agent", spec, "--model", "a:fast", "--model", "b:smart", "--prompt", "hello", "--repeats", "2",
-               "--out", "r.csv", "--no-progress", cwd=tmp_path)
+               "--out", "r.jsonl", "--no-progress", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 runs: 4 ok, 0 failed" in done.stdout
-    rows = SweepResult.load(tmp_path / "r.csv").rows
+    assert "4 trials: 4 ok, 0 failed" in done.stdout
+    rows = SweepResult.load(tmp_path / "r.jsonl").rows
     assert sorted(r["confirmed_model"] for r in rows) == ["a:fast", "a:fast", "b:smart", "b:smart"]
-    assert all(r["confirmed_model"] == r["model"] for r in rows)
 
 
-def test_every_run_failing_exits_1_and_prints_the_errors(tmp_path):
+def test_every_trial_failing_exits_1_and_prints_the_errors(tmp_path):
     done = run("--register", f"stubborn={shlex.join(STUBBORN)}", "--model", "stubborn:smart", "--prompt", "hi",
                "--no-progress", cwd=tmp_path)
     assert done.returncode == 1
-    assert "1 runs: 0 ok, 1 failed" in done.stdout
+    assert "1 trials: 0 ok, 1 failed" in done.stdout
     assert "asked for model 'smart' but the agent reports 'fast'" in done.stdout
 
 
 def test_a_partly_failing_sweep_exits_0(tmp_path):
     done = run("--model", "demo:fast", "--model", "demo:turbo", "--prompt", "hi", "--no-progress", cwd=tmp_path)
     assert done.returncode == 0
-    assert "2 runs: 1 ok, 1 failed" in done.stdout and "'turbo' is not a choice" in done.stdout
+    assert "2 trials: 1 ok, 1 failed" in done.stdout and "'turbo' is not a choice" in done.stdout
 
 
 @pytest.mark.parametrize("args, message", [
     (["--prompt", "hi"], "--model"),
     (["--model", "demo:fast"], "--prompt"),
-    (["--model", "demo", "--prompt", "hi"], "agent:model"),
-    (["--model", "nosuch:x", "--prompt", "hi"], "unknown agent 'nosuch'"),
+    (["--model", "demo", "--prompt", "hi"], "or pass --agent SPEC"),
+    (["--model", "nosuch:x", "--prompt", "hi"], "unknown agent 'nosuch'.*--register NAME=COMMAND"),
     (["--model", "demo:fast", "--prompt", "hi", "--repeats", "0"], "at least 1"),
     (["--model", "demo:fast", "--prompt", "hi", "--config", "oops"], "ID=VALUE"),
+    (["--model", "demo:fast", "--prompt", "hi", "--config", "model=smart"], "the model comes from --model"),
     (["--model", "demo:fast", "--prompts", "missing.txt"], "missing.txt"),
-    (["--model", "demo:fast", "--prompt", "hi", "--out", "r.xlsx"], ".csv, .json or .jsonl"),
+    (["--model", "demo:fast", "--dataset", "missing.jsonl"], "--prompt TEXT, --prompts FILE or --dataset FILE"),
+    (["--model", "demo:fast", "--dataset", "fields.jsonl"], r"no prompt: its fields are a.*--template"),
+    (["--model", "demo:fast", "--dataset", "fields.jsonl", "--template", "{b}"], r"has no such field.*--template"),
+    (["--model", "demo:fast", "--prompt", "hi", "--scorer", "fuzzy"], "unknown scorer 'fuzzy'.*--scorer"),
+    (["--model", "demo:fast", "--prompt", "hi", "--scorer", "exact", "--scorer", "exact"], "give each --scorer once"),
+    (["--model", "demo:fast", "--prompt", "hi", "--compare", "demo:fast", "x:y", "--scorer", "exact"],
+     "--compare names 'x:y'"),
+    (["--model", "demo:fast", "--prompt", "hi", "--compare", "demo:fast", "demo:fast"], "add a --scorer"),
+    (["--model", "demo:fast", "--prompt", "hi", "--agent-concurrency", "other=1"], "--agent-concurrency NAME=N"),
+    (["--model", "demo:fast", "--prompt", "hi", "--workers", "2"], "go with --executor ray"),
+    (["--model", "demo:fast", "--prompt", "hi", "--out", "notes.txt"], "--out takes a directory"),
 ])
-def test_usage_errors_exit_2(tmp_path, args, message):
-    done = run(*args, cwd=tmp_path)
-    assert done.returncode == 2, done.stdout
-    assert message in done.stderr and done.stdout == ""
+def test_usage_errors_exit_2_and_name_the_command_lines_own_options(tmp_path, monkeypatch, capsys, args, message):
+    # In-process (main() is what the installed command calls): usage errors need no subprocess to show.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
+    (tmp_path / "fields.jsonl").write_text('{"a": 1}\n')
+    (tmp_path / "notes.txt").write_text("not results")
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    printed = capsys.readouterr()
+    assert exited.value.code == 2 and printed.out == ""
+    assert re.search(message, printed.err), printed.err
+    assert not [s for s in PYTHON_SPELLINGS if s in printed.err], printed.err
+
+
+def test_without_ray_the_ray_executor_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    from acp_notebook.sweep import ray_executor
+
+    monkeypatch.setattr(ray_executor, "ray_installed", lambda: False)
+    with pytest.raises(SystemExit):
+        main(["--model", "demo:fast", "--prompt", "hi", "--executor", "ray"])
+    assert "--executor ray needs Ray: pip install 'acp-notebook[ray]'" in capsys.readouterr().err
+    with pytest.raises(ImportError, match=r"acp-notebook\[ray\]"):
+        acpnb.sweep("hi", ["demo:fast"], executor="ray", progress=False)
 
 
 def test_read_prompts_from_json_and_text(tmp_path):

@@ -8,6 +8,7 @@ events for Buttons).
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import sys
 import textwrap
@@ -20,13 +21,18 @@ import comm
 import ipywidgets as widgets
 import pytest
 from comm.base_comm import BaseComm
+from IPython.testing import globalipapp
+from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
 from acp_notebook import _loop
 from acp_notebook.widgets.chat import TurnView
-from acp_notebook.widgets.inspector import ALL_METHODS, ProtocolInspector, frames_html, summarize_frames
+from acp_notebook.widgets.display import LiveDisplay, flush_all, open_displays
+from acp_notebook.widgets.forms import FormAsker, FormPrompt
+from acp_notebook.widgets.sessions import SessionTable
+from acp_notebook.widgets.static import turn_forms
 from acp_notebook.widgets.panel import SessionPanel
-from acp_notebook.widgets.permission import PermissionPrompt
+from acp_notebook.widgets.permission import PermissionAsker, PermissionPrompt
 
 TIMEOUT = 15.0
 
@@ -108,6 +114,19 @@ def demo(tmp_path):
     agent.close()
 
 
+@pytest.fixture
+def shown() -> Any:
+    """What views display, as a notebook would get it: IPython's capturing publisher keeps every
+    display and every update (``update=True``) with its display id."""
+    globalipapp.start_ipython()  # once per process; later calls do nothing
+    with capture_output() as captured:
+        yield captured
+
+
+def outputs_of(captured: Any, live: LiveDisplay) -> list[Any]:
+    return [o for o in captured.outputs if (o.transient or {}).get("display_id") == live.display_id]
+
+
 def set_requests(agent: acpnb.Agent) -> list[dict[str, Any]]:
     return [e["msg"]["params"] for e in agent.log
             if e["dir"] == "send" and e["msg"].get("method") == "session/set_config_option"]
@@ -123,13 +142,9 @@ def on_loop(fn: Callable[[], Any]) -> Any:
 
 
 def run_turn(session: acpnb.Session, prompt: str, *, ask: bool = False, **view_options: Any) -> TurnView:
-    """Show a view and start its turn; with ``ask``, the view's buttons answer permission requests."""
-    view = TurnView(session, prompt, **view_options)
-    if ask:
-        session.permission = view.ask_permission
-    view.arm()
-    view.attach(session.start_prompt(prompt))
-    return view
+    """Start a turn and follow it with a view; with ``ask``, the view's buttons answer permission requests."""
+    asker = PermissionAsker() if ask else None
+    return TurnView(session.start_turn(prompt, permission=asker), asker=asker, **view_options)
 
 
 # --- the session panel ------------------------------------------------------------------
@@ -292,7 +307,11 @@ def test_permission_buttons_resolve_the_agents_request(comms, demo):
     buttons = [w for w in prompt_box.children[1].children if isinstance(w, widgets.Button)]
     assert [b.description for b in buttons] == ["Allow once", "Reject"]
     assert [b.button_style for b in buttons] == ["success", "danger"]
-    assert "acpnb-status-waiting" in view.header.value or view.status == "waiting"
+    assert view.status == "waiting"
+    # Saved while it waits, the cell says what the agent asked and that nobody answered yet.
+    waiting = turn_forms(view.snapshot())
+    assert "Waiting for an answer: Allow once | Reject" in waiting["text/html"]
+    assert "The agent asks permission: Read notes.txt (waiting for an answer)" in waiting["text/plain"]
 
     comms.click(buttons[0])
     turn = view.finished.result(TIMEOUT)
@@ -391,53 +410,7 @@ def test_a_flood_of_chunks_is_coalesced_into_a_few_widget_messages(comms, tmp_pa
         agent.close()
 
 
-# --- the protocol inspector --------------------------------------------------------------
-def test_frames_are_summarized_with_direction_method_and_session(demo):
-    session = demo.new_session()
-    session.set("model", "smart")
-    session.prompt("hello")
-    frames = summarize_frames(demo.log)
-    first = frames[0]
-    assert (first.direction, first.kind, first.method) == ("send", "request", "initialize")
-    answer = next(f for f in frames if f.kind == "result" and f.method == "session/set_config_option")
-    assert answer.direction == "recv" and answer.session_id == session.id and answer.detail == "5 options"
-    request = next(f for f in frames if f.kind == "request" and f.method == "session/set_config_option")
-    assert request.detail == "model='smart'"
-    chunks = [f for f in frames if f.method == "session/update" and "agent_message_chunk" in f.detail]
-    assert chunks and all(f.kind == "notification" and f.session_id == session.id for f in chunks)
-    assert any(f.detail == "stopReason=end_turn" for f in frames)
-    html = frames_html(frames[:3])
-    assert html.count("<details") == 3 and "&quot;initialize&quot;" in html and "3 frames" in html
-
-
-def test_the_inspector_filters_by_method_shows_json_on_demand_and_follows_new_frames(comms, demo):
-    session = demo.new_session()
-    inspector = ProtocolInspector(demo, interval=0.05)
-    assert inspector.method.value == ALL_METHODS
-    assert len(inspector.frames.options) == len(demo.log)
-    assert "session/new" in inspector.method.options
-
-    comms.user_sets(inspector.method, index=list(inspector.method.options).index("session/new"))
-    assert {f.method for f in inspector.visible()} == {"session/new"}
-    assert len(inspector.frames.options) == 2  # the request and its result
-
-    # Pick the request: its JSON shows, and following the newest frame stops.
-    request_index = inspector.frames.options[0][1]
-    comms.user_sets(inspector.frames, index=0)
-    assert inspector.frames.value == request_index and inspector.follow.value is False
-    assert "&quot;method&quot;: &quot;session/new&quot;" in inspector.detail.value
-
-    # New frames arrive live (on the loop thread); the filter still applies.
-    comms.user_sets(inspector.method, index=0)
-    comms.user_sets(inspector.follow, value=True)
-    before = len(demo.log)
-    session.prompt("hello")
-    comms.wait_for(lambda: len(inspector.frames.options) >= len(demo.log) > before)
-    assert inspector.frames.value == inspector.frames.options[-1][1]
-    assert "stopReason" in inspector.detail.value or "session/update" in inspector.detail.value
-    inspector.close()
-
-
+# --- an agent with the old fields -----------------------------------------------------
 def test_an_old_agent_with_modes_and_models_only(comms, tmp_path):
     """No configOptions: the mode is settable through session/set_mode, the model shown read-only."""
     agent = acpnb.start([sys.executable, "-m", "acp_notebook.demo", "--legacy"], cwd=tmp_path)
@@ -454,3 +427,368 @@ def test_an_old_agent_with_modes_and_models_only(comms, tmp_path):
         assert not set_requests(agent)
     finally:
         agent.close()
+
+
+# --- turns you can follow -----------------------------------------------------------------
+def test_the_header_runs_a_clock_and_the_latest_thought_shows_while_thinking(comms, tmp_path):
+    agent = acpnb.start("demo", cwd=tmp_path, env={"ACP_DEMO_DELAY": "0.3"})
+    try:
+        session = agent.new_session()
+        session.set("model", "smart")
+        view = run_turn(session, "tell me about the tides and the moon and the sea")
+        comms.wait_for(lambda: any("Thinking:" in v for v in comms.updates_of(view.latest_thought, "value")))
+        comms.wait_for(lambda: any(">1 s<" in v and "acpnb-status-working" in v
+                                   for v in comms.updates_of(view.header, "value")))
+        view.finished.result(60)
+        thoughts = [v for v in comms.updates_of(view.latest_thought, "value") if v]
+        assert "<i>Thought 1 of 2: " in thoughts[0] and "<i>Thought 2 of 2: " in thoughts[-1]
+        assert view.latest_thought.value == ""  # the turn is over: the full thoughts are folded below
+        assert "line-height:1.5" in view.thoughts_text.value and "monospace" not in view.thoughts_text.value
+        header = view.header.value
+        assert "acpnb-status-done" in header and f">{view.turn.duration_s:.1f} s<" in header
+    finally:
+        agent.close()
+
+
+def test_tool_calls_show_their_progress_as_they_change(comms, demo):
+    session = demo.new_session()
+    view = run_turn(session, "read notes.txt", ask=True)
+    comms.wait_for(lambda: view.permissions.children)
+    comms.wait_for(lambda: "acpnb-tool-time" in view.tools.value)  # waiting: pending, with a running clock
+    assert ">pending<" in view.tools.value and "Read notes.txt" in view.tools.value
+    comms.click(view.permissions.children[0].children[1].children[0])  # Allow once
+    view.finished.result(TIMEOUT)
+    shown = comms.updates_of(view.tools, "value")
+    statuses = [status for status in ("pending", "in progress", "completed") if any(f">{status}<" in v for v in shown)]
+    assert statuses[0] == "pending" and statuses[-1] == "completed"
+    assert "permission: You chose: Allow once." in view.tools.value
+
+
+def test_permission_requests_made_before_the_view_exists_are_shown_when_it_attaches(comms):
+    asker = PermissionAsker()
+    request = acpnb.PermissionRequest(None, {"toolCallId": "c1", "title": "Read x"},  # type: ignore[arg-type]
+                                      [{"optionId": "ok", "name": "Allow once", "kind": "allow_once"},
+                                       {"optionId": "no", "name": "Reject", "kind": "reject_once"}], {})
+    future = asker(request)
+    shown: list[PermissionPrompt] = []
+
+    class View:
+        def add_prompt(self, prompt: PermissionPrompt) -> None:
+            shown.append(prompt)
+
+    asker.attach(View())
+    (prompt,) = shown
+    prompt.choose("ok")
+    assert future.result(TIMEOUT) == "ok"
+    assert "You chose: Allow once." in prompt.static_html()
+
+
+# --- outputs that stay true: display ids and static forms ----------------------------------
+def test_a_turn_is_shown_live_and_ends_as_its_static_form(comms, demo, shown):
+    session = demo.new_session()
+    view = run_turn(session, "new topic: Owls in winter")
+    view_model = view.widget.model_id
+    view.show()
+    turn = view.finished.result(TIMEOUT)
+    final = outputs_of(shown, view.live)[-1]
+    assert "application/vnd.jupyter.widget-view+json" not in final.data
+    assert turn.text in final.data["text/plain"] and turn.text in final.data["text/markdown"]
+    html = final.data["text/html"]
+    assert 'class="acpnb-turn acpnb-static"' in html and ">Owls in winter<" in html and "acpnb-status-done" in html
+    assert "<p>" in html and turn.text.split('"')[0] in html  # the reply as rendered Markdown
+    # Static from here on: the widgets are closed, so no kernel and no saved widget state needs them.
+    assert any(m.msg_type == "comm_close" for m in comms.sent if m.comm_id == view_model)
+    assert view.live.final and view.live not in open_displays()
+
+
+def test_a_panel_output_follows_the_session_and_closes_static(comms, demo, shown):
+    session = demo.new_session()
+    panel = SessionPanel(session, metadata=lambda: {"acp_notebook": {"session": {"title": session.title}}})
+    live = panel.show()
+    session.set("model", "smart")
+    flush_all()  # what the kernel does after each cell
+    latest = outputs_of(shown, live)[-1]
+    assert latest.update and "application/vnd.jupyter.widget-view+json" in latest.data
+    assert "model: Smart" in latest.data["text/markdown"] and "Thought level: Medium" in latest.data["text/markdown"]
+    sent = live.published
+    flush_all()
+    assert live.published == sent  # nothing changed, nothing sent (JupyterLab would rebuild the view)
+
+    session.prompt("new topic: Herons")
+    flush_all()
+    assert outputs_of(shown, live)[-1].metadata == {"acp_notebook": {"session": {"title": "Herons"}}}
+    panel.close("closed with %acp stop")
+    final = outputs_of(shown, live)[-1]
+    assert set(final.data) == {"text/html", "text/markdown", "text/plain"}
+    assert final.data["text/markdown"].startswith("**Herons** · acp-notebook-demo")
+    assert "closed" in final.data["text/plain"] and "closed with %acp stop" in final.data["text/plain"]
+    assert "acpnb-status-closed" in final.data["text/html"] and ">Smart<" in final.data["text/html"]
+
+
+def test_a_live_header_hides_the_broken_link_icons_once_the_kernel_is_gone(comms, demo):
+    panel = SessionPanel(demo.new_session())
+    header = panel.header.value
+    assert "acpnb-offline" in header and ".jupyter-widgets-disconnected::before{display:none!important}" in header
+    assert "acpnb-live" in panel.widget._dom_classes
+    assert "acpnb-offline" not in panel.snapshot().header.status  # the saved form has no such badge
+
+
+def test_the_session_table_follows_the_titles_of_open_sessions(comms, demo, shown):
+    session = demo.new_session()
+    table = SessionTable.build([{"sessionId": session.id, "title": ""}, {"sessionId": "elsewhere", "title": "Old"}],
+                               {session.id: session}, session.id)
+    table.show()
+    session.prompt("new topic: Kingfishers")
+    flush_all()
+    latest = outputs_of(shown, table.live)[-1]
+    assert "<td>Kingfishers</td>" in latest.data["text/html"] and "| Kingfishers |" in latest.data["text/markdown"]
+    assert "<td>Old</td>" in latest.data["text/html"]
+    table.close()
+    assert table.live.final
+
+
+# --- the agent's forms (elicitation) -------------------------------------------------------
+def ask_form(session: acpnb.Session, prompt: str = "ask me about tea", **view_options: Any) -> TurnView:
+    """Start a turn whose forms are drawn in its view (what AcpMagics.elicitation = 'ask' does)."""
+    asker = FormAsker()
+    return TurnView(session.start_turn(prompt, elicitation=asker), form_asker=asker, **view_options)
+
+
+def shown_form(comms: CommRecorder, view: TurnView) -> FormPrompt:
+    comms.wait_for(lambda: view.forms.children)
+    (form,) = view._forms
+    return form
+
+
+def field(form: FormPrompt, name: str) -> Any:
+    return next(f for f in form.fields if f.name == name)
+
+
+def test_a_form_is_drawn_from_its_schema_and_submit_sends_the_answers(comms, demo):
+    session = demo.new_session()
+    view = ask_form(session)
+    form = shown_form(comms, view)
+    assert view.status == "waiting" and form.widget in view.forms.children
+    name, colour, cups, notebooks = (field(form, n) for n in ("name", "colour", "cups", "notebooks"))
+    assert isinstance(name.input, widgets.Text) and name.input.value == "" and name.required
+    assert isinstance(colour.input, widgets.Dropdown) and colour.input.value == "green"  # the schema's default
+    assert colour.input.options == (("red", "red"), ("green", "green"), ("blue", "blue"))
+    assert isinstance(cups.input, widgets.Text) and cups.input.value == "2"
+    assert cups.input.placeholder == "a number from 0 to 20"
+    assert isinstance(notebooks.input, widgets.Checkbox) and notebooks.input.value is True
+    assert notebooks.input.description == "Do you like notebooks?"
+    label = name.box.children[0].value
+    assert "Your name" in label and 'title="required"' in label
+    assert 'title="required"' not in cups.box.children[0].value
+    # Saved while it waits, the cell says what the agent asks.
+    waiting = turn_forms(view.snapshot())
+    assert ("The agent asks: A few questions from the demo agent (waiting for an answer: Your name*, "
+            "Favourite colour*, Cups of tea a day, Do you like notebooks?)") in waiting["text/plain"]
+
+    # What the browser sends when the person types and picks.
+    comms.user_sets(name.input, value="Ada")
+    comms.user_sets(colour.input, index=2)
+    comms.user_sets(cups.input, value="3")
+    comms.click(form.submit_button)
+    turn = view.finished.result(TIMEOUT)
+    assert "Thank you, Ada! Favourite colour: blue. 3 cups of tea a day. You like notebooks." in turn.text
+    (record,) = turn.elicitations
+    assert record.action == "accept" and record.content == {"name": "Ada", "colour": "blue", "cups": 3,
+                                                            "notebooks": True}
+    assert all(b.disabled for b in (form.submit_button, form.decline_button, form.cancel_button))
+    assert all(f.input.disabled for f in form.fields)
+    said = ("You answered: Your name: Ada; Favourite colour: blue; Cups of tea a day: 3; "
+            "Do you like notebooks?: yes.")
+    assert said in form.outcome.value
+    final = turn_forms(view.snapshot())
+    assert f"The agent asked: A few questions from the demo agent. {said}" in final["text/plain"]
+    assert f"*The agent asked: A few questions from the demo agent. {said}*" in final["text/markdown"]
+    html = final["text/html"]
+    assert 'class="acpnb-form acpnb-static"' in html and "<b>The agent asked:</b>" in html
+    assert ">Your name*</td>" in html and ">Ada</td>" in html and ">blue</td>" in html and ">yes</td>" in html
+
+
+def test_answers_that_break_the_schema_say_why_next_to_the_field_and_are_not_sent(comms, demo):
+    session = demo.new_session()
+    view = ask_form(session)
+    form = shown_form(comms, view)
+    name, cups = field(form, "name"), field(form, "cups")
+    comms.user_sets(cups.input, value="25")
+    comms.click(form.submit_button)
+    assert "required" in name.error.value and "acpnb-form-error" in name.error.value
+    assert "out of range (maximum 20)" in cups.error.value
+    assert "2 fields to fix; nothing was sent" in form.problem.value
+    comms.user_sets(cups.input, value="lots")
+    comms.user_sets(name.input, value="Ada")
+    comms.click(form.submit_button)
+    assert name.error.value == "" and "expected a number" in cups.error.value
+    assert not form.future.done() and not view.turn.elicitations  # the agent has heard nothing yet
+    assert not any(e["dir"] == "send" and e["msg"].get("result", {}).get("action") for e in demo.log)
+
+    comms.click(form.decline_button)
+    turn = view.finished.result(TIMEOUT)
+    assert "No problem, I will not ask." in turn.text
+    assert [r.action for r in turn.elicitations] == ["decline"]
+    assert "You declined." in form.outcome.value and form.submit_button.disabled
+
+
+def test_a_form_still_open_when_the_turn_ends_is_withdrawn_and_disabled(comms, demo):
+    session = demo.new_session()
+    view = ask_form(session)
+    form = shown_form(comms, view)
+    comms.click(view.cancel_button)
+    turn = view.finished.result(TIMEOUT)
+    assert turn.stop_reason == "cancelled"
+    assert form.future.result(TIMEOUT) is None  # the client tells the agent "cancel"
+    assert "Withdrawn: the turn ended before an answer." in form.outcome.value
+    assert all(f.input.disabled for f in form.fields) and form.submit_button.disabled
+    assert "Withdrawn" in turn_forms(view.snapshot())["text/plain"]
+
+
+WIDE_FORM = {
+    "type": "object", "title": "Trip", "required": ["nights", "when"],
+    "properties": {
+        "nights": {"type": "integer", "title": "Nights", "minimum": 1, "maximum": 14, "description": "how long"},
+        "budget": {"type": "number", "minimum": 0, "maximum": 1000000, "default": 2500.5},
+        "when": {"type": "string", "format": "date"},
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "room": {"type": "string", "oneOf": [{"const": "s", "title": "Single"}, {"const": "d", "title": "Double"}]},
+        "extras": {"type": "array", "maxItems": 2,
+                   "items": {"anyOf": [{"const": "b", "title": "Breakfast"}, {"const": "p", "title": "Parking"},
+                                       {"const": "w", "title": "Wifi"}]}},
+        "pet": {"type": "boolean"},
+        "mood": {"type": "_colour_wheel"},
+    },
+}
+
+
+def test_each_kind_of_field_has_its_input_and_its_rules(comms):
+    form = FormPrompt(acpnb.elicitation.ElicitationRequest(None, "Plan a trip", WIDE_FORM, {}))
+    kinds = {f.name: (type(f.input).__name__ if f.input is not None else None) for f in form.fields}
+    assert kinds == {"nights": "Text", "budget": "Text", "when": "Text", "code": "Text", "room": "Dropdown",
+                     "extras": "SelectMultiple", "pet": "Checkbox", "mood": None}
+    nights, budget, when, code, room, extras, pet, mood = form.fields
+    assert nights.input.placeholder == "a whole number from 1 to 14" and budget.input.placeholder == "a number from 0 to 1000000"
+    assert budget.input.value == "2500.5"
+    assert when.input.placeholder == "YYYY-MM-DD"
+    assert any("how long" in getattr(w, "value", "") for w in nights.box.children)
+    assert room.input.options == (("(no answer)", None), ("Single", "s"), ("Double", "d"))
+    assert extras.input.options == (("Breakfast", "b"), ("Parking", "p"), ("Wifi", "w"))
+    assert pet.input.value is False
+    assert "cannot show" in mood.box.children[1].value  # named, never drawn as a known control
+
+    nights.input.value, when.input.value, code.input.value, budget.input.value = "2.5", "next week", "abcd", "nan"
+    extras.input.value = ("b", "p", "w")
+    assert not form.submit()
+    assert "expected a whole number" in nights.error.value and "expected YYYY-MM-DD" in when.error.value
+    assert "does not match the pattern ^[A-Z]{3}$" in code.error.value and "pick at most 2" in extras.error.value
+    assert "expected a number" in budget.error.value  # JSON has no NaN
+    assert "5 fields to fix" in form.problem.value
+
+    nights.input.value, when.input.value, code.input.value, budget.input.value = "3", "2026-05-01", "LHR", ""
+    extras.input.value, room.input.value = ("b", "w"), "d"
+    assert form.submit()
+    assert form.future.result(TIMEOUT) == {"nights": 3, "when": "2026-05-01", "code": "LHR", "room": "d",
+                                           "extras": ["b", "w"], "pet": False}
+    # Fields without a title are named by their property.
+    assert ("You answered: Nights: 3; when: 2026-05-01; code: LHR; room: Double; extras: Breakfast, Wifi; "
+            "pet: no.") in form.outcome.value
+
+
+def test_a_form_nobody_answers_is_declined_after_its_timeout(comms):
+    form = FormPrompt(acpnb.elicitation.ElicitationRequest(None, "Quick?", WIDE_FORM, {}), timeout=0.05)
+    assert form.future.result(TIMEOUT) == "decline"
+    assert "No answer within 0.05 s: declined." in form.outcome.value
+
+
+def test_a_policy_that_answers_without_asking_is_said_in_the_turn(comms, demo):
+    session = demo.new_session()
+    turn = session.start_turn("ask me", elicitation={"name": "Bo", "colour": "red"})
+    view = TurnView(turn, elicitation_note="AcpMagics.elicitation = {...}")
+    view.finished.result(TIMEOUT)
+    assert "Thank you, Bo! Favourite colour: red." in turn.text
+    said = ("The agent asked: A few questions from the demo agent. Answered: Your name: Bo; Favourite colour: red "
+            "automatically by AcpMagics.elicitation = {...}.")
+    assert said in view.forms.children[0].value and said in turn_forms(view.snapshot())["text/plain"]
+
+    refused = TurnView(session.start_turn("ask me", elicitation={"colour": "red"}), elicitation_note="a dict")
+    refused.finished.result(TIMEOUT)
+    assert ("Declined (answers not sent (required: name)) automatically by a dict."
+            in turn_forms(refused.snapshot())["text/plain"])
+
+
+# --- records made before the view subscribed (the quickstart's race) -------------------------
+def test_a_permission_and_a_form_answered_before_the_view_exists_are_shown(comms, demo):
+    session = demo.new_session()
+    allow: concurrent.futures.Future[str] = concurrent.futures.Future()  # the policy answers when we say
+    turn = session.start_turn("read notes.txt", permission=lambda request: allow)
+    recorded = threading.Event()
+    turn.observe(lambda event: event.kind == "permission" and recorded.set())
+    allow.set_result("allow")
+    assert recorded.wait(TIMEOUT)  # answered and recorded: a view made now has missed the event
+    view = TurnView(turn, permission_note="a policy")
+    view.finished.result(TIMEOUT)
+    assert "permission: allowed automatically (a policy)" in view.tools.value
+    assert view.tools.value.count("permission:") == 1  # noted once, though the event may also have reached it
+
+    done = session.start_turn("ask me", elicitation="decline")
+    done.future.result(TIMEOUT)  # the whole turn is over before its view exists
+    late = TurnView(done, elicitation_note="AcpMagics.elicitation = 'decline'")
+    assert len(late.forms.children) == 1 and "acpnb-form-auto" in late.forms.children[0].value
+    assert ("The agent asked: A few questions from the demo agent. Declined automatically by "
+            "AcpMagics.elicitation = 'decline'.") in turn_forms(late.snapshot())["text/plain"]
+
+
+# --- usage and titles -----------------------------------------------------------------------------
+def test_the_context_meter_follows_usage_in_the_panel_and_the_turn(comms, demo, shown):
+    session = demo.new_session()
+    panel = SessionPanel(session)
+    live = panel.show()
+    assert panel.footer.value == ""  # no usage_update yet
+    view = run_turn(session, "hello there")
+    turn = view.finished.result(TIMEOUT)
+    used, size = session.usage["used"], session.usage["size"]
+    words = f"context {used:,} of {size:,} tokens ({used / size:.0%})"
+    for footer in (panel.footer.value, view.footer.value):
+        assert "acpnb-context-bar" in footer and words in footer and "session cost " in footer
+    assert words in turn_forms(view.snapshot())["text/plain"]
+    flush_all()
+    saved = outputs_of(shown, live)[-1].data
+    assert words in saved["text/plain"] and words in saved["text/markdown"] and "acpnb-context-bar" in saved["text/html"]
+    assert turn.usage["used"] == used
+
+    before = used
+    run_turn(session, "and again, a longer prompt this time").finished.result(TIMEOUT)
+    assert session.usage["used"] > before
+    assert f"context {session.usage['used']:,} of" in panel.footer.value  # kept current
+
+
+def test_a_title_from_the_first_prompt_is_marked_until_the_agent_names_the_session(comms, demo, tmp_path):
+    session = demo.new_session()
+    panel = SessionPanel(session)
+    run_turn(session, "new topic: Herons at dusk").finished.result(TIMEOUT)
+    headers = comms.updates_of(panel.header, "value")
+    prompt_titled = [h for h in headers if 'data-title-source="prompt"' in h]
+    assert prompt_titled and ">new topic: Herons at dusk<" in prompt_titled[0]
+    assert 'title="from the first prompt; the agent has not titled this session"' in prompt_titled[0]
+    assert "font-style:italic" in prompt_titled[0]
+    assert ">Herons at dusk<" in panel.header.value and "data-title-source" not in panel.header.value
+
+    # An agent that never titles its sessions: the prompt's title stays, marked, in every form.
+    script = tmp_path / "flood_agent.py"
+    script.write_text(FLOOD_AGENT)
+    quiet = acpnb.start([sys.executable, str(script), "3"], cwd=tmp_path)
+    try:
+        untitled = quiet.new_session()
+        view = run_turn(untitled, "Count the herons\nsecond line")
+        view.finished.result(TIMEOUT)
+        assert 'data-title-source="prompt"' in view.header.value and ">Count the herons<" in view.header.value
+        forms = turn_forms(view.snapshot())
+        assert forms["text/plain"].startswith("Count the herons (from the first prompt) · ")
+        assert forms["text/markdown"].startswith("**_Count the herons_** (from the first prompt) · ")
+        table = SessionTable.build([{"sessionId": untitled.id}], {untitled.id: untitled}, untitled.id)
+        assert ('<i data-title-source="prompt" title="from the first prompt; the agent has not titled this session">'
+                "Count the herons</i>") in table._repr_html_()
+        assert "Count the herons (from the first prompt)" in repr(table)
+    finally:
+        quiet.close()

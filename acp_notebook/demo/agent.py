@@ -1,24 +1,35 @@
-"""DemoAgent: the protocol side of the built-in demo agent (sessions, turns, file work, config options)."""
+"""DemoAgent: the protocol side of the built-in demo agent (initialize, the session lifecycle on top of
+the session files, config options, prompt turns, forms).
+
+Everything runs on the one event loop of the demo process: the SDK dispatches each request in a
+task of its own, and those tasks are the only code that mutates `DemoAgent._sessions` (the
+sessions open on this connection) and the DemoSession objects in it. Every change that matters
+after a restart (new session, settings, cwd, a finished turn) is written to the session's file
+before the request answers, so another demo process can load or resume the session.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-import re
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from importlib import metadata
-from typing import Any, Literal, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.connection import Connection
 from acp.meta import CLIENT_METHODS
-from acp.schema import ClientCapabilities, PermissionOption, ToolCallLocation, ToolCallUpdate
+from acp.router import MessageRouter, Route
+from acp.schema import ClientCapabilities
+from pydantic import ValidationError
 
-from . import replies
-from .options import MODES, ConfigChoiceError, SessionSettings, legacy_models, legacy_modes
+from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RESOURCE_NOT_FOUND, client_version
+from . import elicitation, replies, tasks
+from .filework import FileWork, TurnCancelled, client_error, parse_file_command
+from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
+from .session import DemoSession, Exchange, Turn, new_session_id
+from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir
 
 __all__ = ["AGENT_NAME", "AUTH_METHOD_ID", "DemoAgent", "agent_version"]
 
@@ -30,81 +41,51 @@ AUTH_METHOD_ID = "demo-token"
 CONTEXT_WINDOW = 128_000
 # Made-up prices (USD per demo token) so usage_update carries a cost that depends on the model.
 PRICE_PER_TOKEN: dict[str, float] = {"fast": 0.000002, "smart": 0.00001}
-
-PERMISSION_OPTIONS = [
-    PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-    PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
-]
-
-_READ_COMMAND = re.compile(r"read\s+(?P<path>\S+)", re.IGNORECASE)
-_WRITE_COMMAND = re.compile(r"write\s+(?P<text>.+?)\s+to\s+(?P<path>\S+)", re.IGNORECASE | re.DOTALL)
+LIST_PAGE_SIZE = 50
+IDS_IN_ERRORS = 20  # an unknown-session error names at most this many valid ids
+# How long close/delete wait for a cancelled turn to wind down before answering anyway.
+TURN_END_WAIT = 5.0
 
 T = TypeVar("T")
 
 
 def agent_version() -> str:
-    try:
-        return metadata.version("acp-notebook")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
+    return client_version()
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
 
 
-class TurnCancelled(Exception):
-    """The client sent session/cancel (or closed the session) while a turn was running."""
+def _prompt_text(blocks: list[Any]) -> str:
+    """The prompt as plain text: text blocks, plus the URI of any resource link."""
+    parts = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            parts.append(block.uri)
+    return "\n".join(parts)
 
 
-@dataclass(frozen=True)
-class FileCommand:
-    action: Literal["read", "write"]
-    path: str  # as the user typed it; made absolute against the session cwd before use
-    text: str = ""
+def _string_param(params: Any, key: str, method: str) -> str:
+    value = params.get(key) if isinstance(params, dict) else None
+    if not isinstance(value, str):
+        raise RequestError(INVALID_PARAMS, f"{method} needs a string {key!r}", {key: value})
+    return value
 
 
-def parse_file_command(prompt: str) -> FileCommand | None:
-    """Recognise "read PATH" and "write TEXT to PATH" (PATH is the last word, TEXT may be quoted)."""
-    stripped = prompt.strip()
-    if match := _READ_COMMAND.fullmatch(stripped):
-        return FileCommand("read", match["path"])
-    if match := _WRITE_COMMAND.fullmatch(stripped):
-        text = match["text"]
-        if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-            text = text[1:-1]
-        return FileCommand("write", match["path"], text)
-    return None
-
-
-@dataclass
-class Exchange:
-    """One prompt and the reply text that was actually sent, kept for session/load replays."""
-
-    user: str
-    agent: str
-
-
-@dataclass
-class Turn:
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    chunks_sent: int = 0
-    reply_sent: str = ""
-
-
-@dataclass
-class DemoSession:
-    session_id: str
-    cwd: str
-    settings: SessionSettings = field(default_factory=SessionSettings)
-    title: str | None = None
-    updated_at: str = field(default_factory=_now)
-    history: list[Exchange] = field(default_factory=list)
-    is_open: bool = True
-    turn: Turn | None = None
-    tool_calls: int = 0
-    tokens_used: int = 0
-    cost: float = 0.0
+def _unknown_session(session_id: str, valid: list[str]) -> RequestError:
+    shown = valid[:IDS_IN_ERRORS]
+    names = ", ".join(shown) or "none"
+    if len(valid) > len(shown):
+        names += f" and {len(valid) - len(shown)} more"
+    return RequestError(
+        RESOURCE_NOT_FOUND,
+        f"Unknown session id {session_id!r}; valid session ids: {names}",
+        {"sessionId": session_id, "validSessionIds": shown},
+    )
 
 
 class DemoAgent:
@@ -113,46 +94,71 @@ class DemoAgent:
     Config options, in order: `model` (grouped select: Everyday/fast, Deep thinking/smart),
     `thought_level` (low/medium/high, only while the model is smart), `mode` (ask/code),
     `tone` (plain/pirate, custom category "_demo_style"), `show_thoughts` (boolean, only for
-    clients advertising `session.configOptions.boolean`). Prompts stream agent_message_chunks
-    (smart: preceded by 1-3 agent_thought_chunks), then session_info_update (title on the first
-    turn and after "new topic: ..."; updatedAt every turn), then usage_update. "read PATH" and
-    "write TEXT to PATH" run plan -> tool_call -> session/request_permission -> fs/*; a prompt
-    containing "fallback" while smart switches to fast and pushes config_option_update.
-    `legacy` sends only `modes`/`models`; `require_auth` refuses sessions until `authenticate`
+    clients advertising `session.configOptions.boolean`). The old `modes` field goes along on
+    session/new, load and resume, kept in step with the `mode` option, and the unstable
+    `session/set_model` sets the `model` option, for clients that predate config options.
+
+    Prompts stream agent_message_chunks (smart: preceded by 1-3 agent_thought_chunks), then
+    session_info_update (title on the first turn and after "new topic: ..."; updatedAt every
+    turn), then usage_update. Which reply a prompt gets is listed in `replies`: file commands run
+    plan -> tool_call -> session/request_permission -> fs/*; "ask me ..." sends an
+    elicitation/create form; "what did I say first?" answers from the session's history;
+    "What is A OP B?" follows the contract in `tasks`; a prompt containing "fallback" while smart
+    switches to fast and pushes config_option_update.
+
+    Sessions are files in a state directory (see `store`), so load, resume, list and delete work
+    across processes; session ids are random UUIDs. `legacy` sends only `modes`/`models` and
+    refuses set_config_option and set_model; `require_auth` refuses sessions until `authenticate`
     with "demo-token"; `delay` is the pause between streamed chunks.
 
-    Results are returned as plain dicts and session/update notifications are sent as plain
-    dicts, because the SDK's typed models replace custom `_` config-option categories by None.
+    Results and session/update notifications are plain dicts, because the SDK's typed models
+    replace custom `_` config-option categories by None.
     """
 
-    def __init__(self, *, delay: float = 0.0, legacy: bool = False, require_auth: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        delay: float = 0.0,
+        legacy: bool = False,
+        require_auth: bool = False,
+        state_dir: str | Path | None = None,
+    ) -> None:
         if delay < 0:
             raise ValueError("delay must be >= 0")
         self.delay = delay
         self.legacy = legacy
         self.require_auth = require_auth
+        self.store = SessionStore(resolve_state_dir(None if state_dir is None else str(state_dir)))
         self._authenticated = False
-        self._client: Any = None
-        self._sessions: dict[str, DemoSession] = {}
-        self._session_counter = 0
-        self._client_reads = False
-        self._client_writes = False
+        self.client: Any = None
+        self._sessions: dict[str, DemoSession] = {}  # open on this connection
+        self.client_reads = False
+        self.client_writes = False
         self._client_booleans = False
+        self._client_forms = False
 
     # ----------------------------------------------------------------- connection
 
     def on_connect(self, conn: Any) -> None:
-        self._client = conn
+        self.client = conn
+        # The SDK's agent router knows neither session/delete nor the unstable session/set_model;
+        # add them to the router the connection already dispatches to.
+        router = getattr(self._wire(), "_handler", None)
+        if not isinstance(router, MessageRouter):
+            raise RuntimeError("the acp SDK's Connection no longer keeps its MessageRouter as _handler")
+        router.add_route(Route(method="session/delete", func=self._delete_request, kind="request"))
+        if not self.legacy:
+            router.add_route(Route(method="session/set_model", func=self._set_model_request, kind="request"))
 
     def _wire(self) -> Connection:
         # AgentSideConnection only offers typed notifications; the raw Connection it wraps
         # sends our dicts unchanged. Fail loudly if a future SDK moves it.
-        raw = getattr(self._client, "_conn", None)
+        raw = getattr(self.client, "_conn", None)
         if not isinstance(raw, Connection):
             raise RuntimeError("the acp SDK's AgentSideConnection no longer exposes its Connection as _conn")
         return raw
 
-    async def _update(self, session: DemoSession, update: dict[str, Any]) -> None:
+    async def update(self, session: DemoSession, update: dict[str, Any]) -> None:
         await self._wire().send_notification(
             CLIENT_METHODS["session_update"], {"sessionId": session.session_id, "update": update}
         )
@@ -166,12 +172,13 @@ class DemoAgent:
         client_info: Any = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        fs = client_capabilities.fs if client_capabilities else None
-        self._client_reads = bool(fs and fs.read_text_file)
-        self._client_writes = bool(fs and fs.write_text_file)
-        session_caps = client_capabilities.session if client_capabilities else None
-        config_caps = session_caps.config_options if session_caps else None
+        caps = client_capabilities
+        fs = caps.fs if caps else None
+        self.client_reads = bool(fs and fs.read_text_file)
+        self.client_writes = bool(fs and fs.write_text_file)
+        config_caps = caps.session.config_options if caps and caps.session else None
         self._client_booleans = bool(config_caps and config_caps.boolean is not None)
+        self._client_forms = bool(caps and caps.elicitation and caps.elicitation.form is not None)
         auth_methods = []
         if self.require_auth:
             auth_methods.append(
@@ -183,7 +190,7 @@ class DemoAgent:
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
                 "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             },
             "authMethods": auth_methods,
             "agentInfo": {"name": AGENT_NAME, "title": AGENT_TITLE, "version": agent_version()},
@@ -191,9 +198,11 @@ class DemoAgent:
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> dict[str, Any]:
         if not self.require_auth:
-            raise RequestError(-32602, f"Unknown auth method {method_id!r}; this agent advertises no auth methods")
+            raise RequestError(
+                INVALID_PARAMS, f"Unknown auth method {method_id!r}; this agent advertises no auth methods"
+            )
         if method_id != AUTH_METHOD_ID:
-            raise RequestError(-32602, f"Unknown auth method {method_id!r}; valid methods: {AUTH_METHOD_ID}")
+            raise RequestError(INVALID_PARAMS, f"Unknown auth method {method_id!r}; valid methods: {AUTH_METHOD_ID}")
         self._authenticated = True
         return {}
 
@@ -201,53 +210,105 @@ class DemoAgent:
         if self.require_auth and not self._authenticated:
             raise RequestError.auth_required({"authMethods": [AUTH_METHOD_ID]})
 
-    # ----------------------------------------------------------------- session lifecycle
+    # ----------------------------------------------------------------- the session files
 
-    def _known_session(self, session_id: str) -> DemoSession:
-        session = self._sessions.get(session_id)
-        if session is None:
-            known = ", ".join(self._sessions) or "none yet"
-            raise RequestError(
-                -32602, f"Unknown session id {session_id!r}; known sessions: {known}", {"sessionId": session_id}
-            )
-        return session
+    def _save(self, session: DemoSession) -> None:
+        if session.deleted:
+            return  # session/delete removed it; a turn winding down must not write it back
+        try:
+            self.store.write(session.session_id, session.to_record())
+        except StoreError as exc:
+            raise RequestError(INTERNAL_ERROR, str(exc), {"sessionId": session.session_id}) from None
+
+    def _stored(self, session_id: str) -> DemoSession:
+        """The session as its file has it; RESOURCE_NOT_FOUND naming the stored ids when there is none."""
+        try:
+            record = self.store.read(session_id)
+            return DemoSession.from_record(record, session_id)
+        except SessionMissing:
+            raise _unknown_session(session_id, [s.session_id for s in self._stored_sessions()]) from None
+        except SessionUnreadable as exc:
+            raise RequestError(INTERNAL_ERROR, str(exc), {"sessionId": session_id, "path": str(exc.path)}) from None
+        except ValueError as exc:
+            path = self.store.path_for(session_id)
+            message = str(SessionUnreadable(session_id, path, str(exc)))
+            raise RequestError(INTERNAL_ERROR, message, {"sessionId": session_id, "path": str(path)}) from None
+        except StoreError as exc:
+            raise RequestError(INTERNAL_ERROR, str(exc), {"sessionId": session_id}) from None
+
+    def _stored_sessions(self) -> list[DemoSession]:
+        """Every readable stored session, most recent activity first; unreadable files are logged
+        and left out, so one bad file never hides the others."""
+        sessions = []
+        try:
+            scanned = list(self.store.scan())
+        except StoreError as exc:
+            raise RequestError(INTERNAL_ERROR, str(exc)) from None
+        for session_id, record in scanned:
+            try:
+                if isinstance(record, SessionUnreadable):
+                    raise record
+                sessions.append(DemoSession.from_record(record, session_id))
+            except (SessionUnreadable, ValueError) as exc:
+                log.warning("skipping session %s in %s: %s", session_id, self.store.root, exc)
+        sessions.sort(key=lambda s: s.activity_ns, reverse=True)
+        return sessions
 
     def _open_session(self, session_id: str) -> DemoSession:
-        session = self._known_session(session_id)
-        if not session.is_open:
+        """A session open on this connection; INVALID_PARAMS for a stored one that is not open here,
+        RESOURCE_NOT_FOUND (naming the open ones) for an id nobody knows."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            return session
+        if self.store.exists(session_id):
             raise RequestError(
-                -32602, f"Session {session_id!r} is closed; load or resume it first", {"sessionId": session_id}
+                INVALID_PARAMS,
+                f"Session {session_id!r} is not open on this connection (closed, or made elsewhere); "
+                "load or resume it first",
+                {"sessionId": session_id},
             )
-        return session
+        raise _unknown_session(session_id, list(self._sessions))
+
+    async def _wait_for_turn(self, session: DemoSession) -> None:
+        """Cancel the session's running turn, if any, and give it a moment to finish."""
+        turn = session.turn
+        if turn is None:
+            return
+        turn.cancelled.set()
+        try:
+            await asyncio.wait_for(turn.finished.wait(), TURN_END_WAIT)
+        except asyncio.TimeoutError:
+            log.warning("the cancelled turn of %s did not end within %ss", session.session_id, TURN_END_WAIT)
+
+    # ----------------------------------------------------------------- session lifecycle
 
     def _options(self, session: DemoSession) -> list[dict[str, Any]]:
         return session.settings.describe(include_boolean=self._client_booleans)
 
     async def _push_options(self, session: DemoSession) -> None:
         """Agent-initiated config_option_update with the complete list."""
-        await self._update(session, {"sessionUpdate": "config_option_update", "configOptions": self._options(session)})
+        await self.update(session, {"sessionUpdate": "config_option_update", "configOptions": self._options(session)})
 
     def _session_state(self, session: DemoSession) -> dict[str, Any]:
-        """The session-setup fields of new/load/resume results."""
+        """The session-setup fields of new/load/resume results. Besides configOptions, the old
+        `modes` field, for clients that only know modes."""
+        modes = legacy_modes(session.settings.mode)
         if self.legacy:
-            return {
-                "modes": legacy_modes(session.settings.mode),
-                "models": legacy_models(session.settings.model),
-            }
-        return {"configOptions": self._options(session)}
+            return {"modes": modes, "models": legacy_models(session.settings.model)}
+        return {"configOptions": self._options(session), "modes": modes}
 
     @staticmethod
     def _require_absolute(cwd: str) -> None:
         if not os.path.isabs(cwd):
-            raise RequestError(-32602, f"cwd must be an absolute path, got {cwd!r}", {"cwd": cwd})
+            raise RequestError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}", {"cwd": cwd})
 
     async def new_session(
         self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
         self._check_authenticated()
         self._require_absolute(cwd)
-        self._session_counter += 1
-        session = DemoSession(session_id=f"demo-{self._session_counter}", cwd=cwd)
+        session = DemoSession(session_id=new_session_id(), cwd=cwd)
+        self._save(session)
         self._sessions[session.session_id] = session
         return {"sessionId": session.session_id, **self._session_state(session)}
 
@@ -261,13 +322,11 @@ class DemoAgent:
     ) -> dict[str, Any]:
         session = self._reopen(session_id, cwd)
         for exchange in session.history:
-            await self._update(session, {"sessionUpdate": "user_message_chunk", "content": _text(exchange.user)})
+            await self.update(session, {"sessionUpdate": "user_message_chunk", "content": _text(exchange.user)})
             if exchange.agent:
-                await self._update(
-                    session, {"sessionUpdate": "agent_message_chunk", "content": _text(exchange.agent)}
-                )
+                await self.update(session, {"sessionUpdate": "agent_message_chunk", "content": _text(exchange.agent)})
         if session.title is not None:
-            await self._update(
+            await self.update(
                 session,
                 {"sessionUpdate": "session_info_update", "title": session.title, "updatedAt": session.updated_at},
             )
@@ -284,35 +343,63 @@ class DemoAgent:
         return self._session_state(self._reopen(session_id, cwd))
 
     def _reopen(self, session_id: str, cwd: str) -> DemoSession:
-        """load and resume alike: a known session, open again in ``cwd``."""
+        """load and resume alike: the session as stored (another process may have changed it),
+        open on this connection in `cwd`. A session whose turn is running here stays as it is."""
         self._check_authenticated()
         self._require_absolute(cwd)
-        session = self._known_session(session_id)
-        session.cwd = cwd
-        session.is_open = True
+        running = self._sessions.get(session_id)
+        session = running if running is not None and running.turn is not None else self._stored(session_id)
+        if session.cwd != cwd:
+            session.cwd = cwd
+            self._save(session)
+        self._sessions[session_id] = session
         return session
 
     async def close_session(self, session_id: str, **kwargs: Any) -> dict[str, Any]:
-        session = self._known_session(session_id)
-        if session.turn is not None:
-            session.turn.cancelled.set()
-        session.is_open = False
+        """Ends a running turn and closes the session here; its file stays, to be loaded again."""
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            await self._wait_for_turn(session)
+        elif not self.store.exists(session_id):
+            raise _unknown_session(session_id, [s.session_id for s in self._stored_sessions()])
+        return {}
+
+    async def _delete_request(self, params: Any) -> dict[str, Any]:
+        """session/delete: close the session if it is open here, and remove its file."""
+        session_id = _string_param(params, "sessionId", "session/delete")
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.deleted = True
+            await self._wait_for_turn(session)
+        try:
+            self.store.delete(session_id)
+        except SessionMissing:
+            if session is None:
+                raise _unknown_session(session_id, [s.session_id for s in self._stored_sessions()]) from None
+        except StoreError as exc:
+            raise RequestError(INTERNAL_ERROR, str(exc), {"sessionId": session_id}) from None
         return {}
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        sessions = []
-        for session in self._sessions.values():
-            if cwd is not None and session.cwd != cwd:
-                continue
-            info: dict[str, Any] = {
-                "sessionId": session.session_id,
-                "cwd": session.cwd,
-                "updatedAt": session.updated_at,
-            }
-            if session.title is not None:
-                info["title"] = session.title
-            sessions.append(info)
-        return {"sessions": sessions}
+        """The stored sessions (of every demo process using this state directory), most recent
+        activity first, `LIST_PAGE_SIZE` per page; `cwd` keeps those whose cwd is that directory."""
+        self._check_authenticated()
+        if cwd is not None:
+            self._require_absolute(cwd)
+        start = 0
+        if cursor is not None:
+            if not cursor.isdigit():
+                raise RequestError(INVALID_PARAMS, f"Invalid cursor {cursor!r}: pass a nextCursor from session/list")
+            start = int(cursor)
+        sessions = self._stored_sessions()
+        if cwd is not None:
+            wanted = os.path.normpath(cwd)
+            sessions = [s for s in sessions if os.path.normpath(s.cwd) == wanted]
+        page = sessions[start : start + LIST_PAGE_SIZE]
+        result: dict[str, Any] = {"sessions": [s.info() for s in page]}
+        if start + LIST_PAGE_SIZE < len(sessions):
+            result["nextCursor"] = str(start + LIST_PAGE_SIZE)
+        return result
 
     # ----------------------------------------------------------------- settings
 
@@ -326,7 +413,11 @@ class DemoAgent:
         try:
             session.settings.apply(config_id, value, include_boolean=self._client_booleans)
         except ConfigChoiceError as exc:
-            raise RequestError(-32602, str(exc), {"configId": config_id}) from None
+            raise RequestError(INVALID_PARAMS, str(exc), {"configId": config_id}) from None
+        self._save(session)
+        if config_id == "mode":
+            # Clients that follow the old `modes` field learn of the change this way.
+            await self.update(session, {"sessionUpdate": "current_mode_update", "currentModeId": session.settings.mode})
         return {"configOptions": self._options(session)}
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> dict[str, Any]:
@@ -334,13 +425,28 @@ class DemoAgent:
         valid = [choice.value for choice in MODES]
         if mode_id not in valid:
             raise RequestError(
-                -32602, f"Unknown mode {mode_id!r}; valid modes: {', '.join(valid)}", {"modeId": mode_id}
+                INVALID_PARAMS, f"Unknown mode {mode_id!r}; valid modes: {', '.join(valid)}", {"modeId": mode_id}
             )
         session.settings.mode = mode_id
-        await self._update(session, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
+        self._save(session)
+        await self.update(session, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
         if not self.legacy:
             # The mode is also a config option; keep clients that follow configOptions in sync.
             await self._push_options(session)
+        return {}
+
+    async def _set_model_request(self, params: Any) -> dict[str, Any]:
+        """The unstable session/set_model {sessionId, modelId}, which older clients still send: it
+        sets the `model` config option (same validation and dependent options), then pushes the
+        complete option list."""
+        session = self._open_session(_string_param(params, "sessionId", "session/set_model"))
+        model_id = _string_param(params, "modelId", "session/set_model")
+        try:
+            session.settings.apply("model", model_id, include_boolean=self._client_booleans)
+        except ConfigChoiceError as exc:
+            raise RequestError(INVALID_PARAMS, str(exc), {"modelId": model_id}) from None
+        self._save(session)
+        await self._push_options(session)
         return {}
 
     # ----------------------------------------------------------------- prompt turns
@@ -353,7 +459,7 @@ class DemoAgent:
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> dict[str, Any]:
         session = self._open_session(session_id)
         if session.turn is not None:
-            raise RequestError(-32600, f"Session {session_id!r} is already running a prompt turn")
+            raise RequestError(INVALID_REQUEST, f"Session {session_id!r} is already running a prompt turn")
         text = _prompt_text(prompt)
         turn = Turn()
         session.turn = turn
@@ -369,6 +475,9 @@ class DemoAgent:
         finally:
             session.turn = None
             session.history.append(Exchange(user=text, agent=turn.reply_sent))
+            turn.finished.set()
+        # What was said is saved before the turn answers, so a new process can load it at once.
+        self._save(session)
         return {"stopReason": stop_reason}
 
     async def _pause(self, turn: Turn) -> None:
@@ -384,7 +493,7 @@ class DemoAgent:
         if turn.cancelled.is_set():
             raise TurnCancelled
 
-    async def _unless_cancelled(self, turn: Turn, awaitable: Awaitable[T]) -> T:
+    async def unless_cancelled(self, turn: Turn, awaitable: Awaitable[T]) -> T:
         """Await a request to the client, abandoning it if the turn is cancelled first."""
         work = asyncio.ensure_future(awaitable)
         cancelled = asyncio.ensure_future(turn.cancelled.wait())
@@ -404,37 +513,75 @@ class DemoAgent:
         if "fallback" in text.lower() and settings.model == "smart":
             settings.model = "fast"
             fell_back = True
+            self._save(session)
             await self._push_options(session)
         thoughts = replies.thoughts(text, settings)
         for thought in thoughts:
             await self._pause(turn)
-            await self._update(session, {"sessionUpdate": "agent_thought_chunk", "content": _text(thought)})
+            await self.update(session, {"sessionUpdate": "agent_thought_chunk", "content": _text(thought)})
             turn.chunks_sent += 1
-        command = parse_file_command(text)
-        if command is None:
-            reply = replies.chat_reply(text, settings, fell_back=fell_back)
-        else:
-            sentence = await self._file_work(session, command, turn)
-            reply = replies.outcome_reply(settings, sentence, fell_back=fell_back)
+        reply = await self._reply(session, text, turn, fell_back=fell_back)
         for piece in replies.chunk(reply):
             await self._pause(turn)
-            await self._update(session, {"sessionUpdate": "agent_message_chunk", "content": _text(piece)})
+            await self.update(session, {"sessionUpdate": "agent_message_chunk", "content": _text(piece)})
             turn.chunks_sent += 1
             turn.reply_sent += piece
         await self._finish_turn(session, text, reply, thoughts)
 
+    async def _reply(self, session: DemoSession, text: str, turn: Turn, *, fell_back: bool) -> str:
+        """The reply text, in the order listed in `replies`; file work and forms talk to the client first."""
+        settings = session.settings
+        command = parse_file_command(text)
+        if command is not None:
+            sentence = await FileWork(self, session, command, turn).run()
+            return replies.outcome_reply(settings, sentence, fell_back=fell_back)
+        if elicitation.asks_for_form(text):
+            sentence = await self._ask(session, turn)
+            return replies.outcome_reply(settings, sentence, fell_back=fell_back)
+        if replies.asks_what_was_said_first(text):
+            earlier = [exchange.user for exchange in session.history]
+            return replies.recall_reply(earlier, settings, fell_back=fell_back)
+        task = tasks.parse_task(text)
+        if task is not None:
+            return replies.task_reply(task, settings, fell_back=fell_back)
+        return replies.chat_reply(text, settings, fell_back=fell_back)
+
+    async def _ask(self, session: DemoSession, turn: Turn) -> str:
+        """Send the form (elicitation/create) and put the answers in a sentence. Declined,
+        cancelled and failed forms get a sentence too; the turn goes on either way."""
+        voice = replies.VOICES[session.settings.tone]
+        if not self._client_forms:
+            return voice.no_form
+        # Sent raw, like the demo's other frames, so the form goes out exactly as written (the SDK's
+        # typed create_elicitation drops the schema's "type": "object" and turns 0 into 0.0).
+        request = self._wire().send_request(
+            CLIENT_METHODS["elicitation_create"], elicitation.form_request(session.session_id)
+        )
+        try:
+            answer = await self.unless_cancelled(turn, request)
+        except (RequestError, ValidationError) as exc:
+            return voice.form_failed.format(error=client_error(exc))
+        action = answer.get("action") if isinstance(answer, dict) else None
+        if action == "accept":
+            return elicitation.summarise_answers(answer.get("content"))
+        if action == "decline":
+            return voice.form_declined
+        if action == "cancel":
+            return voice.form_cancelled
+        return voice.form_failed.format(error=f"an answer this agent does not know: {answer!r}"[:200])
+
     async def _finish_turn(self, session: DemoSession, text: str, reply: str, thoughts: list[str]) -> None:
-        session.updated_at = _now()
+        session.touch()
         info: dict[str, Any] = {"sessionUpdate": "session_info_update", "updatedAt": session.updated_at}
         topic = replies.topic_of(text)
         if topic is not None or session.title is None:
             session.title = replies.title_from(topic if topic is not None else text)
             info["title"] = session.title
-        await self._update(session, info)
+        await self.update(session, info)
         tokens = replies.token_count(text, reply, *thoughts)
         session.tokens_used += tokens
         session.cost += tokens * PRICE_PER_TOKEN[session.settings.model]
-        await self._update(
+        await self.update(
             session,
             {
                 "sessionUpdate": "usage_update",
@@ -443,111 +590,6 @@ class DemoAgent:
                 "cost": {"amount": round(session.cost, 6), "currency": "USD"},
             },
         )
-
-    # ----------------------------------------------------------------- file work
-
-    async def _plan(self, session: DemoSession, steps: list[str], done: int, *, working: bool = True) -> None:
-        """Send the complete plan: the first `done` steps completed, the next one in progress
-        unless the work stopped (`working=False`), the rest pending."""
-        entries = []
-        for index, step in enumerate(steps):
-            status = "completed" if index < done else "in_progress" if index == done and working else "pending"
-            entries.append({"content": step, "priority": "high" if index < 2 else "medium", "status": status})
-        await self._update(session, {"sessionUpdate": "plan", "entries": entries})
-
-    async def _file_work(self, session: DemoSession, command: FileCommand, turn: Turn) -> str:
-        """Plan, tool call, permission, then fs/* on the client; returns the sentence for the reply."""
-        voice = replies.VOICES[session.settings.tone]
-        reading = command.action == "read"
-        path = command.path if os.path.isabs(command.path) else os.path.join(session.cwd, command.path)
-        path = os.path.normpath(path)
-        session.tool_calls += 1
-        call_id = f"call-{session.tool_calls}"
-        title = f"{'Read' if reading else 'Write'} {command.path}"
-        kind = "read" if reading else "edit"
-        method = "fs/read_text_file" if reading else "fs/write_text_file"
-        diff = [{"type": "diff", "path": path, "newText": command.text}]
-        steps = [
-            f"Ask permission to {command.action} {command.path}",
-            f"{command.action.capitalize()} {command.path} through the client",
-            "Report the result",
-        ]
-
-        async def settle(status: str, message: str | None = None, content: list[dict[str, Any]] | None = None) -> None:
-            update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}
-            if message is not None:
-                update["content"] = [{"type": "content", "content": _text(message)}]
-            if content is not None:
-                update["content"] = content
-            await self._update(session, update)
-
-        await self._plan(session, steps, done=0)
-        tool_call: dict[str, Any] = {
-            "sessionUpdate": "tool_call",
-            "toolCallId": call_id,
-            "title": title,
-            "kind": kind,
-            "status": "pending",
-            "locations": [{"path": path}],
-            "rawInput": {"path": path} if reading else {"path": path, "content": command.text},
-        }
-        if not reading:
-            tool_call["content"] = diff
-        await self._update(session, tool_call)
-        try:
-            permission = await self._unless_cancelled(
-                turn,
-                self._client.request_permission(
-                    session_id=session.session_id,
-                    tool_call=ToolCallUpdate(
-                        tool_call_id=call_id,
-                        title=title,
-                        kind=kind,
-                        status="pending",
-                        locations=[ToolCallLocation(path=path)],
-                    ),
-                    options=PERMISSION_OPTIONS,
-                ),
-            )
-            if permission.outcome.outcome != "selected":
-                raise TurnCancelled
-            if permission.outcome.option_id != "allow_once":
-                await settle("failed", "Permission denied by the user")
-                await self._plan(session, steps, done=1, working=False)
-                return voice.denied.format(action=command.action, path=command.path)
-            await self._plan(session, steps, done=1)
-            await settle("in_progress")
-            if not (self._client_reads if reading else self._client_writes):
-                capability = "fs.readTextFile" if reading else "fs.writeTextFile"
-                await settle("failed", f"The client did not advertise {capability}")
-                await self._plan(session, steps, done=1, working=False)
-                return voice.no_fs.format(action=command.action, path=command.path, method=method)
-            try:
-                if reading:
-                    response = await self._unless_cancelled(
-                        turn, self._client.read_text_file(session_id=session.session_id, path=path)
-                    )
-                    lines = len(response.content.splitlines())
-                    await settle("completed", response.content)
-                    sentence = voice.read_ok.format(path=command.path, lines=replies.plural(lines, "line"))
-                else:
-                    await self._unless_cancelled(
-                        turn,
-                        self._client.write_text_file(session_id=session.session_id, path=path, content=command.text),
-                    )
-                    await settle("completed", content=diff)
-                    sentence = voice.write_ok.format(
-                        path=command.path, chars=replies.plural(len(command.text), "character")
-                    )
-            except RequestError as exc:
-                await settle("failed", f"{method} failed: {exc}")
-                await self._plan(session, steps, done=1, working=False)
-                return voice.failed.format(action=command.action, path=command.path, error=str(exc))
-            await self._plan(session, steps, done=len(steps))
-            return sentence
-        except TurnCancelled:
-            await settle("failed", "Cancelled")
-            raise
 
     # ----------------------------------------------------------------- extensions
 
@@ -558,19 +600,3 @@ class DemoAgent:
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.debug("ignoring extension notification _%s", method)
-
-
-def _text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def _prompt_text(blocks: list[Any]) -> str:
-    """The prompt as plain text: text blocks, plus the URI of any resource link."""
-    parts = []
-    for block in blocks:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource_link":
-            parts.append(block.uri)
-    return "\n".join(parts)

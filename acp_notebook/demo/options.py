@@ -108,7 +108,7 @@ class SessionSettings:
                 raise ConfigChoiceError(f"Config option {config_id!r} takes a boolean (true or false), not {value!r}")
             self.show_thoughts = value
             return
-        valid = [choice.value for choice in _choices_of(config_id)]
+        valid = [choice.value for choice in choices_of(config_id)]
         if not isinstance(value, str) or value not in valid:
             raise ConfigChoiceError(
                 f"Invalid value {value!r} for config option {config_id!r}; valid values: {', '.join(valid)}"
@@ -116,7 +116,7 @@ class SessionSettings:
         setattr(self, config_id, value)
 
 
-def _choices_of(config_id: str) -> tuple[Choice, ...]:
+def choices_of(config_id: str) -> tuple[Choice, ...]:
     return {"model": MODELS, "thought_level": THOUGHT_LEVELS, "mode": MODES, "tone": TONES}[config_id]
 
 

@@ -1,16 +1,25 @@
-"""Deterministic text of the demo agent: replies, thoughts, titles, chunking and token counts."""
+"""Deterministic text of the demo agent: replies, thoughts, titles, chunking and token counts.
+
+Which reply a prompt gets (the agent checks in this order): "read PATH" / "write TEXT to PATH"
+(file work), a prompt starting with "ask me" (a form), a prompt asking "what did I say first?"
+(answered from the session's history, also after the session was loaded in a new process), a
+``What is A OP B?`` question (see `tasks`), and otherwise the ordinary chat reply. Pure functions.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from . import tasks
 from .options import THOUGHTS_PER_LEVEL, SessionSettings
 
 TITLE_WORDS = 5
 NEW_TOPIC_PREFIX = "new topic:"
 _QUOTE_LIMIT = 60
 _WORDS_PER_CHUNK = 3
+_RECALL_LIMIT = 200
+_RECALL_QUESTION = re.compile(r"\bwhat\s+did\s+i\s+(?:say|ask)\s+first\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,15 @@ class Voice:
     denied: str
     no_fs: str
     failed: str
+    permission_failed: str
+    recall: str
+    recall_none: str
+    task_fast: str
+    task_smart: str
+    form_declined: str
+    form_cancelled: str
+    form_failed: str
+    no_form: str
 
 
 VOICES: dict[str, Voice] = {
@@ -43,6 +61,15 @@ VOICES: dict[str, Voice] = {
         denied="Permission denied: I did not {action} {path}.",
         no_fs="I cannot {action} {path}: the client does not offer {method}.",
         failed="Could not {action} {path}: {error}.",
+        permission_failed="Could not {action} {path}: asking for permission failed ({error}).",
+        recall='You first said: "{first}". You have sent {count} before this one.',
+        recall_none="Nothing yet: this is the first thing you said.",
+        task_fast="At a glance, {question} comes to {answer}.",
+        task_smart="Working it through step by step: {question} = {answer}.",
+        form_declined="No problem, I will not ask.",
+        form_cancelled="The questions were cancelled, so I have no answers.",
+        form_failed="I could not ask my questions: the form failed ({error}).",
+        no_form="I would ask you a few questions, but this client cannot show forms (no elicitation.form capability).",
     ),
     "pirate": Voice(
         fast='Arr, ye said: "{quote}". Short answer, matey: aye, {words}.',
@@ -58,6 +85,15 @@ VOICES: dict[str, Voice] = {
         denied="Permission denied, matey: I did not {action} {path}.",
         no_fs="Arr, I cannot {action} {path}: the client offers no {method}.",
         failed="Arr, could not {action} {path}: {error}.",
+        permission_failed="Arr, could not {action} {path}: askin' leave failed ({error}).",
+        recall='Arr, first ye said: "{first}". Ye sent {count} before this one.',
+        recall_none="Nothin' yet, matey: this be the first thing ye said.",
+        task_fast="Arr, at a squint, {question} be {answer}.",
+        task_smart="I reckoned it careful, arr: {question} = {answer}.",
+        form_declined="No matter, matey, I'll not ask.",
+        form_cancelled="The questions were called off, arr, so I have no answers.",
+        form_failed="Arr, I could not ask me questions: the form failed ({error}).",
+        no_form="I'd ask ye a few questions, arr, but this client cannot show forms (no elicitation.form capability).",
     ),
 }
 
@@ -66,9 +102,9 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def quote(text: str) -> str:
+def quote(text: str, limit: int = _QUOTE_LIMIT) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= _QUOTE_LIMIT else flat[: _QUOTE_LIMIT - 1] + "…"
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def chat_reply(prompt: str, settings: SessionSettings, *, fell_back: bool = False) -> str:
@@ -85,6 +121,39 @@ def chat_reply(prompt: str, settings: SessionSettings, *, fell_back: bool = Fals
     if settings.mode == "code":
         text += f"\n{voice.code_intro}\n```python\nprint({' '.join(prompt.split())!r})\n```"
     return text
+
+
+def recall_reply(history: list[str], settings: SessionSettings, *, fell_back: bool = False) -> str:
+    """The answer to "what did I say first?": the session's first prompt, from `history` (the
+    prompts before this one)."""
+    voice = VOICES[settings.tone]
+    if not history:
+        body = voice.recall_none
+    else:
+        body = voice.recall.format(first=quote(history[0], _RECALL_LIMIT), count=plural(len(history), "prompt"))
+    return _with_prefix(settings, body, fell_back=fell_back)
+
+
+def asks_what_was_said_first(prompt: str) -> bool:
+    return _RECALL_QUESTION.search(prompt) is not None
+
+
+def task_reply(task: tasks.Task, settings: SessionSettings, *, fell_back: bool = False) -> str:
+    """The answer to an arithmetic task; its last line is ``Answer: N`` (the contract in `tasks`)."""
+    voice = VOICES[settings.tone]
+    answer = tasks.model_answer(task, settings.model)
+    shown = tasks.UNDEFINED if answer is None else str(answer)
+    template = voice.task_smart if settings.model == "smart" else voice.task_fast
+    text = _with_prefix(settings, template.format(question=task.question, answer=shown), fell_back=fell_back)
+    if settings.mode == "code":
+        text += f"\n{voice.code_intro}\n```python\nprint({_python_expression(task)})\n```"
+    return f"{text}\n{tasks.answer_line(answer)}"
+
+
+def _python_expression(task: tasks.Task) -> str:
+    if task.operator == "/":
+        return f"int({task.left} / {task.right})"  # rounds toward zero, as the task does
+    return f"{task.left} {'*' if task.operator == 'x' else task.operator} {task.right}"
 
 
 def outcome_reply(settings: SessionSettings, sentence: str, *, fell_back: bool = False) -> str:

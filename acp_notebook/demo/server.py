@@ -8,11 +8,13 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import acp
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
 from .agent import DemoAgent
+from .store import STATE_ENV, default_state_dir
 
 __all__ = ["build_parser", "main", "serve"]
 
@@ -51,7 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="advertise the auth method 'demo-token' and refuse sessions until it is used",
     )
+    parser.add_argument(
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help=f"where sessions are kept, one JSON file each (default: ${STATE_ENV} or {_shown_default()})",
+    )
     return parser
+
+
+def _shown_default() -> str:
+    home = str(Path.home())
+    shown = str(default_state_dir())
+    return "~" + shown[len(home):] if shown.startswith(home + os.sep) else shown
 
 
 async def serve(agent: DemoAgent) -> None:
@@ -76,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except argparse.ArgumentTypeError as exc:
             parser.error(f"${DELAY_ENV}: {exc}")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-notebook-demo: %(levelname)s %(message)s")
-    agent = DemoAgent(delay=delay, legacy=args.legacy, require_auth=args.require_auth)
+    agent = DemoAgent(delay=delay, legacy=args.legacy, require_auth=args.require_auth, state_dir=args.state_dir)
     try:
         asyncio.run(serve(agent))
     except KeyboardInterrupt:

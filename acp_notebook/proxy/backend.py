@@ -1,9 +1,19 @@
-"""One agent behind the proxy: its subprocess, its SDK connection, its stderr, its start and its end."""
+"""One agent behind the proxy: started on demand over an AgentConnection, restarted after it dies.
+
+The connection lifecycle (spawn, initialize raced against exit, deadlines, authentication from
+the environment, exit watch, close) is ``connection.AgentConnection``, the same as the client's.
+What is the proxy's own here: starting on first use and again after an exit, the routing of
+the agent's session ids to the proxy's sessions, and the translation of failures into what the
+proxy answers its client (``BackendGone`` / ``RequestError``), done in ``request`` only.
+
+Threads: everything runs on the proxy's one event loop.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import signal
@@ -12,25 +22,33 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from acp.connection import Connection, StreamDirection, StreamEvent
 from acp.exceptions import RequestError
 
-from .._process import AgentProcess
-from ..errors import AcpError
-from ..launch import AgentSpec, auto_auth_method, resolve_spec, spec_of
+from .._protocol import INTERNAL_ERROR
+from ..connection import AgentConnection, transport_for
+from ..connection.transport import StdioTransport
+from ..errors import (
+    AcpError,
+    AcpTimeoutError,
+    AgentClosedError,
+    AgentExitedError,
+    AgentStartError,
+    ProtocolError,
+    RpcError,
+)
+from ..launch import AgentSpec, spec_of
 
 if TYPE_CHECKING:
     from .server import Candidate
 
 __all__ = ["Backend", "BackendConfig", "BackendGone"]
 
+logger = logging.getLogger(__name__)
+
 ORPHAN_UPDATES_KEPT = 500
 ORPHAN_SESSIONS_KEPT = 64
-AUTH_REQUIRED = -32000
-# Requests an agent may answer "authentication required" before any session exists; the backend
-# then authenticates from its environment (the registry's AgentSpec.auth_env) and sends them again.
-# Never prompts: a turn is not repeated behind the user's back.
-AUTH_RETRIED_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/list"})
+DEFAULT_REQUEST_TIMEOUT = 60.0
+_DEFAULT = object()
 
 
 class _StderrEcho:
@@ -63,8 +81,14 @@ class _StderrEcho:
 _echo = _StderrEcho()
 
 
+def _every_notification(method: str) -> bool:
+    """The agent's notifications are all forwarded by ``Backend._observe`` (its handler ignores them): none
+    need go on to the SDK, which would make a task for each."""
+    return True
+
+
 class BackendGone(Exception):
-    """The agent is not running (it never started, or it exited); the message says why."""
+    """The agent cannot answer: it never started, it exited, or it did not answer in time."""
 
     def __init__(self, message: str, *, agent: str, exit_code: int | None = None,
                  stderr: list[str] | None = None) -> None:
@@ -77,7 +101,7 @@ class BackendGone(Exception):
         data: dict[str, Any] = {"agent": self.agent, "stderr": self.stderr}
         if self.exit_code is not None:
             data["exitCode"] = self.exit_code
-        return RequestError(-32603, message or str(self), data)
+        return RequestError(INTERNAL_ERROR, message or str(self), data)
 
 
 @dataclass(frozen=True)
@@ -98,60 +122,83 @@ FrameSink = Callable[[str, str, dict[str, Any]], None]
 class Backend:
     """A backend agent, started on demand and restarted after it dies.
 
-    Notifications are handed to `on_notification` synchronously from the SDK's receive loop, in
-    wire order; requests go to `on_request` (awaited, its result is the answer).
+    Notifications are handed to `on_notification` synchronously from the connection's frame tap,
+    in wire order; requests go to `on_request` (awaited, its result is the answer).
     """
 
     def __init__(self, config: BackendConfig, *, cwd: str, on_notification: NotificationSink,
-                 on_request: RequestSink, on_exit: ExitSink, on_frame: FrameSink | None = None) -> None:
+                 on_request: RequestSink, on_exit: ExitSink, on_frame: FrameSink | None = None,
+                 start_timeout: float = 60.0, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
         self.config = config
         self.name = config.name
         self.cwd = cwd
+        self.start_timeout = start_timeout
+        self.request_timeout = request_timeout
         self._on_notification = on_notification
         self._on_request = on_request
         self._on_exit = on_exit
         self._on_frame = on_frame
-        self.status = "idle"  # idle -> starting -> ready -> exited | failed; closed at shutdown
+        self.connection: AgentConnection | None = None
         self.error: str | None = None
-        self.command: list[str] = []
-        self.init_result: dict[str, Any] = {}
-        self.exit_code: int | None = None
         self.starts = 0
-        self.conn: Connection | None = None
-        self.process: AgentProcess | None = None
         self.routes: dict[str, Candidate] = {}
         # The registry's entry (auth_env...) when the spec names one; None for a plain command.
         self.spec: AgentSpec | None = spec_of(config.spec)
-        self.env: dict[str, str] = {}
-        # The auth method used on this process (by the client's authenticate, or from the environment).
-        self.auth_method: str | None = None
-        self._auth_from_env: asyncio.Future[None] | None = None
+        self._shut_down = False
         self._orphans: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self._start_task: asyncio.Task[None] | None = None
-        self._exit_watch: asyncio.Task[None] | None = None
 
     # --- state ---------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """idle -> starting -> ready -> exited | failed; closed after shutdown."""
+        if self._shut_down:
+            return "closed"
+        if self.connection is None:
+            return "failed" if self.error else "idle"
+        return {"created": "starting", "running": "ready", "closed": "closed"}.get(self.connection.state,
+                                                                                 self.connection.state)
+
     @property
     def ready(self) -> bool:
         return self.status == "ready"
 
     @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
+    def init_result(self) -> dict[str, Any]:
+        return self.connection.init_result if self.connection is not None else {}
 
     @property
     def capabilities(self) -> dict[str, Any]:
-        return dict(self.init_result.get("agentCapabilities") or {})
+        return self.connection.capabilities if self.connection is not None else {}
+
+    @property
+    def auth_methods(self) -> list[dict[str, Any]]:
+        return self.connection.auth_methods if self.connection is not None else []
+
+    @property
+    def auth_method(self) -> str | None:
+        """The auth method used on this process (by the client's authenticate, or from the environment)."""
+        return self.connection.auth_method if self.connection is not None else None
+
+    @property
+    def command(self) -> list[str]:
+        transport = self.connection.transport if self.connection is not None else None
+        return list(getattr(transport, "argv", None) or [])
+
+    @property
+    def pid(self) -> int | None:
+        return self.connection.pid if self.connection is not None else None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.connection.exit_code if self.connection is not None else None
 
     def supports(self, session_capability: str) -> bool:
         """`list`, `close`, `resume`, `delete`... from sessionCapabilities; `load` from loadSession."""
-        caps = self.capabilities
-        if session_capability == "load":
-            return bool(caps.get("loadSession"))
-        return (caps.get("sessionCapabilities") or {}).get(session_capability) is not None
+        return self.connection is not None and self.connection.supports(session_capability)
 
     def stderr_tail(self, lines: int = 10) -> list[str]:
-        return self.process.stderr_tail(lines) if self.process is not None else []
+        return self.connection.stderr_tail(lines) if self.connection is not None else []
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -181,168 +228,112 @@ class Backend:
         return BackendGone(text, agent=self.name, exit_code=self.exit_code, stderr=tail)
 
     # --- start ----------------------------------------------------------------
-    async def ensure_ready(self, init_params: dict[str, Any]) -> None:
-        """Start and initialize the agent unless it is running; raises BackendGone on failure.
+    async def ensure_ready(self, init_params: dict[str, Any], timeout: float | None = None) -> None:
+        """Start and initialize the agent unless it is running; BackendGone on failure or after
+        ``timeout`` (default: the start timeout).
 
-        The start runs in its own task, so a caller that gives up (a probe timeout) does not
+        The start runs in its own task, so a caller that gives up (a probe's deadline) does not
         abort it: the next caller finds the agent started."""
-        if self.status == "ready":
+        if self.ready:
             return
-        if self.status == "closed":
+        if self._shut_down:
             raise self.failure()
         if self._start_task is None or self._start_task.done():
             self._start_task = asyncio.create_task(self._start(init_params), name=f"proxy-start-{self.name}")
-        await asyncio.shield(self._start_task)
-        if self.status != "ready":
+        limit = self.start_timeout if timeout is None else timeout
+        try:
+            await asyncio.wait_for(asyncio.shield(self._start_task), limit)
+        except asyncio.TimeoutError:
+            raise BackendGone(f"agent '{self.name}' did not start within {limit:g} s", agent=self.name,
+                              stderr=self.stderr_tail()) from None
+        if not self.ready:
             raise self.failure()
 
     async def _start(self, init_params: dict[str, Any]) -> None:
-        self.status = "starting"
         self.error = None
-        self.exit_code = None
-        self.init_result = {}
-        self.auth_method = None
-        self._auth_from_env = None  # a new process: one new attempt
+        self.connection = None
         self.starts += 1
         try:
-            _, argv, extra_env = resolve_spec(self.config.spec, self.config.env)
+            _, transport, agent_env = transport_for(self.config.spec, cwd=self.cwd, env=self.config.env)
         except AcpError as exc:
-            self._fail(f"agent '{self.name}': {exc}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else ""))
+            self.error = f"agent '{self.name}': {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
             return
         except ValueError as exc:
-            self._fail(f"agent '{self.name}': {exc}")
+            self.error = f"agent '{self.name}': {exc}"
             return
-        self.command = argv
-        # The user's whole environment (API keys...), not the SDK's trimmed default one.
-        self.env = {**os.environ, **extra_env}
-        process = AgentProcess(argv, cwd=self.cwd, env=self.env)
-        # Prefixed with the agent's name, stderr also goes to the proxy's own stderr for whoever runs it.
-        process.stderr_listeners.append(lambda line: _echo.write(f"[{self.name}] {line}\n"))
+        if isinstance(transport, StdioTransport):
+            # Prefixed with the agent's name, stderr also goes to the proxy's own stderr for whoever runs it.
+            transport.stderr_listeners.append(lambda line: _echo.write(f"[{self.name}] {line}\n"))
+        connection = self.connection = AgentConnection(
+            transport, name=self.name, handler=self._handle, on_frame=self._observe,
+            on_exit=lambda: self._exited(connection), spec=self.spec, env=agent_env,
+            request_timeout=self.request_timeout, tapped_notifications=_every_notification)
         try:
-            await process.spawn()
-        except OSError as exc:
-            self._fail(f"agent '{self.name}': cannot run {argv[0]!r}: {exc.strerror or exc}")
-            return
-        self.process = process
-        self._exit_watch = asyncio.create_task(self._watch_exit(process), name=f"proxy-exit-{self.name}")
-        self.conn = Connection(self._handle, process.stdin, process.stdout, observers=[self._observe])
-        request = asyncio.ensure_future(self.conn.send_request("initialize", init_params))
-        exited = asyncio.ensure_future(process.exited.wait())
-        try:
-            await asyncio.wait({request, exited}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-        if not request.done():
-            request.cancel()
-        try:
-            result = request.result() if request.done() and not request.cancelled() else None
-        except RequestError as exc:
-            self._fail(f"agent '{self.name}' refused initialize: {exc}")
-            await self._terminate()
-            return
-        except ConnectionError:
-            result = None
-        if not isinstance(result, dict):
-            await self._settle()
-            self._fail(str(self._gone(f"agent '{self.name}' exited with code {self.exit_code} "
-                                      "before answering initialize")))
-            return
-        self.init_result = result
-        self.status = "ready"
+            await connection.start(init_params, timeout=self.start_timeout)
+        except AgentStartError as exc:
+            self.error = f"agent '{self.name}': {exc.message}"
 
-    def _fail(self, message: str) -> None:
-        self.status = "failed"
-        self.error = message
-
-    async def _watch_exit(self, process: AgentProcess) -> None:
-        await process.exited.wait()
-        if process is not self.process:
+    async def _exited(self, connection: AgentConnection) -> None:
+        if connection is not self.connection:
             return
-        code = self.exit_code = process.exit_code
-        if self.status in ("ready", "starting"):
-            # Status and routes change in the same step, so no request can reach a dead session
-            # and a restart cannot lose the routes of the new process.
-            self.status = "exited"
-            self.error = f"agent '{self.name}' exited with code {code}"
-            self._on_exit(self)
-            await process.settle(exit_timeout=0)
-            if process is self.process and self.status == "exited":
-                self.error = str(self._gone(f"agent '{self.name}' exited with code {code}"))
-
-    async def _settle(self) -> None:
-        """Let the exit watcher and the stderr drain finish, so errors carry the code and last lines."""
-        if self.process is not None:
-            await self.process.settle()
-        if self._exit_watch is not None:
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._exit_watch), 1.0)
+        # Routes go in the same step as the state change, so no request can reach a dead session
+        # and a restart cannot lose the routes of the new process.
+        self._on_exit(self)
+        await connection.settle()
+        if connection is self.connection:
+            self.error = str(self._gone(f"agent '{self.name}' exited with code {self.exit_code}"))
 
     # --- requests and frames ----------------------------------------------------
-    @property
-    def auth_methods(self) -> list[dict[str, Any]]:
-        return [m for m in self.init_result.get("authMethods") or [] if isinstance(m, dict)]
+    async def request(self, method: str, params: dict[str, Any], *, timeout: Any = _DEFAULT) -> Any:
+        """Send a request to the agent (deadline: ``request_timeout``; pass None for a prompt turn).
 
-    async def request(self, method: str, params: dict[str, Any], *, auth_retry: bool = True) -> Any:
-        """Send a request to the agent; BackendGone when it is not running or dies before answering.
-
-        A session request answered with "authentication required" is sent again once after
-        authenticating from the environment, when the registry maps a variable that is set to a
-        method the agent offers (see `authenticate_from_env`)."""
-        if self.status != "ready" or self.conn is None:
+        The agent's error answer is raised as the RequestError the proxy's client will see,
+        unchanged; an agent that is not running, dies or does not answer in time gives BackendGone."""
+        connection = self.connection
+        if not self.ready or connection is None:
             raise self.failure()
         try:
-            return await self.conn.send_request(method, params)
-        except RequestError as exc:
-            if exc.code == AUTH_REQUIRED and auth_retry and method in AUTH_RETRIED_METHODS \
-                    and await self.authenticate_from_env():
-                return await self.request(method, params, auth_retry=False)
-            raise
-        except ConnectionError:
-            await self._settle()
+            if timeout is _DEFAULT:
+                return await connection.request(method, params)
+            return await connection.request(method, params, timeout=timeout)
+        except RpcError as exc:
+            raise RequestError(exc.code, exc.rpc_message, exc.data) from exc
+        except ProtocolError as exc:  # an answer that could not be read (too large, malformed)
+            raise RequestError(INTERNAL_ERROR, exc.message, {"agent": self.name}) from None
+        except (AgentExitedError, AgentClosedError):
             raise self._gone(f"agent '{self.name}' exited with code {self.exit_code} while answering {method}") \
                 from None
+        except AcpTimeoutError as exc:
+            raise BackendGone(exc.message, agent=self.name, stderr=self.stderr_tail()) from None
 
     def env_auth_method(self) -> tuple[str, str] | None:
         """``(method id, env var)`` this backend would authenticate with on its own, or None."""
-        return auto_auth_method(self.spec, self.auth_methods, self.env)
+        return self.connection.env_auth_method() if self.connection is not None else None
 
-    async def authenticate_from_env(self) -> bool:
-        """Authenticate with the method whose key is in the agent's environment (codex: OPENAI_API_KEY ->
-        openai-api-key); True when done. Called only when the agent asks, so a login it already has is
-        never replaced by the key. One attempt per agent process, shared by concurrent callers; a
-        refusal is kept and raised again to every later caller, as a -32000 that names the variable."""
-        chosen = self.env_auth_method()
-        if chosen is None:
-            return False
-        if self._auth_from_env is None:
-            self._auth_from_env = asyncio.ensure_future(self._authenticate_as(*chosen))
-            # Its callers may all have given up (a probe's timeout); the outcome is still read.
-            self._auth_from_env.add_done_callback(lambda task: task.cancelled() or task.exception())
-        await asyncio.shield(self._auth_from_env)
-        return True
-
-    async def _authenticate_as(self, method_id: str, env_var: str) -> None:
-        try:
-            await self.request("authenticate", {"methodId": method_id}, auth_retry=False)
-        except RequestError as exc:
-            data = {"agent": self.name, "methodId": method_id, "envVar": env_var, "agentError": exc.data}
-            raise RequestError(AUTH_REQUIRED, f"agent '{self.name}' refused authenticate {method_id!r} "
-                                              f"(with the key in ${env_var}): {exc}", data) from None
-        self.auth_method = method_id
+    async def authenticate(self, method_id: str, params: dict[str, Any]) -> Any:
+        """The client's authenticate, for this agent's own method id."""
+        result = await self.request("authenticate", {**params, "methodId": method_id})
+        if self.connection is not None:
+            self.connection.auth_method = method_id
+        return result
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        if self.status == "ready" and self.conn is not None:
-            with contextlib.suppress(ConnectionError):
-                await self.conn.send_notification(method, params)
+        if self.ready and self.connection is not None:
+            await self.connection.notify(method, params)
 
     async def _handle(self, method: str, params: Any, is_notification: bool) -> Any:
         if is_notification:
             return None  # already handed over, in wire order, by _observe
         return await self._on_request(self, method, params if isinstance(params, dict) else {})
 
-    def _observe(self, event: StreamEvent) -> None:
-        message = event.message
-        incoming = event.direction == StreamDirection.INCOMING
+    def _observe(self, direction: str, message: dict[str, Any], note: str | None) -> None:
+        if not message:
+            # A bad frame (not JSON, too large, not JSON-RPC): nothing to forward; the proxy's log says so.
+            logger.warning("agent '%s': %s", self.name, note)
+            return
+        if note:  # an answer to no request, a second answer
+            logger.warning("agent '%s': %s", self.name, note)
+        incoming = direction == "recv"
         if self._on_frame is not None:
             self._on_frame(self.name, "in" if incoming else "out", message)
         if incoming and "method" in message and "id" not in message:
@@ -376,19 +367,14 @@ class Backend:
     # --- end ----------------------------------------------------------------------
     async def shutdown(self) -> None:
         """End the agent: EOF on stdin, then SIGTERM, then SIGKILL to its process group."""
-        self.status = "closed"
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.conn.close(), 1.0)
-        await self._terminate()
-        if self._exit_watch is not None:
-            self._exit_watch.cancel()
-
-    async def _terminate(self) -> None:
-        if self.process is not None:
-            await self.process.terminate(grace=1.0)
+        self._shut_down = True
+        if self._start_task is not None and not self._start_task.done():
+            self._start_task.cancel()
+        if self.connection is not None:
+            await self.connection.close()
 
     def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
         """Signal the agent's whole process group (tests use it to simulate a crash)."""
-        if self.process is not None:
-            self.process.signal_group(sig)
+        transport = self.connection.transport if self.connection is not None else None
+        if isinstance(transport, StdioTransport):
+            transport.process.signal_group(sig)

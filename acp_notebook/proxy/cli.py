@@ -8,24 +8,29 @@ import contextlib
 import json
 import logging
 import os
+import selectors
+import shutil
 import signal
+import stat
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
+from pathlib import Path
 from typing import IO, Any
 
 from acp.connection import Connection, StreamDirection, StreamEvent
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.stdio import stdio_streams
 
-from ..launch import AgentSpec
+from .._redact import Redactor
+from ..errors import AcpError
+from ..launch import AgentSpec, known_names, registered, resolve_spec
 from .backend import BackendConfig
-from .server import ProxyServer
+from .client_link import ClientLink
+from .server import DEFAULT_PROBE_TIMEOUT, DEFAULT_START_TIMEOUT, ProxyServer
 
 __all__ = ["build_parser", "decode_spec", "encode_spec", "main", "parse_agent", "serve"]
-
-DEFAULT_PROBE_TIMEOUT = 30.0
 
 
 def encode_spec(spec: str | Sequence[str] | AgentSpec | Mapping[str, Any]) -> str:
@@ -100,16 +105,75 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an agent behind the proxy: a registered name (demo, claude...), a command line, "
                              "or a JSON argv list; repeat for each agent")
     parser.add_argument("--probe-timeout", type=float, default=DEFAULT_PROBE_TIMEOUT, metavar="SECONDS",
-                        help=f"how long each agent may take to start and open a session "
-                             f"(default {DEFAULT_PROBE_TIMEOUT:g})")
+                        help=f"how long initialize and session/new wait for the agents; slower agents join "
+                             f"the session's model list later (default {DEFAULT_PROBE_TIMEOUT:g})")
+    parser.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT, metavar="SECONDS",
+                        help=f"how long an agent may take to start and open a session before it is left out "
+                             f"(default {DEFAULT_START_TIMEOUT:g})")
     parser.add_argument("--trace", metavar="FILE",
                         help="append every frame on every pipe to FILE as JSON lines ({link, dir, t, msg})")
     parser.add_argument("--cwd", default=None, help="where the agents run (default: the current directory)")
+    parser.add_argument("--state-dir", default=None, metavar="DIR",
+                        help="where the bindings of sessions are kept so that a later proxy can reopen them "
+                             "(default: $ACP_NOTEBOOK_PROXY_STATE, else $XDG_STATE_HOME/acp-notebook/proxy)")
     return parser
 
 
 class StdioError(RuntimeError):
     """stdin/stdout cannot carry the protocol (a terminal, a file)."""
+
+
+def _check_stdio() -> None:
+    """Refuse, in plain words, stdin/stdout that asyncio cannot watch (a file, /dev/null).
+
+    asyncio takes /dev/null for a character device, accepts it, and only fails when it
+    registers it with epoll, inside a loop callback: its traceback would come out before
+    our message. Registering both streams with a throwaway selector first finds that out.
+    """
+    for fd, events, name in ((0, selectors.EVENT_READ, "stdin"), (1, selectors.EVENT_WRITE, "stdout")):
+        with selectors.DefaultSelector() as probe:
+            try:
+                probe.register(fd, events)
+            except (OSError, ValueError):
+                raise StdioError(f"ACP travels on stdin and stdout, which must be pipes, but {name} is "
+                                 f"{_describe(fd)}: start the proxy from an ACP client (such as "
+                                 "acpnb.start_proxy or Zed)") from None
+
+
+def _describe(fd: int) -> str:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return "closed"
+    if stat.S_ISREG(mode):
+        return "a file"
+    return "/dev/null or another device" if stat.S_ISCHR(mode) else "not something asyncio can watch"
+
+
+def _program_found(program: str, cwd: str, env: Mapping[str, str]) -> bool:
+    if os.sep in program:  # a path: the agent starts in cwd, so a relative one is relative to it
+        path = os.path.join(cwd, program)
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+    return shutil.which(program, path=env.get("PATH")) is not None
+
+
+def missing_agents(agents: Sequence[BackendConfig], cwd: str) -> list[str]:
+    """One line per agent whose program cannot be found here (the proxy serves the others)."""
+    lines = []
+    for config in agents:
+        try:
+            _label, argv, env = resolve_spec(config.spec, config.env)
+        except AcpError as exc:
+            spec = config.spec if isinstance(config.spec, str) else None
+            if spec is not None and registered(spec.strip()) is None:
+                lines.append(f"--agent {config.name}={spec}: no agent is registered as {spec!r} and no such command "
+                             f"is on PATH (registered: {', '.join(sorted(known_names()))})")
+            else:
+                lines.append(f"--agent {config.name}: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+            continue
+        if not _program_found(argv[0], cwd, {**os.environ, **env}):
+            lines.append(f"--agent {config.name}: {argv[0]!r} is not on PATH")
+    return lines
 
 
 class FrameTrace:
@@ -118,10 +182,12 @@ class FrameTrace:
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
+        # What the agents are given (keys in the proxy's environment) must not land in the file.
+        self.redactor = Redactor.from_env(os.environ)
 
     def __call__(self, link: str, direction: str, message: dict[str, Any]) -> None:
         record = {"link": link, "dir": direction, "t": time.time(), "msg": message}
-        self.stream.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.stream.write(self.redactor.json_line(record) + "\n")
 
     def client_observer(self, event: StreamEvent) -> None:
         self("client", "in" if event.direction == StreamDirection.INCOMING else "out", event.message)
@@ -132,20 +198,22 @@ class FrameTrace:
 
 
 async def serve(agents: Sequence[BackendConfig], *, probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
-                trace: str | None = None, cwd: str | None = None) -> None:
+                start_timeout: float = DEFAULT_START_TIMEOUT, trace: str | None = None, cwd: str | None = None,
+                state_dir: str | None = None) -> None:
     """Speak ACP on stdin/stdout until the client closes stdin (or SIGTERM), then end every agent."""
     tracer = FrameTrace(open(trace, "a", encoding="utf-8")) if trace else None  # noqa: SIM115 - closed below
-    server = ProxyServer(agents, cwd=cwd or os.getcwd(), probe_timeout=probe_timeout, tracer=tracer)
+    server = ProxyServer(agents, cwd=cwd or os.getcwd(), probe_timeout=probe_timeout, start_timeout=start_timeout,
+                         tracer=tracer, state_dir=Path(state_dir) if state_dir else None)
+    _check_stdio()
     try:
         reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
     except (ValueError, OSError) as exc:
-        raise StdioError(f"acp-notebook proxy speaks ACP on stdin/stdout, and those must be pipes: start it "
-                         f"from an ACP client (such as acpnb.start_proxy or Zed), not a terminal or a file ({exc})") \
-            from None
+        raise StdioError(f"ACP travels on stdin and stdout, which must be pipes: start the proxy from an ACP "
+                         f"client (such as acpnb.start_proxy or Zed), not a terminal or a file ({exc})") from None
     # stdout belongs to the protocol now; a stray print goes to stderr instead of corrupting it.
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     observers = [tracer.client_observer] if tracer is not None else []
-    connection = Connection(server.handle_client, writer, reader, observers=observers, listening=False)
+    connection = Connection(server.handle_client, ClientLink(reader, writer), observers=observers, listening=False)
     server.attach(connection)
     loop = asyncio.get_running_loop()
     listening = asyncio.ensure_future(connection.main_loop())
@@ -178,8 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if duplicates:
         build_parser().error(f"agent names must be unique: {', '.join(duplicates)}")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-notebook-proxy: %(levelname)s %(message)s")
+    # Said at start: otherwise nothing tells the user until a client opens a session.
+    for line in missing_agents(args.agents, args.cwd or os.getcwd()):
+        print(f"acp-notebook proxy: cannot find {line}; serving without it", file=sys.stderr)
     try:
-        asyncio.run(serve(args.agents, probe_timeout=args.probe_timeout, trace=args.trace, cwd=args.cwd))
+        asyncio.run(serve(args.agents, probe_timeout=args.probe_timeout, start_timeout=args.start_timeout,
+                          trace=args.trace, cwd=args.cwd, state_dir=args.state_dir))
     except KeyboardInterrupt:
         return 130
     except StdioError as exc:

@@ -7,18 +7,21 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
-from ..client import Agent, astart, start
+from .._facade import twins
+from .._redact import secret_values
+from ..client import Agent
 from ..launch import AgentSpec, SpecLike, registered
-from .cli import encode_spec
 
 __all__ = ["astart_proxy", "proxy_command", "start_proxy"]
 
 AgentsLike = Union[Mapping[str, SpecLike], Sequence[tuple[str, SpecLike]]]
 
 
-def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None,
+def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, start_timeout: float | None = None,
                   trace: str | os.PathLike[str] | None = None) -> list[str]:
     """The argv that runs the proxy in front of `agents` ({"name": spec}, in order)."""
+    from .cli import encode_spec  # here, not at import: the proxy's modules bring in the SDK
+
     pairs = list(agents.items()) if isinstance(agents, Mapping) else [tuple(p) for p in agents]
     if not pairs:
         raise ValueError("start_proxy needs at least one agent, e.g. {'demo': 'demo'}")
@@ -33,6 +36,8 @@ def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None,
         argv += ["--agent", f"{name}={encode_spec(_portable(spec))}"]
     if probe_timeout is not None:
         argv += ["--probe-timeout", f"{float(probe_timeout):g}"]
+    if start_timeout is not None:
+        argv += ["--start-timeout", f"{float(start_timeout):g}"]
     if trace is not None:
         argv += ["--trace", os.fspath(trace)]
     return argv
@@ -48,16 +53,25 @@ def _portable(spec: SpecLike) -> SpecLike:
     return spec
 
 
-def start_proxy(agents: AgentsLike, *, probe_timeout: float | None = None,
-                trace: str | os.PathLike[str] | None = None, **start_kwargs: Any) -> Agent:
-    """Start the proxy in front of `agents` (``{"demo": "demo", "claude": "claude"}``) and return it as an
-    Agent: its sessions offer every agent's models as ``agent:model``. ``start_kwargs`` go to
-    ``acpnb.start`` (cwd, env, timeout, permission...)."""
-    start_kwargs.setdefault("name", "proxy")
-    return start(proxy_command(agents, probe_timeout=probe_timeout, trace=trace), **start_kwargs)
-
-
-async def astart_proxy(agents: AgentsLike, *, probe_timeout: float | None = None,
+async def _start_proxy(agents: AgentsLike, *, probe_timeout: float | None = None, start_timeout: float | None = None,
                        trace: str | os.PathLike[str] | None = None, **start_kwargs: Any) -> Agent:
+    """Start the proxy in front of `agents` (``{"demo": "demo", "claude": "claude"}``) and return it as an
+    Agent: its sessions offer every agent's models as ``agent:model``. ``probe_timeout``: how long a new
+    session waits for the agents (slower ones join later); ``start_timeout``: how long one may take to
+    start before it is left out. ``start_kwargs`` go to ``acpnb.start`` (cwd, env, timeout, permission...)."""
     start_kwargs.setdefault("name", "proxy")
-    return await astart(proxy_command(agents, probe_timeout=probe_timeout, trace=trace), **start_kwargs)
+    command = proxy_command(agents, probe_timeout=probe_timeout, start_timeout=start_timeout, trace=trace)
+    agent = Agent(command, **start_kwargs)
+    # The agents' own env (an AgentSpec's keys) travels on the proxy's command line: tell the client these
+    # values are secret, so it masks them wherever it shows them (the command, the log, errors).
+    specs = agents.values() if isinstance(agents, Mapping) else [spec for _, spec in agents]
+    agent.extra_secrets = [pair for spec in specs if isinstance(spec, AgentSpec) for pair in secret_values(spec.env)]
+    return await agent._start()
+
+
+def _deadline(*args: Any, timeout: float = 60.0, **kwargs: Any) -> float:
+    return timeout + 10
+
+
+start_proxy, astart_proxy = twins(_start_proxy, what="starting the proxy", default_timeout=_deadline,
+                                  core_takes_timeout=True)

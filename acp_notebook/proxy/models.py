@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._protocol import AGENT_MODEL_SEPARATOR, find_model_option, legacy_option
+
 __all__ = [
     "DEFAULT_MODEL",
     "META_KEY",
@@ -14,14 +16,14 @@ __all__ = [
     "AgentModels",
     "ModelChoice",
     "agent_models",
-    "find_model_option",
     "legacy_mode_option",
+    "modes_from_options",
+    "modes_option_id",
     "model_option",
     "rewrite_options",
-    "split_value",
 ]
 
-SEPARATOR = ":"
+SEPARATOR = AGENT_MODEL_SEPARATOR
 # The value that stands for "whatever this agent runs" when the agent offers no model option.
 DEFAULT_MODEL = "default"
 # Our key inside `_meta` objects; the proxy's own annotations live under it.
@@ -58,18 +60,6 @@ class AgentModels:
         return f"{self.agent}{SEPARATOR}{value}"
 
 
-def find_model_option(options: Sequence[Mapping[str, Any]] | None) -> Mapping[str, Any] | None:
-    """The agent's model option: the first select with category `model`, else a select with id `model`."""
-    selects = [o for o in options or () if isinstance(o, Mapping) and o.get("type") == "select"]
-    for option in selects:
-        if option.get("category") == "model":
-            return option
-    for option in selects:
-        if option.get("id") == "model":
-            return option
-    return None
-
-
 def _flatten(entries: Iterable[Any]) -> list[ModelChoice]:
     choices: list[ModelChoice] = []
     for entry in entries:
@@ -100,39 +90,39 @@ def agent_models(agent: str, options: Sequence[Mapping[str, Any]] | None) -> Age
 
 
 def legacy_mode_option(modes: Any) -> dict[str, Any] | None:
-    """The config option `mode` rebuilt from an agent's old `modes` field (SessionModeState), for an
-    agent that sends no `configOptions` (gemini-cli); None when `modes` lists nothing usable.
-
-    The proxy's client then sees one kind of state (configOptions, which wins over the old fields) and
-    sets the mode with set_config_option, which the proxy turns into session/set_mode."""
-    if not isinstance(modes, Mapping):
+    """The `mode` config option rebuilt from an agent's old `modes` field (see `_protocol.legacy_option`),
+    marked as the proxy's. The proxy's client then sees one kind of state (configOptions, which wins over
+    the old fields) and sets the mode with set_config_option, which the proxy turns into session/set_mode."""
+    option = legacy_option("mode", modes)
+    if option is None:
         return None
-    choices = []
-    for mode in modes.get("availableModes") or ():
-        if isinstance(mode, Mapping) and isinstance(mode.get("id"), str):
-            entry: dict[str, Any] = {"value": mode["id"], "name": str(mode.get("name") or mode["id"])}
-            if isinstance(mode.get("description"), str):
-                entry["description"] = mode["description"]
-            choices.append(entry)
-    if not choices:
-        return None
-    current = modes.get("currentModeId")
-    if not isinstance(current, str):
-        current = choices[0]["value"]
-    return {"id": "mode", "name": "Mode", "description": "The agent's session mode (set with session/set_mode)",
-            "category": "mode", "type": "select", "currentValue": current, "options": choices,
+    return {**option, "description": "The agent's session mode (set with session/set_mode)",
             "_meta": {META_KEY: {"from": "modes"}}}
 
 
-def split_value(value: Any, agents: Iterable[str]) -> tuple[str, str] | None:
-    """`"agent:model"` -> `("agent", "model")` when `agent` is one of `agents`; the model part may
-    itself contain `:` or `/`. None when the value names no known agent."""
-    if not isinstance(value, str):
+def _mode_option(options: Sequence[Mapping[str, Any]] | None) -> Mapping[str, Any] | None:
+    return next((o for o in options or () if isinstance(o, Mapping) and o.get("type") == "select"
+                 and o.get("category") == "mode"), None)
+
+
+def modes_option_id(options: Sequence[Mapping[str, Any]] | None) -> str | None:
+    """The id of the option that picks the session's mode (a select with category `mode`), or None."""
+    option = _mode_option(options)
+    return str(option["id"]) if option is not None else None
+
+
+def modes_from_options(options: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+    """The old `modes` field (SessionModeState) for the mode option, for clients that know only that field."""
+    option = _mode_option(options)
+    if option is None:
         return None
-    agent, sep, bare = value.partition(SEPARATOR)
-    if not sep or not bare or agent not in set(agents):
+    choices = _flatten(option.get("options") or ())
+    available = [{"id": c.value, "name": c.name, **({"description": c.description} if c.description else {})}
+                 for c in choices]
+    current = option.get("currentValue")
+    if not available or not isinstance(current, str):
         return None
-    return agent, bare
+    return {"currentModeId": current, "availableModes": available}
 
 
 def _group(models: AgentModels) -> dict[str, Any]:
@@ -194,6 +184,7 @@ def rewrite_options(
     marker: str,
     others: Sequence[AgentModels] = (),
     order: Sequence[str] | None = None,
+    models: AgentModels | None = None,
 ) -> list[dict[str, Any]]:
     """A bound agent's config option list as the proxy's client sees it.
 
@@ -201,13 +192,14 @@ def rewrite_options(
     models in a group named after it, plus `others`' groups while other agents may still be picked);
     an agent without a model option gets one with the single value `agent:default`, first. Every
     other option passes through untouched, in the agent's order. A list this proxy already
-    rewrote is returned as it is, so rewriting twice changes nothing.
+    rewrote is returned as it is, so rewriting twice changes nothing. ``models``: what
+    ``agent_models(agent, options)`` gives, when the caller has it already.
     """
-    options = [copy.deepcopy(dict(o)) for o in options or () if isinstance(o, Mapping)]
+    options = [_copied(dict(o)) for o in options or () if isinstance(o, Mapping)]
     if any(is_rewritten(o, marker) for o in options):
         return options
     found = find_model_option(options)
-    models = agent_models(agent, options)
+    models = models if models is not None else agent_models(agent, options)
     groups = [models, *(o for o in others if o.agent != agent)]
     if order is not None:
         rank = {name: index for index, name in enumerate(order)}
@@ -216,3 +208,19 @@ def rewrite_options(
     if found is None:
         return [rewritten, *options]
     return [rewritten if o is found else o for o in options]
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of decoded JSON (dicts, lists, scalars), as ``copy.deepcopy`` makes but several times
+    faster: every set_config_option answer through the proxy is copied. Anything else is deep-copied."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _ATOMS else _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) in _ATOMS else _copied(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)

@@ -11,23 +11,35 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from acp.connection import Connection
 from acp.exceptions import RequestError
-from acp.meta import PROTOCOL_VERSION
 
-from .backend import Backend, BackendConfig, BackendGone
+from .._protocol import (
+    AUTH_REQUIRED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION,
+    RESOURCE_NOT_FOUND,
+    client_version,
+    join_agent_model,
+    split_agent_model,
+)
+from .backend import DEFAULT_REQUEST_TIMEOUT, Backend, BackendConfig, BackendGone
+from .ids import BindingStore, decode_session_id, encode_session_id
 from .models import (
     DEFAULT_MODEL,
     META_KEY,
-    SEPARATOR,
     AgentModels,
     agent_models,
     legacy_mode_option,
     model_option,
+    modes_from_options,
+    modes_option_id,
     rewrite_options,
-    split_value,
 )
 
 __all__ = ["Candidate", "ProxyServer", "ProxySession"]
@@ -35,20 +47,19 @@ __all__ = ["Candidate", "ProxyServer", "ProxySession"]
 logger = logging.getLogger(__name__)
 
 HELD_UPDATES_KEPT = 1000
-AUTH_REQUIRED = -32000
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("acp-notebook")
-    except PackageNotFoundError:
-        return "0.0.0"
+# How long session/new (and initialize) wait for the agents; slower ones join later.
+DEFAULT_PROBE_TIMEOUT = 5.0
+# How long an agent may take to start and open its first session before it is left out.
+DEFAULT_START_TIMEOUT = 60.0
 
 
 def invalid_params(message: str, **data: Any) -> RequestError:
-    return RequestError(-32602, message, data or None)
+    return RequestError(INVALID_PARAMS, message, data or None)
+
+
+def unknown_session(session_id: Any, known: list[str]) -> RequestError:
+    return RequestError(RESOURCE_NOT_FOUND, f"unknown session id {session_id!r}; open sessions: "
+                                            f"{', '.join(known) or 'none'}", {"sessionId": session_id, "valid": known})
 
 
 @dataclass
@@ -58,11 +69,12 @@ class ProbeOutcome:
     agent: str
     models: AgentModels | None = None
     error: str | None = None
+    pending: bool = False  # still starting when session/new answered; it may join later
 
     def describe(self) -> dict[str, Any]:
         if self.models is not None:
             return {"ok": True, "models": [self.models.prefixed(v) for v in self.models.values]}
-        return {"ok": False, "error": self.error}
+        return {"ok": False, "error": self.error, **({"pending": True} if self.pending else {})}
 
 
 class Candidate:
@@ -75,6 +87,9 @@ class Candidate:
         self.agent = backend.name
         self.backend_session_id = backend_session_id
         self.options: list[dict[str, Any]] | None = None
+        # agent_models(self.options), kept until the list is replaced (absorb swaps it whole, never edits it):
+        # every set_config_option and option update through the proxy reads it two or three times.
+        self._models: tuple[Any, AgentModels] | None = None
         self.modes: Any = None
         self.held: list[dict[str, Any]] = []  # updates that arrived while the session was not bound to it
         self.released = False
@@ -114,7 +129,10 @@ class Candidate:
 
     @property
     def models(self) -> AgentModels:
-        return agent_models(self.agent, self.options)
+        cached = self._models
+        if cached is None or cached[0] is not self.options:
+            cached = self._models = (self.options, agent_models(self.agent, self.options))
+        return cached[1]
 
     @property
     def bound(self) -> bool:
@@ -136,30 +154,39 @@ class ProxySession:
     cancels: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_backend: tuple[str, str] | None = None  # (agent, backend session id) of the last binding
+    shown_mode: str | None = None  # the mode clients that only know the old `modes` field were told
 
     @property
     def available(self) -> list[str]:
         return [agent for agent, probe in self.probes.items() if probe.models is not None]
 
     def failures(self) -> dict[str, str]:
-        return {agent: probe.error or "unknown" for agent, probe in self.probes.items() if probe.models is None}
+        return {agent: probe.error or "unknown" for agent, probe in self.probes.items()
+                if probe.models is None and not probe.pending}
 
 
 class ProxyServer:
     """Serves one ACP client (on the connection given to `attach`) from several backend agents."""
 
-    def __init__(self, backends: Sequence[BackendConfig], *, cwd: str, probe_timeout: float = 30.0,
-                 tracer: Any = None) -> None:
+    def __init__(self, backends: Sequence[BackendConfig], *, cwd: str, probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+                 start_timeout: float = DEFAULT_START_TIMEOUT, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+                 tracer: Any = None, state_dir: Path | None = None) -> None:
+        """``probe_timeout``: how long initialize and session/new wait for the agents (slower ones join
+        the session's model list later); ``start_timeout``: how long an agent may take to start and
+        open a session before it is left out; ``request_timeout``: every other request to an agent
+        (prompts excepted: the client ends those with session/cancel); ``state_dir``: where the bindings
+        of sessions are remembered for later proxy processes (see ids.py)."""
         if not backends:
             raise ValueError("the proxy needs at least one agent")
         self.order = [config.name for config in backends]
         self.probe_timeout = probe_timeout
+        self.start_timeout = start_timeout
         self.tracer = tracer
         self.marker = uuid.uuid4().hex[:12]  # tells this process's rewritten options from anyone else's
         self.backends: dict[str, Backend] = {
             config.name: Backend(config, cwd=cwd, on_notification=self._from_backend_notification,
                                  on_request=self._from_backend_request, on_exit=self._backend_exited,
-                                 on_frame=self._trace)
+                                 on_frame=self._trace, start_timeout=start_timeout, request_timeout=request_timeout)
             for config in backends
         }
         self.client: Connection | None = None
@@ -167,7 +194,7 @@ class ProxyServer:
         self.sessions: dict[str, ProxySession] = {}
         self._hidden: dict[str, set[str]] = {name: set() for name in self.order}  # probe sessions, per agent
         self._forwarding: set[asyncio.Task[Any]] = set()
-        self._counter = 0
+        self.bindings = BindingStore(state_dir)
 
     def attach(self, client: Connection) -> None:
         self.client = client
@@ -245,14 +272,14 @@ class ProxyServer:
         for backend in ready:
             for method in backend.init_result.get("authMethods") or []:
                 if isinstance(method, dict) and isinstance(method.get("id"), str):
-                    auth_methods.append({**method, "id": f"{backend.name}{SEPARATOR}{method['id']}",
+                    auth_methods.append({**method, "id": join_agent_model(backend.name, method["id"]),
                                          "name": f"{backend.name}: {method.get('name') or method['id']}"})
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": agent_caps,
             "authMethods": auth_methods,
             "agentInfo": {"name": "acp-notebook-proxy", "title": f"acp-notebook proxy ({', '.join(self.order)})",
-                          "version": _version()},
+                          "version": client_version()},
             "_meta": {META_KEY: {"agents": self._agents_meta()}},
         }
 
@@ -269,20 +296,20 @@ class ProxyServer:
 
     async def _authenticate(self, params: dict[str, Any]) -> Any:
         """`agent:method` -> `authenticate {methodId: method}` on that agent (started first if it is not running)."""
-        parsed = split_value(params.get("methodId"), self.order)
+        parsed = split_agent_model(params.get("methodId"), self.order)
         if parsed is not None:
             with contextlib.suppress(BackendGone):
                 await self.backends[parsed[0]].ensure_ready(self.client_init)
-        valid = [f"{b.name}{SEPARATOR}{m['id']}" for b in self._running() for m in b.auth_methods
+        valid = [join_agent_model(b.name, m["id"]) for b in self._running() for m in b.auth_methods
                  if isinstance(m.get("id"), str)]
-        if parsed is None or f"{parsed[0]}{SEPARATOR}{parsed[1]}" not in valid:
+        if parsed is None or join_agent_model(*parsed) not in valid:
             raise invalid_params(f"unknown auth method {params.get('methodId')!r}; valid: {', '.join(valid) or 'none'}",
                                  valid=valid)
         agent, method_id = parsed
-        backend = self.backends[agent]
-        result = await self._call(backend, "authenticate", {**params, "methodId": method_id})
-        backend.auth_method = method_id
-        return result
+        try:
+            return await self.backends[agent].authenticate(method_id, params)
+        except BackendGone as exc:
+            raise exc.to_request_error() from None
 
     async def _logout(self, params: dict[str, Any]) -> Any:
         for backend in self._running():
@@ -299,11 +326,26 @@ class ProxyServer:
 
     # --- session/new: probe every agent --------------------------------------------
     async def _new_session(self, params: dict[str, Any]) -> dict[str, Any]:
-        self._counter += 1
-        session = ProxySession(id=f"proxy-{self._counter}-{uuid.uuid4().hex[:8]}", params=dict(params))
+        """Probe every agent; answer within the probe deadline with those that are ready.
+
+        An agent still starting then keeps going in the background and, once it has a session,
+        joins this session's model list by a config_option_update (while the session is not yet
+        tied to an agent by its first prompt)."""
+        session = ProxySession(id=f"probing-{uuid.uuid4().hex}", params=dict(params))
         self.sessions[session.id] = session
-        outcomes = await asyncio.gather(*(self._probe(session, b) for b in self.backends.values()))
-        session.probes = {outcome.agent: outcome for outcome in outcomes}
+        probes = {asyncio.ensure_future(self._probe(session, b)): b.name for b in self.backends.values()}
+        done, pending = await asyncio.wait(probes, timeout=self.probe_timeout)
+        self._name(session)
+        outcomes = {outcome.agent: outcome for outcome in (task.result() for task in done)}
+        for task in pending:
+            name = probes[task]
+            outcomes[name] = ProbeOutcome(name, error=f"agent '{name}' did not answer within {self.probe_timeout:g} s; "
+                                                      "it joins this session's model list when it is ready",
+                                          pending=True)
+            task.add_done_callback(lambda finished, s=session: self._late_probe(s, finished))
+        session.probes = {name: outcomes[name] for name in self.order}
+        if len(decode_session_id(session.id)) > 1:
+            self.bindings.record_unbound(session.id)  # a later proxy can then offer all of them again
         available = session.available
         if available:
             first = session.probes[available[0]].models
@@ -312,23 +354,56 @@ class ProxyServer:
         result: dict[str, Any] = {"sessionId": session.id}
         if available:
             result["configOptions"] = [self._unbound_option(session)]
+        result["_meta"] = {META_KEY: self._probes_meta(session)}
+        return result
+
+    def _name(self, session: ProxySession) -> None:
+        """The session's final id: the agents' own session ids it can be reopened from (see ids.py)."""
+        candidates = [(agent, session.candidates[agent].backend_session_id) for agent in self.order
+                      if agent in session.candidates]
+        del self.sessions[session.id]
+        session.id = encode_session_id(candidates) if candidates else f"acpnb-proxy-{uuid.uuid4().hex}"
+        self.sessions[session.id] = session
+
+    def _probes_meta(self, session: ProxySession) -> dict[str, Any]:
         meta: dict[str, Any] = {"agents": {name: outcome.describe() for name, outcome in session.probes.items()}}
         failed = session.failures()
         if failed:
             meta["failed"] = failed
-        result["_meta"] = {META_KEY: meta}
-        return result
+        waiting = [name for name, outcome in session.probes.items() if outcome.pending]
+        if waiting:
+            meta["pending"] = waiting
+        return meta
+
+    def _late_probe(self, session: ProxySession, task: asyncio.Future[ProbeOutcome]) -> None:
+        """A probe that outlived session/new's deadline has ended: add the agent, or name why not."""
+        if task.cancelled():
+            return
+        outcome = task.result()
+        session.probes = {name: outcome if name == outcome.agent else probe for name, probe in session.probes.items()}
+        if outcome.models is None:
+            logger.warning("agent '%s' is left out of session %s: %s", outcome.agent, session.id, outcome.error)
+            return
+        logger.info("agent '%s' joined session %s after the probe deadline", outcome.agent, session.id)
+        if session.closed or session.prompted:
+            candidate = session.candidates.get(outcome.agent)
+            if candidate is not None and candidate is not session.bound:
+                self._release(candidate, close=True)  # the session is tied to another agent by now
+            return
+        if session.selected is None:
+            session.selected = (outcome.agent, outcome.models.current)
+        self._send_options_update(session)
 
     async def _probe(self, session: ProxySession, backend: Backend) -> ProbeOutcome:
         stage = "initialize"
         try:
-            async with _deadline(self.probe_timeout):
+            async with _deadline(self.start_timeout):
                 await backend.ensure_ready(self.client_init)
                 stage = "session/new"
                 candidate = await self._open_backend_session(session, backend, bind=False)
         except asyncio.TimeoutError:
             return ProbeOutcome(backend.name, error=f"agent '{backend.name}' did not answer {stage} within "
-                                                    f"{self.probe_timeout:g} s")
+                                                    f"{self.start_timeout:g} s")
         except BackendGone as exc:
             return ProbeOutcome(backend.name, error=str(exc))
         except RequestError as exc:
@@ -339,7 +414,7 @@ class ProxyServer:
 
     def _auth_hint(self, backend: Backend) -> str:
         """What an agent that wants authentication needs, with the proxy's `agent:method` ids."""
-        ids = [f"{backend.name}{SEPARATOR}{m.get('id')}" for m in backend.auth_methods]
+        ids = [join_agent_model(backend.name, str(m.get("id"))) for m in backend.auth_methods]
         needs = ""
         if backend.spec is not None and (backend.spec.login_hint or backend.spec.key_vars):
             needs = f"{backend.spec.needs_key_message()}; or "
@@ -369,7 +444,7 @@ class ProxyServer:
     def _unbound_option(self, session: ProxySession) -> dict[str, Any]:
         groups = [session.probes[a].models for a in session.available]
         agent, bare = session.selected or (session.available[0], DEFAULT_MODEL)
-        return model_option([g for g in groups if g is not None], f"{agent}{SEPARATOR}{bare}", marker=self.marker)
+        return model_option([g for g in groups if g is not None], join_agent_model(agent, bare), marker=self.marker)
 
     def _client_options(self, session: ProxySession) -> list[dict[str, Any]]:
         """The complete option list the client should see for this session now."""
@@ -384,8 +459,9 @@ class ProxyServer:
                     models = other.models if other is not None else session.probes[agent].models
                     if models is not None:
                         others.append(models)
-        return rewrite_options(candidate.effective_options, candidate.agent, marker=self.marker, others=others,
-                               order=self.order)
+        options = candidate.effective_options
+        return rewrite_options(options, candidate.agent, marker=self.marker, others=others, order=self.order,
+                               models=candidate.models if options is candidate.options else None)
 
     def _valid_models(self, session: ProxySession) -> list[str]:
         option = next((o for o in self._client_options(session) if o.get("id") == "model"), None)
@@ -396,7 +472,13 @@ class ProxyServer:
     # --- binding ---------------------------------------------------------------------
     def _bind_to(self, session: ProxySession, candidate: Candidate) -> None:
         """From here on the agent's frames for this session reach the client, options rewritten."""
+        previous = session.bound
+        if previous is not None and previous is not candidate and not session.prompted:
+            # Moved to another agent before the first prompt: the old one is a probe again (deleted at that prompt).
+            self._hidden[previous.agent].add(previous.backend_session_id)
         session.bound = candidate
+        if session.last_backend != (candidate.agent, candidate.backend_session_id):
+            self.bindings.record(session.id, candidate.agent, candidate.backend_session_id)
         session.last_backend = (candidate.agent, candidate.backend_session_id)
         self._hidden[candidate.agent].discard(candidate.backend_session_id)
         held, candidate.held = candidate.held, []
@@ -433,6 +515,7 @@ class ProxyServer:
     def _restore(self, session: ProxySession, previous: Candidate | None) -> None:
         if previous is not None and not previous.released:
             session.bound = previous
+            self._hidden[previous.agent].discard(previous.backend_session_id)  # hidden by the failed move
         elif session.bound is not None and session.bound is not previous:
             session.bound = None
 
@@ -445,8 +528,15 @@ class ProxyServer:
         backend.unregister(candidate)
         if candidate.session.candidates.get(candidate.agent) is candidate:
             del candidate.session.candidates[candidate.agent]
-        if close and backend.ready and backend.supports("close"):
-            self._spawn(self._quiet(backend.request("session/close", {"sessionId": candidate.backend_session_id})))
+        if not close or not backend.ready:
+            return
+        backend_id = candidate.backend_session_id
+        if backend_id in self._hidden[candidate.agent] and backend.supports("delete"):
+            # A probe's session the client never used: leave no trace of it in the agent's own store.
+            self._hidden[candidate.agent].discard(backend_id)
+            self._spawn(self._quiet(backend.request("session/delete", {"sessionId": backend_id})))
+        elif backend.supports("close"):
+            self._spawn(self._quiet(backend.request("session/close", {"sessionId": backend_id})))
 
     async def _quiet(self, awaitable: Any) -> None:
         with contextlib.suppress(BackendGone, RequestError, ConnectionError):
@@ -456,9 +546,7 @@ class ProxyServer:
         session_id = params.get("sessionId")
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.closed:
-            known = [s.id for s in self.sessions.values() if not s.closed]
-            raise invalid_params(f"unknown session id {session_id!r}; open sessions: {', '.join(known) or 'none'}",
-                                 sessionId=session_id)
+            raise unknown_session(session_id, [s.id for s in self.sessions.values() if not s.closed])
         return session
 
     # --- config options ------------------------------------------------------------------
@@ -500,7 +588,7 @@ class ProxyServer:
     async def _set_model(self, session: ProxySession, params: dict[str, Any]) -> dict[str, Any]:
         value = params.get("value")
         valid = self._valid_models(session)
-        parsed = split_value(value, self.order)
+        parsed = split_agent_model(value, self.order)
         if parsed is None or not isinstance(value, str) or value not in valid:
             bound = session.bound
             if parsed is not None and bound is not None and session.prompted and parsed[0] != bound.agent \
@@ -532,16 +620,36 @@ class ProxyServer:
         valid = self._valid_models(session)
         return invalid_params(
             f"session {session.id} is bound to agent '{bound.agent}' since its first prompt, so {value!r} "
-            f"(agent '{value.partition(SEPARATOR)[0]}') cannot be picked here: start a new session to use it. "
+            f"(agent '{split_agent_model(value)[0]}') cannot be picked here: start a new session to use it. "
             f"Valid ids in this session: {', '.join(valid)}",
             value=value, valid=valid, boundAgent=bound.agent)
 
-    def _rewrite_result(self, session: ProxySession, result: Any) -> dict[str, Any]:
+    def _rewrite_result(self, session: ProxySession, result: Any, *, opening: bool = False) -> dict[str, Any]:
+        """An agent's answer as the client sees it. ``opening`` (new/load/resume): it also carries the old
+        `modes` field, in step with the mode option, for clients that know only that field."""
         out = dict(result) if isinstance(result, dict) else {}
         out.pop("models", None)  # the old `models` field: the model option replaces it
         if isinstance(out.get("configOptions"), list) or session.bound is not None:
             out["configOptions"] = self._client_options(session)
+            if opening and "modes" not in out:
+                modes = modes_from_options(out["configOptions"])
+                if modes is not None:
+                    out["modes"] = modes
+            self._follow_mode(session, out["configOptions"], announce=not opening)
         return out
+
+    def _follow_mode(self, session: ProxySession, options: list[dict[str, Any]], *, announce: bool = True) -> None:
+        """Tell clients that only know `modes` when the mode option's value changed (current_mode_update)."""
+        if session.bound is not None and session.bound.legacy:
+            return  # such an agent sends current_mode_update itself
+        modes = modes_from_options(options)
+        current = modes["currentModeId"] if modes is not None else None
+        if current is None or current == session.shown_mode:
+            return
+        before, session.shown_mode = session.shown_mode, current
+        if announce and before is not None:
+            self._send_to_client("session/update", {"sessionId": session.id, "update": {
+                "sessionUpdate": "current_mode_update", "currentModeId": current}})
 
     async def _set_mode(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
@@ -549,12 +657,37 @@ class ProxyServer:
         if candidate is None:
             raise invalid_params(f"session {session.id} is not bound to an agent yet; pick a model or send a "
                                  "prompt first", sessionId=session.id)
+        mode_option = modes_option_id(candidate.effective_options)
+        if not candidate.legacy and mode_option is not None:
+            # Older clients pick modes with session/set_mode: it becomes the mode option's set_config_option.
+            answer = await self._set_config_option({"sessionId": session.id, "configId": mode_option,
+                                                    "value": params.get("modeId")})
+            await self._push_options_now(session, answer["configOptions"])  # config-option clients follow too
+            return {}
         result = await self._call(candidate.backend, "session/set_mode",
                                   {**params, "sessionId": candidate.backend_session_id})
         if candidate.legacy and candidate.modes.get("currentModeId") != params.get("modeId"):
             candidate.set_mode(params.get("modeId"))
             self._send_options_update(session)  # the `mode` option the proxy shows follows
         return result
+
+    async def _set_model_unstable(self, params: dict[str, Any]) -> Any:
+        """The unstable session/set_model of older clients: the `model` option's set_config_option (`agent:model`
+        ids), so they switch models instead of silently running on the default one."""
+        options = await self._set_config_option({"sessionId": params.get("sessionId"), "configId": "model",
+                                                 "value": params.get("modelId")})
+        await self._push_options_now(self._session(params), options["configOptions"])
+        return {}
+
+    async def _push_options_now(self, session: ProxySession, options: list[dict[str, Any]]) -> None:
+        """The option list as a config_option_update, on the wire before the answer being computed."""
+        if self.client is not None:
+            await self._send_quietly("session/update", {"sessionId": session.id, "update": {
+                "sessionUpdate": "config_option_update", "configOptions": options}})
+
+    def _push_options(self, session: ProxySession, options: list[dict[str, Any]]) -> None:
+        self._send_to_client("session/update", {"sessionId": session.id, "update": {
+            "sessionUpdate": "config_option_update", "configOptions": options}})
 
     # --- prompt --------------------------------------------------------------------------
     async def _prompt(self, params: dict[str, Any]) -> Any:
@@ -571,6 +704,8 @@ class ProxyServer:
             assert candidate is not None
             session.prompted = True
             if first:
+                if len(decode_session_id(session.id)) > 1:
+                    self.bindings.record_prompted(session.id)  # later proxies keep it with this agent too
                 # The client learns the bound agent's options (and that other agents are off the table).
                 self._send_options_update(session)
                 for other in list(session.candidates.values()):
@@ -580,22 +715,22 @@ class ProxyServer:
             return {"stopReason": "cancelled"}  # cancelled while the session was being bound
         try:
             result = await candidate.backend.request(
-                "session/prompt", {**params, "sessionId": candidate.backend_session_id})
+                "session/prompt", {**params, "sessionId": candidate.backend_session_id}, timeout=None)
         except BackendGone as exc:
             raise exc.to_request_error(f"the turn failed: {exc}") from None
         return result
 
     def _nothing_to_bind(self, session: ProxySession) -> RequestError:
-        failures = session.failures() or {name: "not probed" for name in self.order}
+        failures = {agent: probe.error or "unknown" for agent, probe in session.probes.items()
+                    if probe.models is None} or {name: "not probed" for name in self.order}
         lines = "; ".join(f"{agent}: {error}" for agent, error in failures.items())
-        return RequestError(-32603, f"no agent behind this proxy is available for session {session.id}. {lines}",
+        return RequestError(INTERNAL_ERROR, f"no agent behind this proxy is available for session {session.id}. {lines}",
                             {"failures": failures})
 
     def _send_options_update(self, session: ProxySession) -> None:
         options = self._client_options(session)
         if options:
-            self._send_to_client("session/update", {"sessionId": session.id, "update": {
-                "sessionUpdate": "config_option_update", "configOptions": options}})
+            self._push_options(session, options)
 
     # --- close, list, load, resume, delete ----------------------------------------------------
     async def _close_session(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -611,6 +746,7 @@ class ProxyServer:
     async def _list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
         cursors = _decode_cursor(params.get("cursor"))
         listed: list[dict[str, Any]] = []
+        seen: set[str] = set()
         following: dict[str, str] = {}
         for backend in self._running():
             if not backend.supports("list"):
@@ -631,8 +767,12 @@ class ProxyServer:
                 backend_id = info["sessionId"]
                 if backend_id in self._hidden[backend.name]:
                     continue  # a probe's session, never used by the client
+                client_id = self._client_id_for(backend.name, backend_id)
+                if client_id is None or client_id in seen:
+                    continue  # listed through the agent it is bound to
+                seen.add(client_id)
                 entry = dict(info)
-                entry["sessionId"] = self._client_id_for(backend.name, backend_id)
+                entry["sessionId"] = client_id
                 meta = dict(entry.get("_meta") or {})
                 meta[META_KEY] = {"agent": backend.name, "sessionId": backend_id}
                 entry["_meta"] = meta
@@ -644,25 +784,57 @@ class ProxyServer:
             out["nextCursor"] = _encode_cursor(following)
         return out
 
-    def _client_id_for(self, agent: str, backend_id: str) -> str:
-        for session in self.sessions.values():
+    def _client_id_for(self, agent: str, backend_id: str) -> str | None:
+        """The id the client knows a backend session by; None when it belongs to a session bound to another
+        agent (agents sharing one store, such as two demo agents, list each other's)."""
+        owners = [s for s in self.sessions.values() if s.last_backend and s.last_backend[1] == backend_id]
+        for session in owners:
             if session.last_backend == (agent, backend_id):
                 return session.id
-        return f"{agent}{SEPARATOR}{backend_id}"  # sessions from before this proxy ran
+        if owners:
+            return None
+        remembered = self.bindings.session_id_for(agent, backend_id)  # bound by an earlier proxy process
+        if remembered is not None:
+            return remembered
+        if self.bindings.bound_elsewhere(agent, backend_id):
+            return None  # an earlier proxy bound it on another agent: it is listed through that one
+        return join_agent_model(agent, backend_id)  # a session this proxy never saw bound
 
-    def _locate(self, session_id: Any) -> tuple[str, str]:
+    def _locate(self, session_id: Any) -> list[tuple[str, str]]:
+        """Where a session may live, most likely first: ``(agent, the agent's session id)`` pairs."""
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        places: list[tuple[str, str]] = []
         if session is not None and session.last_backend is not None:
-            return session.last_backend
-        parsed = split_value(session_id, self.order)
-        if parsed is not None:
-            return parsed
-        raise invalid_params(f"unknown session id {session_id!r}: the proxy knows the sessions it opened and "
-                             "those session/list shows (agent:id)", sessionId=session_id)
+            places.append(session.last_backend)
+        remembered = self.bindings.lookup(session_id) if isinstance(session_id, str) else None
+        places += [remembered] if remembered else []
+        places += decode_session_id(session_id)
+        parsed = split_agent_model(session_id, self.order)
+        places += [parsed] if parsed else []
+        places = [p for i, p in enumerate(places) if p[0] in self.backends and p not in places[:i]]
+        if not places:
+            known = [s.id for s in self.sessions.values() if not s.closed]
+            raise RequestError(RESOURCE_NOT_FOUND, f"unknown session id {session_id!r}: the proxy knows the "
+                                                   "sessions it opened, those session/list shows (agent:id) and "
+                                                   "those its state directory remembers",
+                               {"sessionId": session_id, "valid": known})
+        return places
 
     async def _reopen(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """session/load or session/resume on the agent that owns the session."""
-        agent, backend_id = self._locate(params.get("sessionId"))
+        """session/load or session/resume on the agent that has the session: each place it may live,
+        in turn, until an agent knows it."""
+        if self._never_prompted(params.get("sessionId")):
+            return await self._reopen_unprompted(method, params)
+        *others, last = self._locate(params.get("sessionId"))
+        for agent, backend_id in others:
+            try:
+                return await self._reopen_on(method, params, agent, backend_id)
+            except RequestError as exc:
+                if exc.code not in (RESOURCE_NOT_FOUND, INVALID_PARAMS):  # -32602: agents older than -32002
+                    raise
+        return await self._reopen_on(method, params, *last)
+
+    async def _reopen_on(self, method: str, params: dict[str, Any], agent: str, backend_id: str) -> dict[str, Any]:
         backend = self.backends[agent]
         try:
             await backend.ensure_ready(self.client_init)
@@ -670,13 +842,8 @@ class ProxyServer:
             raise exc.to_request_error() from None
         capability = "load" if method == "session/load" else "resume"
         if not backend.supports(capability):
-            raise RequestError(-32601, f"agent '{agent}' does not support {method}", {"agent": agent})
-        session_id = params["sessionId"]
-        session = self.sessions.get(session_id)
-        if session is None or session.closed:
-            session = ProxySession(id=session_id, params={k: v for k, v in params.items() if k != "sessionId"})
-            self.sessions[session_id] = session
-        session.closed = False
+            raise RequestError(METHOD_NOT_FOUND, f"agent '{agent}' does not support {method}", {"agent": agent})
+        session = self._reopened(params)
         async with session.lock:
             previous = session.bound
             for candidate in list(session.candidates.values()):
@@ -702,7 +869,85 @@ class ProxyServer:
             models = candidate.models
             session.selected = (agent, models.current)
             session.probes = {agent: ProbeOutcome(agent, models=models)}
-            return self._rewrite_result(session, result)
+            return self._rewrite_result(session, result, opening=True)
+
+    def _never_prompted(self, session_id: Any) -> bool:
+        """A session offered by several agents and never prompted: it may still move to any of them."""
+        if not isinstance(session_id, str) or len(decode_session_id(session_id)) < 2:
+            return False
+        known = self.sessions.get(session_id)
+        if known is not None and known.prompted:
+            return False
+        return self.bindings.never_prompted(session_id)
+
+    def _reopened(self, params: dict[str, Any]) -> ProxySession:
+        """The proxy session a load or resume reopens: the one this process knows, or a new one under that id."""
+        session_id = params["sessionId"]
+        session = self.sessions.get(session_id)
+        if session is None or session.closed:
+            session = ProxySession(id=session_id, params={k: v for k, v in params.items() if k != "sessionId"})
+            self.sessions[session_id] = session
+        session.closed = False
+        return session
+
+    async def _reopen_unprompted(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Reopen a session that was never prompted: every agent in its id reopens its own session for it, as
+        the probes of session/new did, and the remembered binding (a model picked) is restored, so the client
+        can still pick any agent's model (clients such as acpx create a session in one process and pick its
+        model in the next). Nothing to replay: no prompt yet."""
+        session = self._reopened(params)
+        session_id = session.id
+        async with session.lock:
+            for candidate in list(session.candidates.values()):
+                self._release(candidate, close=False)
+            session.bound = None
+            places = [(agent, backend_id) for agent, backend_id in decode_session_id(session_id)
+                      if agent in self.backends]
+            outcomes = await asyncio.gather(*(self._reopen_probe(session, method, params, agent, backend_id)
+                                              for agent, backend_id in places))
+            session.probes = {outcome.agent: outcome for outcome in outcomes}
+            if not session.available:
+                session.closed = True
+                failures = session.failures()
+                raise RequestError(RESOURCE_NOT_FOUND, f"no agent could reopen session {session_id}: "
+                                   + "; ".join(failures.values()), {"sessionId": session_id, "failures": failures})
+            remembered = self.bindings.lookup(session_id)
+            bound = session.candidates.get(remembered[0]) if remembered else None
+            if bound is not None and bound.backend_session_id == remembered[1]:  # type: ignore[index]
+                self._bind_to(session, bound)
+                session.selected = (bound.agent, bound.models.current)
+            else:
+                first = session.probes[session.available[0]].models
+                assert first is not None
+                session.selected = (first.agent, first.current)
+            result = self._rewrite_result(session, {"configOptions": []}, opening=True)
+            return {**result, "_meta": {META_KEY: self._probes_meta(session)}}
+
+    async def _reopen_probe(self, session: ProxySession, method: str, params: dict[str, Any], agent: str,
+                            backend_id: str) -> ProbeOutcome:
+        """One agent's own session of a never-bound session, reopened and held unbound (a probe again)."""
+        backend = self.backends[agent]
+        candidate: Candidate | None = None
+        try:
+            async with _deadline(self.start_timeout):
+                await backend.ensure_ready(self.client_init)
+                if not backend.supports("load" if method == "session/load" else "resume"):
+                    return ProbeOutcome(agent, error=f"agent '{agent}' does not support {method}")
+                candidate = Candidate(session, backend, {}, backend_id)
+                earlier = backend.register(candidate)
+                session.candidates[agent] = candidate
+                for held_method, held in earlier:
+                    self._deliver(candidate, held_method, held)
+                result = await backend.request(method, {**params, "sessionId": backend_id})
+        except (asyncio.TimeoutError, BackendGone, RequestError) as exc:
+            if candidate is not None:
+                self._release(candidate, close=False)
+            reason = f"did not answer within {self.start_timeout:g} s" if isinstance(exc, asyncio.TimeoutError) \
+                else f"refused {method}: {exc}"
+            return ProbeOutcome(agent, error=f"agent '{agent}' {reason}")
+        candidate.absorb(result)
+        self._hidden[agent].add(backend_id)  # deleted at the first prompt unless the session binds to it
+        return ProbeOutcome(agent, models=candidate.models)
 
     async def _load_session(self, params: dict[str, Any]) -> dict[str, Any]:
         return await self._reopen("session/load", params)
@@ -714,7 +959,7 @@ class ProxyServer:
         agent, backend_id = self._locate(params.get("sessionId"))
         backend = self.backends[agent]
         if not backend.supports("delete"):
-            raise RequestError(-32601, f"agent '{agent}' does not support session/delete", {"agent": agent})
+            raise RequestError(METHOD_NOT_FOUND, f"agent '{agent}' does not support session/delete", {"agent": agent})
         result = await self._call(backend, "session/delete", {**params, "sessionId": backend_id})
         session = self.sessions.pop(params["sessionId"], None)
         if session is not None:
@@ -749,7 +994,7 @@ class ProxyServer:
             try:
                 return await backend.request(method, params)
             except RequestError as exc:
-                if exc.code != -32601:
+                if exc.code != METHOD_NOT_FOUND:
                     raise
             except BackendGone:
                 continue
@@ -767,6 +1012,7 @@ class ProxyServer:
         "session/list": _list_sessions,
         "session/set_config_option": _set_config_option,
         "session/set_mode": _set_mode,
+        "session/set_model": _set_model_unstable,
         "session/prompt": _prompt,
     }
 
@@ -807,11 +1053,19 @@ class ProxyServer:
                 candidate.held.append(params)
 
     def _forward_update(self, candidate: Candidate, params: dict[str, Any]) -> None:
-        out = {**params, "sessionId": candidate.session.id}
+        session = candidate.session
+        out = {**params, "sessionId": session.id}
         update = params.get("update")
-        if isinstance(update, dict) and update.get("sessionUpdate") == "config_option_update":
-            out["update"] = {**update, "configOptions": self._client_options(candidate.session)}
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if kind == "config_option_update":
+            out["update"] = {**update, "configOptions": self._client_options(session)}
+        elif kind == "current_mode_update" and not candidate.legacy:
+            if update.get("currentModeId") == session.shown_mode:  # type: ignore[union-attr]
+                return  # the client was told already (the proxy follows the mode option)
+            session.shown_mode = update.get("currentModeId")  # type: ignore[union-attr]
         self._send_to_client("session/update", out)
+        if kind == "config_option_update":
+            self._follow_mode(session, out["update"]["configOptions"])
 
     async def _from_backend_request(self, backend: Backend, method: str, params: dict[str, Any]) -> Any:
         """Permission, fs/*, terminal/*, elicitation and extension requests: to the client, ids translated."""

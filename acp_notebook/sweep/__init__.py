@@ -1,26 +1,63 @@
-"""Model sweeps: the same prompts across namespaced agent:model ids, as SweepResult rows, a summary, files and plots."""
+"""Sweeps: a dataset's prompts across agent:model ids, scored, summarised with intervals, kept in run directories.
+
+``acpnb.sweep`` is the entry point; the scorers, the Ray executor and the result types are here.
+"""
 
 from __future__ import annotations
 
 from .cli import main
+from .columns import COLUMN_SOURCES
+from .dataset import Sample, load_dataset
+from .executors import LocalExecutor
 from .progress import NullProgress, Progress, TextProgress, WidgetProgress
-from .result import COLUMNS, SweepResult, SweepSummary, percentile
-from .runner import ModelNotInForce, PlannedRun, asweep, plan_runs, split_model_id, sweep
+from .ray_executor import RayExecutor
+from .result import Comparison, SweepResult, SweepSummary, load_run
+from .runner import asweep, sweep
+from .scorers import (
+    Score,
+    Scorer,
+    exact,
+    includes,
+    json_field,
+    model_graded,
+    numeric,
+    regex,
+    scorer,
+)
+from .stats import percentile, sign_test, wilson_interval
+from .trial import ModelNotInForce, Trial, plan_trials, trial_id
 
 __all__ = [
-    "COLUMNS",
+    "COLUMN_SOURCES",
+    "Comparison",
+    "LocalExecutor",
     "ModelNotInForce",
     "NullProgress",
-    "PlannedRun",
     "Progress",
+    "RayExecutor",
+    "Sample",
+    "Score",
+    "Scorer",
     "SweepResult",
     "SweepSummary",
     "TextProgress",
+    "Trial",
     "WidgetProgress",
     "asweep",
+    "exact",
+    "includes",
+    "json_field",
+    "load_dataset",
+    "load_run",
     "main",
+    "model_graded",
+    "numeric",
     "percentile",
-    "plan_runs",
-    "split_model_id",
+    "plan_trials",
+    "regex",
+    "scorer",
+    "sign_test",
     "sweep",
+    "trial_id",
+    "wilson_interval",
 ]

@@ -1,4 +1,8 @@
-"""`acp-notebook sweep`: run prompts across agent:model ids from the command line and print a per-model summary."""
+"""`acp-notebook sweep`: a sweep from the command line, with the summary, comparisons and plots it asks for.
+
+Runs on the main thread; the sweep itself runs on the background loop like ``acpnb.sweep``.
+Every usage error names this command's own options (hints.CLI), never Python arguments.
+"""
 
 from __future__ import annotations
 
@@ -13,79 +17,101 @@ __all__ = ["build_parser", "main", "read_prompts"]
 
 EPILOG = """\
 model ids are AGENT:MODEL, AGENT a registered agent (see `acp-notebook agents`) and MODEL a value of
-its model option, e.g. demo:fast, claude:opus, or with --agent the agent's own values (a:fast through
+its model option, e.g. demo:fast, claude:opus; with --agent, that agent's own values (a:fast through
 the proxy).
 
-exit status: 0 when the sweep ran (some runs may have failed; see the summary and the error column),
-1 when every run failed (nothing was measured), 2 on a usage error, 130 when interrupted.
+a dataset (--dataset) is a .jsonl, .json or .csv file of records: `prompt` (or --template built from
+the fields), optional `id` and `target`, any other fields kept as columns. scorers (--scorer):
+exact, includes, numeric, numeric=TOLERANCE, regex=PATTERN, json=FIELD, graded=AGENT:MODEL;
+--extract REGEX picks the answer (group 1) that exact, includes and numeric compare.
+
+--out DIR keeps a run directory (rows.jsonl, manifest.json, trajectories/); running the same command
+again runs only the trials not done yet. --out FILE.jsonl/.csv/.json keeps just the rows.
+
+exit status: 0 when the sweep ran (some trials may have failed; see the summary), 1 when every trial
+failed, 2 on a usage error, 130 when interrupted.
 
 examples:
-  acp-notebook sweep --model demo:fast --model demo:smart --prompt hello --repeats 3 --out r.csv
-  acp-notebook sweep --model demo:smart --config thought_level=high --prompts prompts.txt --out r.json
-  acp-notebook sweep --agent "acp-notebook proxy --agent a=demo --agent b=demo" --model a:fast --model b:smart \\
-      --prompt hello
+  acp-notebook sweep --model demo:fast --model demo:smart --prompt hello --repeats 3
+  acp-notebook sweep --dataset tasks.jsonl --model demo:fast --model demo:smart --scorer numeric \\
+      --scorer includes --out runs/arith --compare demo:smart demo:fast --plot scores.png
+  acp-notebook sweep --agent "acp-notebook proxy --agent a=demo --agent b=demo" --model a:fast \\
+      --model b:smart --prompt hello
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="acp-notebook sweep",
-        description="Send the same prompts to several agent:model ids and summarise latency, tokens and errors.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--model", "-m", action="append", dest="models", metavar="AGENT:MODEL", required=True,
-                        help="a model to sweep (repeat the flag for more)")
-    prompts = parser.add_mutually_exclusive_group(required=True)
-    prompts.add_argument("--prompt", "-p", action="append", dest="prompts", metavar="TEXT",
-                         help="a prompt (repeat the flag for more)")
-    prompts.add_argument("--prompts", dest="prompts_file", metavar="FILE",
-                         help="prompts from a file: one per line (blank lines and lines starting with # skipped), "
-                              "or a JSON list of strings for .json; '-' reads stdin")
-    parser.add_argument("--repeats", "-n", type=_positive_int, default=1, metavar="N",
-                        help="runs per prompt and model (default 1)")
-    parser.add_argument("--concurrency", "-j", type=_positive_int, default=4, metavar="N",
-                        help="runs at once, across agents and sessions (default 4)")
-    parser.add_argument("--timeout", type=_positive_float, default=300.0, metavar="SECONDS",
-                        help="per-turn limit; a slower turn is cancelled and recorded as a timeout (default 300)")
-    parser.add_argument("--config", "-c", action="append", default=[], metavar="ID=VALUE",
-                        help="another option to set after the model, e.g. thought_level=high (repeatable)")
-    parser.add_argument("--out", "-o", metavar="FILE",
-                        help="write rows as runs finish (.csv, .json or .jsonl); an existing file is resumed")
-    parser.add_argument("--retry-errors", action="store_true",
-                        help="when resuming, run again the runs that failed before")
-    parser.add_argument("--permission", choices=("deny", "allow"), default="deny",
-                        help="answer to the agents' permission requests (default deny)")
-    parser.add_argument("--cwd", metavar="DIR", help="working directory for the agents and sessions")
-    parser.add_argument("--agent", metavar="SPEC",
-                        help="sweep this one agent (a registered name or a command line, e.g. the proxy); "
-                             "the model ids are then its own model values")
-    parser.add_argument("--register", action="append", default=[], metavar="NAME=COMMAND",
-                        help="register an agent for this sweep, e.g. slow='python -m acp_notebook.demo --delay 1'")
-    parser.add_argument("--no-progress", action="store_true", help="do not draw the progress bar on stderr")
-    parser.add_argument("--json", action="store_true", dest="as_json",
-                        help="print the summary as JSON instead of a table")
+        prog="acp-notebook sweep", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Send a dataset's prompts to several agent:model ids, score the replies, and summarise "
+                    "accuracy, latency, tokens and cost per model.")
+    add = parser.add_argument
+    add("--model", "-m", action="append", dest="models", metavar="AGENT:MODEL", required=True,
+        help="a model to sweep (repeat the flag for more)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", "-p", action="append", dest="prompts", metavar="TEXT",
+                        help="a prompt (repeat the flag for more)")
+    source.add_argument("--prompts", dest="prompts_file", metavar="FILE",
+                        help="prompts, one per line (blank and # lines skipped); '-' reads stdin")
+    source.add_argument("--dataset", "-d", metavar="FILE", help="a .jsonl, .json or .csv dataset")
+    add("--template", "-t", metavar="TEXT", help="the prompt built from each sample's fields, e.g. 'What is {a}+{b}?'")
+    add("--scorer", "-s", action="append", dest="scorers", default=[], metavar="SPEC",
+        help="score each reply: exact, includes, numeric[=TOL], regex=PATTERN, json=FIELD, graded=AGENT:MODEL")
+    add("--extract", metavar="REGEX", help="the part of the reply that exact/includes/numeric compare (group 1)")
+    add("--repeats", "-n", type=_whole(1), default=1, metavar="N", help="trials per sample and model (default 1)")
+    add("--concurrency", "-j", type=_whole(1), default=4, metavar="N", help="trials at once (default 4)")
+    add("--agent-concurrency", action="append", default=[], metavar="[NAME=]N",
+        help="at most N trials at once on agent NAME (or on every agent); repeatable")
+    add("--timeout", type=_number(False), default=300.0, metavar="SECONDS",
+        help="per-turn limit; a slower turn is cancelled and recorded as a timeout (default 300)")
+    add("--retries", type=_whole(0), default=2, metavar="N",
+        help="attempts after a transient failure (agent exited, timeout, rate limit; default 2)")
+    add("--backoff", type=_number(True), default=1.0, metavar="SECONDS",
+        help="pause before the first retry, doubling each time (default 1)")
+    add("--budget", type=_number(False), metavar="COST", help="start no new trial once the reported cost reaches it")
+    add("--config", "-c", action="append", default=[], metavar="ID=VALUE",
+        help="another option to set after the model, e.g. thought_level=high (repeatable)")
+    add("--out", "-o", metavar="PATH", help="a run directory (or a .jsonl/.csv/.json file); an existing one resumes")
+    add("--retry-failed", action="store_true", help="when resuming, run the failed trials again too")
+    add("--permission", choices=("deny", "allow"), default="deny", help="answer to permission requests (deny)")
+    add("--cwd", metavar="DIR", help="working directory for the agents and sessions")
+    add("--agent", metavar="SPEC", help="sweep this one agent (a registered name or a command line, e.g. the "
+                                        "proxy); the model ids are then its own model values")
+    add("--register", action="append", default=[], metavar="NAME=COMMAND",
+        help="register an agent for this sweep, e.g. slow='python -m acp_notebook.demo --delay 1'")
+    add("--executor", choices=("local", "ray"), default="local", help="where trials run (default local)")
+    add("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster to connect to (default: local)")
+    add("--workers", type=_whole(1), metavar="N", help="with --executor ray: how many workers (default: one per CPU)")
+    add("--compare", nargs=2, action="append", default=[], metavar=("A", "B"),
+        help="after the summary, compare model A with model B on the first scorer (paired test); repeatable")
+    add("--plot", metavar="FILE.png", help="save the score plot (latency without scorers); needs matplotlib")
+    add("--no-progress", action="store_true", help="do not draw the progress bar on stderr")
+    add("--json", action="store_true", dest="as_json", help="print the summary and comparisons as JSON")
     return parser
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def _whole(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}")
+        return value
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be more than 0")
-    return value
+def _number(zero: bool):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError("must be at least 0" if zero else "must be more than 0")
+        return value
+    return parse
 
 
 def read_prompts(source: str) -> list[str]:
@@ -99,66 +125,134 @@ def read_prompts(source: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def _parse_config(items: Sequence[str]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
+def _pairs(items: Sequence[str], option: str, form: str) -> list[tuple[str, str]]:
+    out = []
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--config wants ID=VALUE, got {item!r}")
-        config[key.strip()] = value.strip()
-    return config
+            raise ValueError(f"{option} wants {form}, got {item!r}")
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def _agent_caps(items: Sequence[str]) -> int | dict[str, int] | None:
+    caps: dict[str, int] = {}
+    for item in items:
+        name, sep, number = item.rpartition("=")
+        if not number.strip().isdigit() or int(number) < 1 or (sep and not name.strip()):
+            raise ValueError(f"--agent-concurrency wants N or NAME=N with N >= 1, got {item!r}")
+        if not sep:
+            return int(number)
+        caps[name.strip()] = int(number)
+    return caps or None
+
+
+def _sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The sweep's arguments from the command line; raises ValueError (or OSError) with a usage message."""
+    from .. import launch
+    from .ray_executor import RayExecutor
+    from .scorers import parse_scorer
+
+    from .hints import CLI
+
+    for name, command in _pairs(args.register, "--register", "NAME=COMMAND"):
+        if not command:
+            raise ValueError(f"--register wants NAME=COMMAND, got {name}=")
+        launch.register(name, command)
+    if args.dataset:
+        dataset: Any = Path(args.dataset)
+    else:
+        dataset = args.prompts or read_prompts(args.prompts_file)
+        if not dataset:
+            raise ValueError(f"{args.prompts_file}: no prompts in it")
+    if args.executor != "ray" and (args.ray_address or args.workers):
+        raise ValueError("--ray-address and --workers go with --executor ray")
+    executor: Any = "local"
+    if args.executor == "ray":
+        try:
+            executor = RayExecutor(address=args.ray_address, workers=args.workers)
+        except ImportError:
+            raise ValueError("--executor ray needs Ray: pip install 'acp-notebook[ray]'") from None
+    return {
+        "dataset": dataset, "models": args.models, "prompt": args.template,
+        "scorers": [parse_scorer(spec, extract=args.extract, syntax=CLI) for spec in args.scorers],
+        "repeats": args.repeats, "concurrency": args.concurrency,
+        "agent_concurrency": _agent_caps(args.agent_concurrency), "timeout": args.timeout,
+        "retries": args.retries, "backoff": args.backoff, "budget": args.budget,
+        "config": dict(_pairs(args.config, "--config", "ID=VALUE")), "permission": args.permission,
+        "cwd": args.cwd, "out": args.out, "retry_failed": args.retry_failed, "executor": executor,
+        "agent": args.agent,
+    }
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """What is asked of the finished sweep is checked before it starts, not discovered after an hour."""
+    import importlib.util
+
+    for pair in args.compare:
+        for model in pair:
+            if model not in args.models:
+                raise ValueError(f"--compare names {model!r}, which is not one of the --model ids")
+    if args.compare and not args.scorers:
+        raise ValueError("--compare compares scores: add a --scorer")
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise ValueError("--plot needs matplotlib: pip install 'acp-notebook[plot]'")
+
+
+def _report(result: Any, args: argparse.Namespace) -> None:
+    summary = result.summary()
+    comparisons = [result.compare(a, b) for a, b in args.compare]
+    if args.plot:
+        result.plot().savefig(args.plot)
+    if args.as_json:
+        print(json.dumps({"summary": list(summary), "comparisons": [c.to_dict() for c in comparisons],
+                          "out": args.out, "stopped": result.metadata.get("stopped")}, indent=1))
+        return
+    print(summary)
+    print()
+    for comparison in comparisons:
+        print(comparison)
+    failed = len(result.failed)
+    line = f"{len(result)} trials: {len(result) - failed} ok, {failed} failed"
+    if result.metadata.get("skipped"):
+        line += f" ({result.metadata['skipped']} resumed from {args.out})"
+    if args.out:
+        line += f"; results in {args.out}"
+    print(line)
+    if result.metadata.get("stopped"):
+        print(f"stopped early: {result.metadata['stopped']}; run the same command with a larger --budget to go on")
+    for row in result.failed[:5]:
+        print(f"  {row['model']} sample {row['sample_id']} repeat {row['repeat']}: {row['error']}")
+    if failed > 5:
+        print(f"  ... {failed - 5} more (see the error column)")
+    if args.plot:
+        print(f"plot saved to {args.plot}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
 
-    from .. import launch
     from ..errors import AcpError
+    from .runner import prepare, run_blocking
+    from .hints import CLI
     from .progress import NullProgress, TextProgress
-    from .runner import sweep
 
-    try:
-        prompts = args.prompts if args.prompts else read_prompts(args.prompts_file)
-        if not prompts:
-            raise ValueError(f"{args.prompts_file}: no prompts in it")
-        config = _parse_config(args.config)
-        for item in args.register:
-            name, sep, command = item.partition("=")
-            if not sep or not command.strip():
-                raise ValueError(f"--register wants NAME=COMMAND, got {item!r}")
-            launch.register(name.strip(), command)
-    except (OSError, ValueError) as exc:
-        parser.error(str(exc))
     progress = NullProgress() if args.no_progress else TextProgress(sys.stderr)
     try:
-        result = sweep(prompts, args.models, agent=args.agent, repeats=args.repeats, concurrency=args.concurrency,
-                       timeout=args.timeout, config=config, permission=args.permission, cwd=args.cwd, out=args.out,
-                       retry_errors=args.retry_errors, progress=progress)
-    except (ValueError, TypeError) as exc:
+        _check_outputs(args)
+        options = _sweep_arguments(args)
+        state, bar = prepare(options.pop("dataset"), options.pop("models"), syntax=CLI, progress=progress, **options)
+    except (OSError, ValueError, TypeError) as exc:
         parser.error(str(exc))
-    except AcpError as exc:
+    try:
+        result = run_blocking(state, bar)
+    except (AcpError, ImportError, RuntimeError) as exc:  # RuntimeError: a Ray cluster out of reach
         print(f"acp-notebook sweep: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("\nacp-notebook sweep: interrupted" + (f"; finished runs are in {args.out}, run the same command "
-                                                     "again to resume" if args.out else ""), file=sys.stderr)
+        print("\nacp-notebook sweep: interrupted" + (f"; finished trials are in {args.out}, run the same command "
+                                                     "again to go on" if args.out else ""), file=sys.stderr)
         return 130
-    summary = result.summary()
-    if args.as_json:
-        print(json.dumps(list(summary), indent=1))
-    else:
-        print(summary)
-        print()
-        failed = len(result.failed)
-        line = f"{len(result)} runs: {len(result) - failed} ok, {failed} failed"
-        if result.metadata.get("skipped"):
-            line += f" ({result.metadata['skipped']} resumed from {args.out})"
-        if args.out:
-            line += f"; results in {args.out}"
-        print(line)
-        for row in result.failed[:5]:
-            print(f"  {row['model']} prompt {row['prompt_index']} repeat {row['repeat']}: {row['error']}")
-        if failed > 5:
-            print(f"  ... {failed - 5} more (see the error column)")
+    _report(result, args)
     return 1 if len(result) and not result.ok else 0

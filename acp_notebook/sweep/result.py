@@ -1,233 +1,104 @@
-"""SweepResult: the rows of a model sweep, their per-model summary, exports (pandas, CSV, JSON) and the latency plot."""
+"""SweepResult: a sweep's rows, their per-model summary with intervals, paired comparisons, exports and plots.
+
+Plain data built after a sweep ends (or from a run directory); nothing mutates it afterwards,
+so it is safe to read from any thread.
+"""
 
 from __future__ import annotations
 
 import copy
-import csv
-import io
 import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from html import escape
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COLUMNS", "SweepResult", "SweepSummary", "percentile", "read_rows"]
-
-# One row per (prompt, model, repeat), in this column order everywhere (CSV header, DataFrame, JSON).
-COLUMNS: tuple[str, ...] = (
-    "agent",            # the agent that served the run (registry name, or the Agent's name with agent=)
-    "model",            # the id as requested, e.g. "demo:smart"
-    "model_value",      # the value set on the agent's model option ("smart"; the whole id with agent=)
-    "confirmed_model",  # the model in force after the set, read back from the agent, in the same namespace as model
-    "model_at_end",     # the model the agent reported when the turn ended (an agent may fall back mid-turn)
-    "prompt",
-    "prompt_index",
-    "repeat",
-    "status",           # "ok", "error" or "timeout"
-    "error",
-    "timed_out",
-    "text",
-    "thoughts",
-    "stop_reason",
-    "duration_s",       # prompt sent -> prompt response
-    "ttft_s",           # prompt sent -> first reply chunk
-    "input_tokens",     # the next six: the prompt response's usage, when the agent reports it
-    "output_tokens",
-    "thought_tokens",
-    "total_tokens",
-    "cached_read_tokens",
-    "cached_write_tokens",
-    "context_used",     # from usage_update: tokens in the context window (a fresh session: this run's tokens)
-    "context_size",
-    "cost",             # from usage_update: the session's cumulative cost (a fresh session: this run's cost)
-    "currency",
-    "tool_calls",
-    "session_id",
-    "config",           # {option id: value} in force when the prompt was sent
-    "started_at",       # ISO 8601 UTC, when the run got its concurrency slot
-    "ended_at",         # ISO 8601 UTC, when the run's session was closed
+from . import plots
+from .columns import (
+    FIXED_COLUMNS,
+    IDENTITY_COLUMNS,
+    TIME_COLUMNS,
+    explanation_column,
+    ordered_columns,
+    score_column,
+    scorer_names_in,
 )
+from .stats import Interval, mean_interval, percentile, sign_test, wilson_interval
+from .store import read_results, rows_to_csv
 
-_INT_COLUMNS = frozenset({"prompt_index", "repeat", "input_tokens", "output_tokens", "thought_tokens", "total_tokens",
-                          "cached_read_tokens", "cached_write_tokens", "context_used", "context_size", "tool_calls"})
-_FLOAT_COLUMNS = frozenset({"duration_s", "ttft_s", "cost"})
-_BOOL_COLUMNS = frozenset({"timed_out"})
-_JSON_COLUMNS = frozenset({"config"})
-# Text that may legitimately be empty; every other empty CSV cell reads back as None.
-_TEXT_COLUMNS = frozenset({"prompt", "text", "thoughts"})
+__all__ = ["Comparison", "SweepResult", "SweepSummary", "load_run"]
 
 
-def blank_row() -> dict[str, Any]:
-    return {column: None for column in COLUMNS}
+def _numbers(rows: Iterable[Mapping[str, Any]], column: str) -> list[float]:
+    return [float(r[column]) for r in rows
+            if isinstance(r.get(column), (int, float)) and not isinstance(r.get(column), bool)]
 
 
-def percentile(values: Iterable[float], q: float) -> float | None:
-    """The q-th percentile (0-100) with linear interpolation between closest ranks; None for no values."""
-    data = sorted(v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v)))
-    if not data:
-        return None
-    if len(data) == 1:
-        return float(data[0])
-    rank = (len(data) - 1) * q / 100.0
-    low = math.floor(rank)
-    high = min(low + 1, len(data) - 1)
-    return float(data[low] + (data[high] - data[low]) * (rank - low))
+def score_interval(rows: Sequence[Mapping[str, Any]], scorer: str, *, errors_as_zero: bool = False) -> Interval | None:
+    """The mean score with its 95% interval.
 
-
-# --- serialisation ------------------------------------------------------------
-def _csv_cell(column: str, value: Any) -> str:
-    if value is None:
-        return ""
-    if column in _JSON_COLUMNS:
-        return json.dumps(value, sort_keys=False)
-    if column in _BOOL_COLUMNS:
-        return "true" if value else "false"
-    return str(value)
-
-
-def _from_csv_cell(column: str, cell: str | None) -> Any:
-    if cell is None:
-        return None
-    if cell == "":
-        return "" if column in _TEXT_COLUMNS else None
-    if column in _INT_COLUMNS:
-        return int(float(cell))
-    if column in _FLOAT_COLUMNS:
-        return float(cell)
-    if column in _BOOL_COLUMNS:
-        return cell.strip().lower() in ("true", "1", "yes")
-    if column in _JSON_COLUMNS:
-        return json.loads(cell)
-    return cell
-
-
-def rows_to_csv(rows: Iterable[Mapping[str, Any]], *, header: bool = True) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    if header:
-        writer.writerow(COLUMNS)
+    With one 0/1 score per sample, the Wilson interval of the proportion; otherwise (repeats, graded
+    scores) Student's t over the per-sample means, because trials of one sample are not independent.
+    Failed trials are left out, or count as 0 with ``errors_as_zero``.
+    """
+    column = score_column(scorer)
+    by_sample: dict[str, list[float]] = {}
     for row in rows:
-        writer.writerow([_csv_cell(column, row.get(column)) for column in COLUMNS])
-    return buffer.getvalue()
+        value = row.get(column)
+        if value is None and errors_as_zero and row.get("status") != "ok":
+            value = 0.0
+        if value is not None:
+            by_sample.setdefault(str(row.get("sample_id")), []).append(float(value))
+    if not by_sample:
+        return None
+    values = [v for group in by_sample.values() for v in group]
+    if all(v in (0.0, 1.0) for v in values) and all(len(g) == 1 for g in by_sample.values()):
+        return wilson_interval(int(sum(values)), len(values))
+    return mean_interval([math.fsum(g) / len(g) for g in by_sample.values()])
 
 
-def _normalise(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = blank_row()
-    out.update({key: row[key] for key in COLUMNS if key in row})
-    return out
-
-
-def read_rows(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rows and metadata from a file written by ``sweep(out=...)`` or ``SweepResult.to_csv/to_json``."""
-    path = Path(path)
-    kind = out_format(path)
-    if kind == "csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            fields = reader.fieldnames or []
-            missing = [c for c in ("model", "prompt", "repeat", "status") if c not in fields]
-            if fields and missing:
-                raise ValueError(f"{path} is not a sweep results file (no column {', '.join(missing)})")
-            rows = [_normalise({c: _from_csv_cell(c, r.get(c)) for c in COLUMNS if c in r}) for r in reader]
-        return rows, _read_sidecar(path)
-    if kind == "jsonl":
-        rows = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    try:
-                        rows.append(_normalise(json.loads(line)))
-                    except json.JSONDecodeError as exc:
-                        raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from exc
-        return rows, _read_sidecar(path)
-    text = path.read_text(encoding="utf-8")
-    if not text.strip():
-        return [], {}
-    data = json.loads(text)
-    if isinstance(data, list):
-        return [_normalise(r) for r in data], {}
-    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-        raise ValueError(f"{path} is not a sweep results file (expected {{'metadata': ..., 'rows': [...]}})")
-    return [_normalise(r) for r in data["rows"]], dict(data.get("metadata") or {})
-
-
-def out_format(path: str | os.PathLike[str]) -> str:
-    suffix = Path(path).suffix.lower()
-    formats = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-    if suffix not in formats:
-        raise ValueError(f"cannot tell the format of {str(path)!r}: use a .csv, .json or .jsonl file name")
-    return formats[suffix]
-
-
-def sidecar_path(path: str | os.PathLike[str]) -> Path:
-    """Where CSV and JSON Lines results keep their metadata (JSON results embed it)."""
-    path = Path(path)
-    return path.with_name(path.name + ".meta.json")
-
-
-def _read_sidecar(path: Path) -> dict[str, Any]:
-    side = sidecar_path(path)
-    if not side.is_file():
-        return {}
-    try:
-        data = json.loads(side.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _json_default(value: Any) -> Any:
-    return str(value)
-
-
-def write_json_document(path: Path, rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]) -> None:
-    """Write the whole JSON document to a temporary file and rename it, so a reader never sees half of it."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"metadata": metadata, "rows": list(rows)}, indent=1, default=_json_default),
-                   encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_sidecar(path: Path, metadata: Mapping[str, Any]) -> None:
-    side = sidecar_path(path)
-    tmp = side.with_name(f".{side.name}.tmp")
-    tmp.write_text(json.dumps(metadata, indent=1, default=_json_default), encoding="utf-8")
-    os.replace(tmp, side)
-
-
-# --- summary ------------------------------------------------------------------
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    "model", "runs", "ok", "errors", "timeouts",
-    "latency_median_s", "latency_p90_s", "ttft_median_s", "ttft_p90_s",
-    "input_tokens_median", "output_tokens_median", "total_tokens_median", "context_used_median",
-    "cost_total", "currency",
-)
-# Always shown in tables; the others only when some model has a value.
-_SUMMARY_CORE = ("model", "runs", "ok", "errors", "timeouts", "latency_median_s", "latency_p90_s")
-
-
+# --- summary ---------------------------------------------------------------------------------
 class SweepSummary(list):
-    """Per-model summary rows (dicts with SUMMARY_COLUMNS), printable as a table."""
+    """Per-model summary rows (dicts), printable as a table; ``to_pandas()`` for a DataFrame."""
 
-    columns = SUMMARY_COLUMNS
+    def __init__(self, rows: Iterable[dict[str, Any]] = (), scorers: Sequence[str] = ()) -> None:
+        super().__init__(rows)
+        self.scorers = list(scorers)
 
-    def shown_columns(self) -> list[str]:
-        return [c for c in SUMMARY_COLUMNS if c in _SUMMARY_CORE or any(row.get(c) is not None for row in self)]
+    @property
+    def columns(self) -> list[str]:
+        return list(self[0]) if self else ["model"]
 
     def to_pandas(self):
         pd = _require_pandas()
-        return pd.DataFrame(list(self), columns=list(SUMMARY_COLUMNS)).set_index("model")
+        return pd.DataFrame(list(self), columns=self.columns).set_index("model")
+
+    def _table(self) -> tuple[list[str], list[list[str]]]:
+        """Header and cells: each score as 'mean [low, high]', and only the columns some model has a value in."""
+        header, getters = [], []
+        for column in self.columns:
+            if column.startswith("score_") and column[6:] in self.scorers:
+                name = column[6:]
+                header.append(f"{name} [95% CI]")
+                getters.append(lambda row, name=name: _format_score(row, name))
+            elif not any(column.startswith(f"score_{name}_") for name in self.scorers):
+                if column in _ALWAYS_SHOWN or any(row.get(column) is not None for row in self):
+                    header.append(column)
+                    getters.append(lambda row, column=column: _format(column, row.get(column)))
+        return header, [[get(row) for get in getters] for row in self]
 
     def __str__(self) -> str:
-        columns = self.shown_columns()
-        table = [columns] + [[_format(c, row.get(c)) for c in columns] for row in self]
-        widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+        header, cells = self._table()
+        table = [header, *cells]
+        widths = [max(len(line[i]) for line in table) for i in range(len(header))]
         lines = []
         for number, line in enumerate(table):
-            cells = [cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))]
-            lines.append("  ".join(cells).rstrip())
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(line, widths))).rstrip())
             if number == 0:
                 lines.append("  ".join("-" * w for w in widths))
         return "\n".join(lines)
@@ -236,61 +107,140 @@ class SweepSummary(list):
         return str(self)
 
     def _repr_html_(self) -> str:
-        columns = self.shown_columns()
-        head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{escape(_format(c, row.get(c)))}</td>" for c in columns) + "</tr>" for row in self
-        )
+        header, cells = self._table()
+        head = "".join(f"<th>{escape(c)}</th>" for c in header)
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in line) + "</tr>" for line in cells)
         return f"<table class='acp-sweep-summary'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_ALWAYS_SHOWN = frozenset({"model", "trials", "ok", "errors", "latency_median_s", "latency_p90_s"})
+
+
+def _format_score(row: Mapping[str, Any], name: str) -> str:
+    value = row.get(f"score_{name}")
+    if value is None:
+        return "-"
+    low, high = row.get(f"score_{name}_low"), row.get(f"score_{name}_high")
+    interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+    return f"{value:.3f}{interval} n={row.get(f'score_{name}_n')}"
 
 
 def _format(column: str, value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
     if isinstance(value, float):
         if column.startswith("cost"):
             return f"{value:.6g}"
         if column.endswith("_s"):
             return f"{value:.3f}"
-        return f"{value:.1f}" if not value.is_integer() else str(int(value))
+        return str(int(value)) if value.is_integer() else f"{value:.1f}"
     return str(value)
 
 
-def summarise(rows: Sequence[Mapping[str, Any]], model_order: Sequence[str] = ()) -> SweepSummary:
-    by_model: dict[str, list[Mapping[str, Any]]] = {model: [] for model in model_order}
-    for row in rows:
-        by_model.setdefault(str(row.get("model")), []).append(row)
-    summary = SweepSummary()
-    for model, group in by_model.items():
+def summarise(rows: Sequence[Mapping[str, Any]], models: Sequence[str], scorers: Sequence[str], *,
+              errors_as_zero: bool = False) -> SweepSummary:
+    summary = SweepSummary(scorers=scorers)
+    for model in models:
+        group = [r for r in rows if r.get("model") == model]
         if not group:
             continue
         ok = [r for r in group if r.get("status") == "ok"]
-
-        def values(column: str, runs: Sequence[Mapping[str, Any]] = ok) -> list[float]:
-            return [r[column] for r in runs if isinstance(r.get(column), (int, float)) and r.get(column) is not None]
-
-        costs = values("cost", group)
+        entry: dict[str, Any] = {"model": model, "trials": len(group), "ok": len(ok),
+                                 "errors": len(group) - len(ok),
+                                 "timeouts": sum(1 for r in group if r.get("status") == "timeout")}
+        for name in scorers:
+            interval = score_interval(group, name, errors_as_zero=errors_as_zero)
+            entry.update({f"score_{name}": interval.estimate if interval else None,
+                          f"score_{name}_low": interval.low if interval else None,
+                          f"score_{name}_high": interval.high if interval else None,
+                          f"score_{name}_n": interval.n if interval else 0})
+        costs = _numbers(group, "cost")
         currencies = sorted({str(r["currency"]) for r in group if r.get("currency")})
-        summary.append({
-            "model": model,
-            "runs": len(group),
-            "ok": len(ok),
-            "errors": sum(1 for r in group if r.get("status") != "ok"),
-            "timeouts": sum(1 for r in group if r.get("status") == "timeout"),
-            "latency_median_s": percentile(values("duration_s"), 50),
-            "latency_p90_s": percentile(values("duration_s"), 90),
-            "ttft_median_s": percentile(values("ttft_s"), 50),
-            "ttft_p90_s": percentile(values("ttft_s"), 90),
-            "input_tokens_median": percentile(values("input_tokens"), 50),
-            "output_tokens_median": percentile(values("output_tokens"), 50),
-            "total_tokens_median": percentile(values("total_tokens"), 50),
-            "context_used_median": percentile(values("context_used"), 50),
-            "cost_total": round(sum(costs), 10) if costs else None,
+        entry.update({
+            "latency_median_s": percentile(_numbers(ok, "duration_s"), 50),
+            "latency_p90_s": percentile(_numbers(ok, "duration_s"), 90),
+            "ttft_median_s": percentile(_numbers(ok, "ttft_s"), 50),
+            "ttft_p90_s": percentile(_numbers(ok, "ttft_s"), 90),
+            "input_tokens_median": percentile(_numbers(ok, "input_tokens"), 50),
+            "output_tokens_median": percentile(_numbers(ok, "output_tokens"), 50),
+            "tokens_median": percentile(_numbers(ok, "total_tokens"), 50),
+            "tokens_total": int(sum(_numbers(group, "total_tokens"))) if _numbers(group, "total_tokens") else None,
+            "cost_total": round(math.fsum(costs), 10) if costs else None,
+            "cost_per_trial": round(math.fsum(costs) / len(costs), 10) if costs else None,
             "currency": "/".join(currencies) if currencies else None,
         })
+        summary.append(entry)
     return summary
+
+
+# --- comparison ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Comparison:
+    """Model ``a`` against model ``b`` on one scorer, over the samples both were scored on.
+
+    ``difference`` is mean(a) - mean(b) over those samples, with a 95% t interval over the paired
+    per-sample differences; ``p_value`` is the exact two-sided sign test on which model did better
+    per sample (on 0/1 scores with one trial per sample this is the exact McNemar test).
+    """
+
+    a: str
+    b: str
+    scorer: str
+    samples: int
+    mean_a: float | None
+    mean_b: float | None
+    difference: float | None
+    low: float | None
+    high: float | None
+    a_better: int
+    b_better: int
+    ties: int
+    p_value: float
+    test: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        if not self.samples:
+            return f"{self.a} vs {self.b} on {self.scorer}: no sample was scored for both"
+        interval = f" [{self.low:+.3f}, {self.high:+.3f}]" if self.low is not None else ""
+        return (f"{self.a} vs {self.b} on {self.scorer}, {self.samples} shared samples: {self.mean_a:.3f} vs "
+                f"{self.mean_b:.3f}, difference {self.difference:+.3f}{interval} (95% CI); {self.a} better on "
+                f"{self.a_better}, {self.b} better on {self.b_better}, {self.ties} ties; {self.test} "
+                f"p = {self.p_value:.3g}")
+
+    def __repr__(self) -> str:
+        return f"<Comparison {self}>"
+
+    def _repr_html_(self) -> str:
+        return f"<p class='acp-sweep-comparison'>{escape(str(self))}</p>"
+
+
+def _per_sample_means(rows: Iterable[Mapping[str, Any]], model: str, column: str) -> dict[str, float]:
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        if row.get("model") == model and row.get(column) is not None:
+            groups.setdefault(str(row["sample_id"]), []).append(float(row[column]))
+    return {sample: math.fsum(values) / len(values) for sample, values in groups.items()}
+
+
+def compare(rows: Sequence[Mapping[str, Any]], a: str, b: str, scorer: str) -> Comparison:
+    column = score_column(scorer)
+    left, right = _per_sample_means(rows, a, column), _per_sample_means(rows, b, column)
+    shared = [s for s in left if s in right]
+    differences = [left[s] - right[s] for s in shared]
+    a_better = sum(1 for d in differences if d > 0)
+    b_better = sum(1 for d in differences if d < 0)
+    binary = all(v in (0.0, 1.0) for s in shared for v in (left[s], right[s]))
+    test = "exact McNemar" if binary else "exact sign test"
+    if not shared:
+        return Comparison(a, b, scorer, 0, None, None, None, None, None, 0, 0, 0, 1.0, test)
+    interval = mean_interval(differences)
+    return Comparison(a, b, scorer, len(shared), math.fsum(left[s] for s in shared) / len(shared),
+                      math.fsum(right[s] for s in shared) / len(shared), interval.estimate, interval.low,
+                      interval.high, a_better, b_better, len(shared) - a_better - b_better,
+                      sign_test(a_better, b_better), test)
 
 
 def _require_pandas():
@@ -298,32 +248,41 @@ def _require_pandas():
         import pandas as pd
     except ImportError as exc:
         raise ImportError(
-            "SweepResult.to_pandas() needs pandas, which is not installed. "
-            "Install it with `pip install 'acp-notebook[pandas]'` (or `pip install pandas`); "
-            "result.rows, to_csv() and to_json() work without it."
+            "SweepResult.to_pandas() needs pandas, which is not installed. Install it with "
+            "`pip install 'acp-notebook[pandas]'`; result.rows, summary(), to_csv() and to_json() work without it."
         ) from exc
     return pd
 
 
-# --- the result -----------------------------------------------------------------
-class SweepResult:
-    """What ``acpnb.sweep`` returns: one row per (prompt, model, repeat) and the sweep's metadata.
+def _when(text: Any) -> str:
+    try:
+        return datetime.fromisoformat(str(text)).strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    except ValueError:
+        return str(text)
 
-    ``rows`` are plain dicts with the keys in ``COLUMNS``; ``metadata`` says which package and
-    agent versions ran, when, with which prompts and options.
+
+# --- the result ------------------------------------------------------------------------------
+class SweepResult:
+    """What ``acpnb.sweep`` returns: one row per (sample, model, repeat), and the run's manifest as ``metadata``.
+
+    ``rows`` are plain dicts (see ``acp_notebook.sweep.COLUMN_SOURCES`` for what each key holds);
+    ``path`` is the run directory or results file, when there is one.
     """
 
-    columns = COLUMNS
-
-    def __init__(self, rows: Iterable[Mapping[str, Any]], metadata: Mapping[str, Any] | None = None) -> None:
-        self.rows: list[dict[str, Any]] = [_normalise(row) for row in rows]
+    def __init__(self, rows: Iterable[Mapping[str, Any]], metadata: Mapping[str, Any] | None = None, *,
+                 path: str | os.PathLike[str] | None = None) -> None:
+        self.rows: list[dict[str, Any]] = [dict(row) for row in rows]
         self.metadata: dict[str, Any] = copy.deepcopy(dict(metadata or {}))
+        self.path = Path(path) if path is not None else None
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SweepResult:
-        """Read a results file (.csv with its .meta.json, .json, or .jsonl)."""
-        rows, metadata = read_rows(path)
-        return cls(rows, metadata)
+        """Reopen a run directory or a results file (.jsonl, .csv with its .meta.json, .json)."""
+        rows, metadata = read_results(path)
+        order = {m: i for i, m in enumerate(metadata.get("models") or [])}
+        rows.sort(key=lambda r: (r.get("sample_index") or 0, order.get(r.get("model"), len(order)),
+                                 r.get("repeat") or 0))
+        return cls(rows, metadata, path=path)
 
     # --- reading ---------------------------------------------------------
     def __len__(self) -> int:
@@ -337,158 +296,153 @@ class SweepResult:
 
     @property
     def models(self) -> list[str]:
-        seen: dict[str, None] = dict.fromkeys(self.metadata.get("models") or [])
-        seen.update(dict.fromkeys(str(r["model"]) for r in self.rows))
-        return [m for m in seen if any(r["model"] == m for r in self.rows)]
+        """The models with rows, in the order the sweep listed them."""
+        seen = dict.fromkeys([*(self.metadata.get("models") or []), *(str(r.get("model")) for r in self.rows)])
+        present = {str(r.get("model")) for r in self.rows}
+        return [m for m in seen if m in present]
+
+    @property
+    def scorers(self) -> list[str]:
+        named = [s["name"] for s in self.metadata.get("scorers") or [] if isinstance(s, Mapping) and "name" in s]
+        return list(dict.fromkeys([*named, *scorer_names_in(k for r in self.rows for k in r)]))
+
+    @property
+    def metadata_columns(self) -> list[str]:
+        """The dataset's own fields carried into the rows."""
+        known = set(FIXED_COLUMNS) | {score_column(n) for n in self.scorers} | {
+            explanation_column(n) for n in self.scorers}
+        return list(dict.fromkeys(k for r in self.rows for k in r if k not in known))
 
     @property
     def ok(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r["status"] == "ok"]
+        return [r for r in self.rows if r.get("status") == "ok"]
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        """Rows whose run did not complete as asked: errors and timeouts."""
-        return [r for r in self.rows if r["status"] != "ok"]
+        """Rows whose trial did not complete as asked: errors and timeouts."""
+        return [r for r in self.rows if r.get("status") != "ok"]
 
-    def summary(self) -> SweepSummary:
-        """Per model: runs, ok, errors, timeouts, median/p90 latency and time to first token, tokens, cost.
+    def columns(self, *, full: bool = True) -> list[str]:
+        return ordered_columns(self.scorers, self.metadata_columns, full=full)
 
-        Latency and token figures are over the runs that succeeded; cost adds up every run that reported one.
+    def summary(self, *, errors_as_zero: bool = False) -> SweepSummary:
+        """Per model: trials, ok, errors, timeouts; each score's mean with its 95% interval and n; median and p90
+        latency and time to first token; token medians and total; cost (total and per trial).
+
+        Scores, latency and tokens are over the trials that succeeded (``errors_as_zero=True`` counts a failed
+        trial as score 0); cost adds up every trial that reported one.
         """
-        return summarise(self.rows, self.models)
+        return summarise(self.rows, self.models, self.scorers, errors_as_zero=errors_as_zero)
+
+    def compare(self, a: str, b: str, *, scorer: str | None = None) -> Comparison:
+        """Model ``a`` against ``b`` on ``scorer`` (default: the first) over the samples both were scored on."""
+        for model in (a, b):
+            if model not in self.models:
+                raise ValueError(f"no rows for model {model!r}; this result has {', '.join(self.models) or 'none'}")
+        if not self.scorers:
+            raise ValueError("this sweep has no scores to compare: run it with scorers=[...] (e.g. 'exact')")
+        name = self.scorers[0] if scorer is None else scorer
+        if name not in self.scorers:
+            raise ValueError(f"no scorer {name!r}; this result has {', '.join(self.scorers)}")
+        return compare(self.rows, a, b, name)
 
     # --- exports ---------------------------------------------------------
-    def to_pandas(self):
-        """A DataFrame with one row per run (needs pandas: ``pip install 'acp-notebook[pandas]'``)."""
+    def to_pandas(self, *, full: bool = False):
+        """One row per trial: model, sample id, repeat, status, scores, duration, ttft, tokens, cost, text, then
+        bookkeeping; columns no trial filled are left out. ``full=True``: every column. Needs pandas."""
         pd = _require_pandas()
-        frame = pd.DataFrame([dict(r) for r in self.rows], columns=list(COLUMNS))
-        for column in ("started_at", "ended_at"):
-            frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601")
+        columns = self.columns(full=full)
+        if not full:
+            columns = [c for c in columns
+                       if c in IDENTITY_COLUMNS or any(r.get(c) not in (None, "") for r in self.rows)]
+        frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in self.rows], columns=columns)
+        for column in TIME_COLUMNS:
+            if column in frame:
+                frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601")
         frame.attrs["metadata"] = copy.deepcopy(self.metadata)
         return frame
 
     def to_csv(self, path: str | os.PathLike[str] | None = None) -> str | None:
-        """Write CSV (the config column as JSON, metadata in PATH.meta.json); without a path, return the text."""
-        text = rows_to_csv(self.rows)
+        """Every column as CSV (config as JSON); without a path, return the text. Metadata goes to PATH.meta.json."""
+        text = rows_to_csv(self.rows, self.columns())
         if path is None:
             return text
-        target = Path(path)
-        target.write_text(text, encoding="utf-8")
-        write_sidecar(target, self.metadata)
+        Path(path).write_text(text, encoding="utf-8")
+        Path(f"{os.fspath(path)}.meta.json").write_text(json.dumps(self.metadata, indent=1, default=str),
+                                                        encoding="utf-8")
         return None
 
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str | None:
         """``{"metadata": ..., "rows": [...]}``; without a path, return the text."""
+        text = json.dumps({"metadata": self.metadata, "rows": self.rows}, indent=1, default=str)
         if path is None:
-            return json.dumps({"metadata": self.metadata, "rows": self.rows}, indent=1, default=_json_default)
-        write_json_document(Path(path), self.rows, self.metadata)
+            return text
+        Path(path).write_text(text, encoding="utf-8")
         return None
 
-    def plot(self, *, ax: Any = None, metric: str = "duration_s"):
-        """Latency per model (a box per model over the successful runs, every run as a dot); returns the Figure.
-
-        ``metric`` may be any numeric column, e.g. ``"ttft_s"`` or ``"cost"``.
-        """
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError as exc:
-            raise ImportError("SweepResult.plot() needs matplotlib: `pip install 'acp-notebook[plot]'`") from exc
-        models = self.models
-        if ax is None:
-            figure = _new_figure(figsize=(max(4.0, 1.6 * len(models) + 2), 3.6), layout="constrained")
-            ax = figure.add_subplot()
-        else:
-            figure = ax.figure
-        series = []
-        labels = []
-        for model in models:
-            runs = [r for r in self.rows if r["model"] == model]
-            values = [float(r[metric]) for r in runs if r["status"] == "ok" and isinstance(r.get(metric), (int, float))]
-            failed = sum(1 for r in runs if r["status"] != "ok")
-            series.append(values)
-            labels.append(f"{model}\n{len(values)} ok" + (f", {failed} failed" if failed else ""))
-        positions = list(range(1, len(models) + 1))
-        if any(series):
-            ax.boxplot([s if s else [math.nan] for s in series], positions=positions, widths=0.5, showfliers=False)
-        for position, values in zip(positions, series):
-            if values:
-                spread = [position + 0.12 * ((i % 5) - 2) / 2 for i in range(len(values))]
-                ax.scatter(spread, values, s=14, alpha=0.7, zorder=3)
-        ax.set_xticks(positions, labels)
-        ax.set_xlim(0.4, len(models) + 0.6)
-        title, label = {"duration_s": ("Turn latency", "turn latency (s)"),
-                        "ttft_s": ("Time to first token", "time to first token (s)")}.get(metric, (metric, metric))
-        ax.set_ylabel(label)
-        ax.set_title(f"{title} per model")
-        ax.set_ylim(bottom=0)
-        ax.grid(axis="y", alpha=0.3)
-        return figure
+    def plot(self, kind: str | None = None, *, scorer: str | None = None, metric: str = "duration_s", ax: Any = None):
+        """A matplotlib Figure: ``"scores"`` (each model's mean score with its 95% interval), ``"cost"`` (score
+        against cost per trial) or ``"latency"`` (``metric`` per model; any numeric column). Default: scores
+        when the sweep has scorers, else latency. Needs matplotlib (``pip install 'acp-notebook[plot]'``)."""
+        kind = kind or ("scores" if self.scorers and metric == "duration_s" else "latency")
+        if kind == "scores":
+            return plots.scores(self, scorer=scorer, ax=ax)
+        if kind == "cost":
+            return plots.cost(self, scorer=scorer, ax=ax)
+        if kind == "latency":
+            return plots.latency(self, metric=metric, ax=ax)
+        raise ValueError(f"plot kind is 'scores', 'cost' or 'latency', not {kind!r}")
 
     # --- display ---------------------------------------------------------
     def _counts(self) -> str:
         failed = len(self.failed)
-        timeouts = sum(1 for r in self.rows if r["status"] == "timeout")
-        text = f"{len(self.rows)} runs, {len(self.rows) - failed} ok, {failed} failed"
+        timeouts = sum(1 for r in self.rows if r.get("status") == "timeout")
+        text = f"{len(self.rows)} trials, {len(self.rows) - failed} ok, {failed} failed"
         return text + (f" ({timeouts} timed out)" if timeouts else "")
+
+    def _facts(self) -> list[str]:
+        meta = self.metadata
+        facts = [self._counts()]
+        if meta.get("samples") is not None:
+            facts.append(f"{meta['samples']} sample(s) x {len(meta.get('models') or [])} model(s) x "
+                         f"{meta.get('repeats', 1)} repeat(s)")
+        if meta.get("skipped"):
+            facts.append(f"{meta['skipped']} resumed from {meta.get('out')}")
+        if meta.get("stopped"):
+            facts.append(f"stopped early: {meta['stopped']}")
+        if meta.get("finished"):
+            facts.append(f"finished {_when(meta['finished'])}")
+        return facts
 
     def __repr__(self) -> str:
         return f"<SweepResult {self._counts()}; models: {', '.join(self.models)}>"
 
     def __str__(self) -> str:
-        return f"{self._counts()}\n{self.summary()}"
+        return f"{' · '.join(self._facts())}\n{self.summary()}"
 
     def _repr_html_(self) -> str:
-        meta = self.metadata
-        facts = [self._counts()]
-        if meta.get("prompts") is not None:
-            facts.append(f"{len(meta['prompts'])} prompt(s) x {len(meta.get('models') or [])} model(s) x "
-                         f"{meta.get('repeats', 1)} repeat(s)")
-        if meta.get("skipped"):
-            facts.append(f"{meta['skipped']} resumed from {meta.get('out')}")
-        if meta.get("finished"):
-            facts.append(f"finished {meta['finished']}")
-        shown = ("model", "prompt", "repeat", "status", "duration_s", "ttft_s", "stop_reason", "text", "error")
-        head = "".join(f"<th>{c}</th>" for c in shown)
+        shown = ["model", "sample_id", "repeat", "status", *(score_column(n) for n in self.scorers), "duration_s",
+                 "text", "error"]
+        head = "".join(f"<th>{escape(c)}</th>" for c in shown)
         body = []
         limit = 20
         for row in self.rows[:limit]:
             cells = []
             for column in shown:
                 value = row.get(column)
-                text = _format(column, value) if not isinstance(value, str) else value
-                if len(text) > 80:
-                    text = text[:77] + "..."
+                text = value if isinstance(value, str) else _format(column, value)
+                text = text if len(text) <= 80 else text[:77] + "..."
                 style = " style='color:#b00'" if column == "status" and value != "ok" else ""
                 cells.append(f"<td{style}>{escape(text)}</td>")
             body.append("<tr>" + "".join(cells) + "</tr>")
         more = (f"<p>... and {len(self.rows) - limit} more rows (<code>result.rows</code>, "
                 "<code>result.to_pandas()</code>)</p>") if len(self.rows) > limit else ""
-        return (
-            "<div class='acp-sweep-result'>"
-            f"<p><b>Sweep</b>: {escape(' · '.join(facts))}</p>"
-            f"{self.summary()._repr_html_()}"
-            "<details><summary>runs</summary>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}</details>"
-            "</div>"
-        )
+        return ("<div class='acp-sweep-result'>"
+                f"<p><b>Sweep</b>: {escape(' · '.join(self._facts()))}</p>{self.summary()._repr_html_()}"
+                f"<details><summary>trials</summary><table><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(body)}</tbody></table>{more}</details></div>")
 
 
-def _new_figure(**options: Any):
-    """A Figure that a notebook shows once, as the cell's value; elsewhere a plain Figure (no GUI window).
-
-    In a kernel, creating it through pyplot loads the inline backend, which registers the PNG
-    formatter for Figures; closing it at once stops pyplot from showing it a second time.
-    """
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        get_ipython = None  # type: ignore[assignment]
-    if get_ipython is not None and get_ipython() is not None:
-        import matplotlib.pyplot as plt
-
-        figure = plt.figure(**options)
-        plt.close(figure)
-        return figure
-    from matplotlib.figure import Figure
-
-    return Figure(**options)
+def load_run(path: str | os.PathLike[str]) -> SweepResult:
+    """Reopen a sweep's run directory (``out="runs/name"``) or results file as a SweepResult."""
+    return SweepResult.load(path)

@@ -1,547 +1,433 @@
-"""Running a sweep: plan the (prompt, model, repeat) runs, start agents once, run in parallel, record each turn."""
+"""Running a sweep: validate, plan the trials, resume from ``out``, schedule with retries, caps and a budget, score.
+
+``sweep`` (blocking) and ``asweep`` (awaitable) are thin wrappers around one coroutine,
+``_Sweep.run``, which runs on the background loop thread; that thread alone mutates a
+``_Sweep`` once it runs. The caller's thread builds it (validation, dataset, resume) and reads
+the result after it ends. Store writes go to worker threads, one at a time (``write_lock``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import inspect
 import os
 import platform
+import random
 import sys
 import threading
 import time
+import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Union
 
 from .. import _loop
-from ..client import Agent, PermissionPolicy, Session, astart
-from ..errors import AcpError, AcpTimeoutError, ConfigOptionError
+from ..client import Agent, PermissionPolicy
 from ..launch import SpecLike, known_names, registered
-from ..state import ConfigOptions
-from ..turn import Turn
+from .columns import explanation_column, ordered_columns, score_column
+from .dataset import dataset_fingerprint, is_dataset_path, load_dataset
+from .executors import Executor, ExecutorSetup, LocalExecutor, make_executor
+from .hints import PYTHON, Syntax
 from .progress import Progress, ProgressLike, make_progress
-from .result import (
-    COLUMNS,
-    SweepResult,
-    blank_row,
-    out_format,
-    read_rows,
-    rows_to_csv,
-    write_json_document,
-    write_sidecar,
+from .result import SweepResult
+from .scorers import GraderReply, Score, Scorer, as_scorers, needs_grading
+from .store import RunStore
+from .trial import (
+    AgentPool,
+    GradingError,
+    Outcome,
+    Trial,
+    TrialSettings,
+    agent_and_value,
+    ask_model,
+    iso_time,
+    plan_trials,
 )
 
-__all__ = ["ModelNotInForce", "PlannedRun", "asweep", "plan_runs", "split_model_id", "sweep"]
+__all__ = ["asweep", "sweep"]
 
 AgentLike = Union[Agent, SpecLike, None]
-ERROR_TEXT_LIMIT = 600
-SESSION_CLOSE_TIMEOUT_S = 10.0
 CLEANUP_WAIT_S = 30.0  # how long an interrupted sweep waits for its agents to close before it returns
-
-
-class ModelNotInForce(AcpError):
-    """The agent accepted the model pick but its state reports another model."""
-
-    hint = ("The agent did not switch to the requested model; the run was not prompted so the row cannot be "
-            "mistaken for the requested model's answer.")
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """One cell of the sweep: a prompt sent to a model, the n-th time."""
-
-    model: str                # the id as requested ("demo:smart")
-    agent_name: str | None    # the registry agent to start (None when the sweep was given agent=)
-    value: str                # the value for the agent's model option
-    prompt: str
-    prompt_index: int
-    repeat: int
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return run_key(self.model, self.prompt, self.repeat)
-
-    def confirmed_id(self, value: Any) -> str | None:
-        """The agent's reported model value, in the namespace of ``model``."""
-        if value is None:
-            return None
-        return f"{self.agent_name}:{value}" if self.agent_name is not None else str(value)
-
-
-def run_key(model: Any, prompt: Any, repeat: Any) -> tuple[str, str, int]:
-    return (str(model), str(prompt), int(repeat))
-
-
-def split_model_id(model_id: str) -> tuple[str, str]:
-    """``"agent:model"`` -> ``("agent", "model")``; the model part may itself contain ':' or '/'."""
-    if not isinstance(model_id, str):
-        raise TypeError(f"model ids are strings like 'demo:fast', not {model_id!r}")
-    agent_name, sep, value = model_id.partition(":")
-    if not sep or not agent_name.strip() or not value.strip():
-        raise ValueError(
-            f"model id {model_id!r} is not of the form agent:model (e.g. 'demo:fast', 'claude:opus'). "
-            "To sweep one agent's own model values, pass agent=..."
-        )
-    return agent_name.strip(), value.strip()
-
-
-def plan_runs(prompts: Sequence[str], models: Sequence[str], repeats: int, *,
-              with_agent: bool) -> list[PlannedRun]:
-    """Every run, ordered repeat-major then prompt then model, so the early runs cover every model
-    (an interrupted sweep is still a fair comparison) and concurrent runs spread across agents."""
-    runs = []
-    for repeat in range(repeats):
-        for prompt_index, prompt in enumerate(prompts):
-            for model in models:
-                if with_agent:
-                    runs.append(PlannedRun(model, None, model, prompt, prompt_index, repeat))
-                else:
-                    agent_name, value = split_model_id(model)
-                    runs.append(PlannedRun(model, agent_name, value, prompt, prompt_index, repeat))
-    return runs
-
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="microseconds")
-
-
-def _describe_error(phase: str, exc: BaseException) -> str:
-    if isinstance(exc, AcpError):
-        message = exc.message
-        if isinstance(exc, ConfigOptionError) and exc.hint:
-            message += f" ({exc.hint})"  # names the valid values
-    else:
-        message = str(exc)
-    text = f"{phase}: {type(exc).__name__}: {' '.join(message.split())}"
-    return text if len(text) <= ERROR_TEXT_LIMIT else text[: ERROR_TEXT_LIMIT - 3] + "..."
-
-
-def _model_value(config: ConfigOptions) -> Any:
-    option = config.by_category("model") or config.get("model")
-    return option.value if option is not None else None
-
-
-def _coerce(session: Session, config_id: str, value: Any) -> Any:
-    """Let CLI-style strings "true"/"false" drive boolean options."""
-    option = session.config.get(config_id)
-    if option is not None and option.type == "boolean" and isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in ("true", "on", "yes", "1"):
-            return True
-        if lowered in ("false", "off", "no", "0"):
-            return False
-    return value
+MAX_BACKOFF_S = 60.0
 
 
 def _package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
-    for name in ("acp-notebook", "agent-client-protocol"):
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in ("acp-notebook", "agent-client-protocol", "ray"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
-            out[name] = "unknown"
+            if name != "ray":
+                out[name] = "unknown"
     return out
 
 
-class _AgentPool:
-    """One agent process per agent name, started on first use and shared by that agent's runs.
-
-    A process that died (crashed mid-run) is replaced on the next use; a start that failed is
-    not retried, so every run for that agent records the same start error at once.
-    """
-
-    def __init__(self, *, cwd: str | None, permission: PermissionPolicy, given: Agent | None,
-                 spec: SpecLike | None) -> None:
-        self.cwd = cwd
-        self.permission = permission
-        self.given = given
-        self.spec = spec
-        self._starting: dict[str, asyncio.Future[Agent]] = {}
-        self.started: list[Agent] = []
-        self.restarts: dict[str, int] = {}
-
-    async def get(self, name: str | None) -> Agent:
-        if self.given is not None:
-            return self.given
-        key = name or ""
-        future = self._starting.get(key)
-        if future is not None and future.done() and not future.cancelled() and future.exception() is None:
-            if future.result().status == "exited":
-                self.restarts[key] = self.restarts.get(key, 0) + 1
-                future = None
-        if future is None:
-            future = asyncio.ensure_future(self._start(name))
-            self._starting[key] = future
-        # Shielded: a run that is cancelled must not cancel a start other runs are waiting on.
-        return await asyncio.shield(future)
-
-    async def _start(self, name: str | None) -> Agent:
-        spec = self.spec if name is None else name
-        agent = await astart(spec, cwd=self.cwd, permission=self.permission)  # type: ignore[arg-type]
-        self.started.append(agent)
-        return agent
-
-    async def close_all(self) -> None:
-        for future in list(self._starting.values()):
-            if not future.done():
-                with contextlib.suppress(BaseException):
-                    await future
-        await asyncio.gather(*(agent.aclose() for agent in self.started), return_exceptions=True)
-
-    def describe(self) -> dict[str, Any]:
-        agents: dict[str, Any] = {}
-        if self.given is not None:
-            agents[self.given.name] = self._agent_facts(self.given, owned=False)
-        for agent in self.started:
-            earlier = agents.get(agent.name, {})
-            facts = self._agent_facts(agent, owned=True)
-            facts["pids"] = [*earlier.get("pids", []), agent.pid]
-            facts["processes"] = len(facts["pids"])
-            agents[agent.name] = facts
-        for key, future in self._starting.items():
-            if future.done() and not future.cancelled() and future.exception() is not None:
-                agents.setdefault(key or str(self.spec), {"error": str(future.exception()).splitlines()[0]})
-        return agents
-
-    @staticmethod
-    def _agent_facts(agent: Agent, *, owned: bool) -> dict[str, Any]:
-        return {"info": dict(agent.info), "command": list(agent.command), "pids": [agent.pid],
-                "protocol_version": agent.protocol_version, "started_by_sweep": owned}
+def _whole(name: str, value: Any, minimum: int, syntax: Syntax) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{syntax[name]} must be a whole number >= {minimum}, not {value!r}")
+    return value
 
 
-class _OutFile:
-    """Results written as runs finish: CSV and JSON Lines append; JSON rewrites the document atomically."""
+def _seconds(name: str, value: Any, syntax: Syntax, *, zero: bool = False) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero):
+        raise ValueError(f"{syntax[name]} must be a number {'>=' if zero else '>'} 0 (or None), not {value!r}")
+    return float(value)
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.format = out_format(self.path)
-        self.rows: list[dict[str, Any]] = []
-        self.metadata: dict[str, Any] = {}
-        if self.path.exists() and self.path.stat().st_size > 0:
-            self.rows, self.metadata = read_rows(self.path)
-            if self.format == "csv":
-                self._check_csv_header()
 
-    def _check_csv_header(self) -> None:
-        with self.path.open(encoding="utf-8") as handle:
-            header = handle.readline().strip()
-        if header != ",".join(COLUMNS):
-            raise ValueError(
-                f"{self.path} has other columns than this version writes; resume into a new file, "
-                "or convert it with SweepResult.load(path).to_csv(new_path)"
-            )
+class _Options:
+    """The sweep's arguments, checked before anything starts; every message names the option as the caller wrote it."""
 
-    def append(self, row: dict[str, Any], metadata: Mapping[str, Any]) -> None:
-        self.rows.append(row)
-        if self.format == "json":
-            write_json_document(self.path, self.rows, metadata)
-            return
-        if self.format == "csv":
-            fresh = not self.path.exists() or self.path.stat().st_size == 0
-            text = rows_to_csv([row], header=fresh)
-        else:
-            text = json.dumps(row, default=str) + "\n"
-        with self.path.open("a", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+    def __init__(self, models: Any, *, agent: AgentLike, repeats: Any, concurrency: Any, agent_concurrency: Any,
+                 timeout: Any, retries: Any, backoff: Any, budget: Any, config: Any, syntax: Syntax) -> None:
+        self.models = [models] if isinstance(models, str) else list(models or [])
+        if not self.models:
+            raise ValueError(f"a sweep needs at least one model id: {syntax['models']}")
+        if len(set(self.models)) != len(self.models):
+            raise ValueError(f"a model id is listed twice: {self.models}; use {syntax['repeats']} to run a model "
+                             "more often")
+        self.repeats = _whole("repeats", repeats, 1, syntax)
+        self.concurrency = _whole("concurrency", concurrency, 1, syntax)
+        self.retries = _whole("retries", retries, 0, syntax)
+        self.timeout = _seconds("timeout", timeout, syntax)
+        self.backoff = _seconds("backoff", backoff, syntax, zero=True) or 0.0
+        self.budget = _seconds("budget", budget, syntax)
+        self.config = dict(config or {})
+        if "model" in self.config:
+            raise ValueError(syntax["config_model"])
+        self.agent_caps = self._caps(agent_concurrency, agent is not None, syntax)
 
-    def write_metadata(self, metadata: Mapping[str, Any]) -> None:
-        if self.format == "json":
-            write_json_document(self.path, self.rows, metadata)
-        else:
-            write_sidecar(self.path, metadata)
+    def _caps(self, caps: Any, with_agent: bool, syntax: Syntax) -> dict[str, int] | int | None:
+        if caps is None or isinstance(caps, int):
+            return None if caps is None else _whole("agent_concurrency", caps, 1, syntax)
+        if not isinstance(caps, Mapping) or with_agent:
+            raise ValueError(f"{syntax['agent_concurrency']} is a number for every agent, or (without an agent to "
+                             f"sweep) a mapping of agent name to number, not {caps!r}")
+        names = {agent_and_value(m, with_agent=False, syntax=syntax)[0] for m in self.models}
+        unknown = sorted(set(caps) - names)
+        if unknown:
+            raise ValueError(f"{syntax['agent_concurrency']} names {', '.join(map(repr, unknown))}, which no model "
+                             f"id uses; the agents in this sweep are {', '.join(sorted(names))}")
+        return {name: _whole("agent_concurrency", value, 1, syntax) for name, value in caps.items()}
+
+
+def _specs(names: set[str], syntax: Syntax) -> dict[str, SpecLike]:
+    """Each registry name's spec, resolved here so a Ray worker starts the same agent the caller registered."""
+    specs = {name: registered(name) for name in sorted(names)}
+    unknown = [name for name, spec in specs.items() if spec is None]
+    if unknown:
+        raise ValueError(f"unknown agent{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} in the "
+                         f"model ids; registered agents: {', '.join(known_names())}. {syntax['register']}"
+                         f", {syntax['agent']}.")
+    return specs  # type: ignore[return-value]
+
+
+class _Grading:
+    """The GradingContext model-graded scorers use: a turn with the grader, retried like a trial."""
+
+    def __init__(self, sweep: _Sweep, pool: AgentPool) -> None:
+        self.sweep = sweep
+        self.pool = pool
+
+    async def ask(self, model_id: str, prompt: str, *, timeout: float | None) -> GraderReply:
+        agent_name, value = agent_and_value(model_id, with_agent=self.sweep.with_agent)
+        for attempt in range(1, self.sweep.options.retries + 2):
+            try:
+                async with self.sweep.agent_slot(agent_name), self.sweep.slots:  # the trials' lock order
+                    turn, confirmed = await ask_model(self.pool, agent_name, value, prompt,
+                                                      cwd=self.sweep.settings.cwd, timeout=timeout)
+            except GradingError as exc:
+                if not exc.transient or attempt > self.sweep.options.retries:
+                    raise
+                await asyncio.sleep(self.sweep.backoff_delay(attempt))
+                continue
+            cost = (turn.usage or {}).get("cost")
+            amount = cost.get("amount") if isinstance(cost, Mapping) else None
+            return GraderReply(turn.text, float(amount) if isinstance(amount, (int, float)) else None, confirmed)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 class _Sweep:
-    """One call of ``sweep``: validated arguments, the plan, and the rows as they come in."""
+    """One call of ``sweep``: the checked arguments, the plan, what ``out`` already holds, and the new rows."""
 
-    def __init__(self, prompts: str | Sequence[str], models: str | Sequence[str], *, agent: AgentLike,
-                 repeats: int, concurrency: int, timeout: float | None, config: Mapping[str, Any] | None,
-                 permission: PermissionPolicy, cwd: str | os.PathLike[str] | None,
-                 out: str | os.PathLike[str] | None, retry_errors: bool) -> None:
-        self.prompts = [prompts] if isinstance(prompts, str) else [str(p) for p in prompts]
-        self.models = [models] if isinstance(models, str) else list(models)
-        if not self.prompts:
-            raise ValueError("sweep needs at least one prompt")
-        if not self.models:
-            raise ValueError("sweep needs at least one model id, e.g. models=['demo:fast', 'demo:smart']")
-        if len(set(self.models)) != len(self.models):
-            raise ValueError(f"a model id is listed twice: {self.models}; use repeats= to run a model more often")
-        if not isinstance(repeats, int) or repeats < 1:
-            raise ValueError(f"repeats must be a whole number >= 1, not {repeats!r}")
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be a whole number >= 1, not {concurrency!r}")
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be a number of seconds > 0 (or None for no limit), not {timeout!r}")
-        self.config = dict(config or {})
-        if "model" in self.config:
-            raise ValueError("config= sets the other options; the model comes from models=")
+    def __init__(self, dataset: Any, models: Any, *, prompt: str | None, scorers: Any, agent: AgentLike,
+                 repeats: Any, concurrency: Any, agent_concurrency: Any, timeout: Any, retries: Any, backoff: Any,
+                 budget: Any, config: Any, permission: PermissionPolicy, cwd: Any, out: Any, retry_failed: bool,
+                 executor: Any, syntax: Syntax = PYTHON) -> None:
+        self.options = _Options(models, agent=agent, repeats=repeats, concurrency=concurrency,
+                                agent_concurrency=agent_concurrency, timeout=timeout, retries=retries,
+                                backoff=backoff, budget=budget, config=config, syntax=syntax)
+        self.models = self.options.models
+        self.samples = load_dataset(dataset, prompt=prompt, syntax=syntax)
+        self.source = os.fspath(dataset) if is_dataset_path(dataset) else type(dataset).__name__
+        self.template = prompt
+        self.scorers: list[Scorer] = as_scorers(scorers, syntax=syntax)
+        self.with_agent = agent is not None
         self.given_agent = agent if isinstance(agent, Agent) else None
         self.agent_spec = None if agent is None or isinstance(agent, Agent) else agent
-        with_agent = agent is not None
-        self.plan = plan_runs(self.prompts, self.models, repeats, with_agent=with_agent)
-        if not with_agent:
-            unknown = sorted({run.agent_name for run in self.plan if registered(run.agent_name or "") is None})
-            if unknown:
-                raise ValueError(
-                    f"unknown agent{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} in the model ids; "
-                    f"registered agents: {', '.join(known_names())}. Register one with acpnb.register(name, "
-                    "command), or pass agent= to sweep an agent's own model values."
-                )
-        self.repeats = repeats
-        self.concurrency = concurrency
-        self.timeout = timeout
+        self.plan = plan_trials(self.samples, self.models, self.options.repeats, with_agent=self.with_agent,
+                                syntax=syntax)
+        graders = [agent_and_value(g, with_agent=self.with_agent, syntax=syntax)[0] for g in needs_grading(self.scorers)]
+        names = {t.agent_name for t in self.plan} | set(graders)
+        self.specs = {} if self.with_agent else _specs({n for n in names if n is not None}, syntax)
+        self.executor: Executor = make_executor(executor, syntax)
+        if self.given_agent is not None and not isinstance(self.executor, LocalExecutor):
+            raise ValueError(syntax["ray_with_agent"])
         self.permission = permission
-        self.cwd = str(Path(cwd).resolve()) if cwd is not None else None
-        self.out = _OutFile(out) if out is not None else None
-        self.retry_errors = retry_errors
-        self.done: dict[tuple[str, str, int], dict[str, Any]] = {}
-        self.previous_metadata: dict[str, Any] = {}
-        if self.out is not None:
-            self.previous_metadata = dict(self.out.metadata)
-            for row in self.out.rows:
-                if row.get("model") is None or row.get("repeat") is None:
-                    continue
-                if self.retry_errors and row.get("status") != "ok":
-                    continue
-                self.done[run_key(row["model"], row.get("prompt") or "", row["repeat"])] = row
-        self.todo = [run for run in self.plan if run.key not in self.done]
+        self.settings = TrialSettings(timeout=self.options.timeout, config=self.options.config, permission=permission,
+                                      cwd=str(Path(cwd).resolve()) if cwd is not None else None)
+        self.metadata_fields = list(dict.fromkeys(k for s in self.samples for k in s.metadata))
+        self.columns = ordered_columns([s.name for s in self.scorers], self.metadata_fields)
+        self.store = RunStore(out, self.columns, syntax=syntax) if out is not None else None
+        self.done, self.to_score = self._resume(retry_failed, syntax)
+        self.todo = [t for t in self.plan if t.trial_id not in self.done]
         self.skipped = len(self.plan) - len(self.todo)
-        self.new_rows: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self.new_rows: dict[str, dict[str, Any]] = {}
+        self.rescored = 0
+        self.spent = 0.0
+        self.stopped: str | None = None
         self.created = time.time()
         self.finished: float | None = None
-        self.pool: _AgentPool | None = None
-        # Set when run() begins and when its cleanup (agents closed, metadata written) is over, so an
+        self.slots: asyncio.Semaphore | None = None
+        self.agent_slots: dict[str, asyncio.Semaphore] = {}
+        # Set when run() begins and when its cleanup (agents closed, manifest written) is over, so an
         # interrupted caller can wait for the cleanup before it returns.
         self.started = threading.Event()
         self.cleaned = threading.Event()
+
+    def _resume(self, retry_failed: bool, syntax: Syntax) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """The rows ``out`` already has for planned trials, and which of them lack a score this sweep adds."""
+        if self.store is None:
+            return {}, []
+        planned = {t.trial_id: t for t in self.plan}
+        done: dict[str, dict[str, Any]] = {}
+        for row in self.store.rows:
+            trial = planned.get(row.get("trial_id"))
+            if trial is None:
+                continue
+            if row.get("prompt") != trial.sample.prompt or str(row.get("target")) != str(trial.sample.target):
+                raise ValueError(
+                    f"{self.store.path} already has sample {trial.sample.id!r} with another prompt or target, so the "
+                    f"dataset or the prompt template changed; sweep into a new {syntax['out']} path")
+            if row.get("status") == "ok" or not retry_failed:
+                done[trial.trial_id] = row
+        wanted = [score_column(s.name) for s in self.scorers]
+        to_score = [tid for tid, row in done.items()
+                    if row.get("status") == "ok" and any(c not in row for c in wanted)]
+        return done, to_score
 
     def wait_for_cleanup(self) -> None:
         if self.started.is_set():
             self.cleaned.wait(CLEANUP_WAIT_S)
 
-    # --- metadata ---------------------------------------------------------
-    def metadata(self) -> dict[str, Any]:
-        versions = _package_versions()
+    # --- the manifest ---------------------------------------------------------------------
+    def manifest(self) -> dict[str, Any]:
+        options = self.options
         permission = self.permission if isinstance(self.permission, str) else repr(self.permission)
+        agent = self.given_agent.name if self.given_agent is not None else (
+            str(self.agent_spec) if self.agent_spec is not None else None)
         meta: dict[str, Any] = {
-            "created": _iso(self.created),
-            "finished": _iso(self.finished) if self.finished else None,
-            "acp_notebook_version": versions["acp-notebook"],
-            "acp_sdk_version": versions["agent-client-protocol"],
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            "prompts": list(self.prompts),
+            "created": iso_time(self.created),
+            "finished": iso_time(self.finished) if self.finished else None,
+            "versions": _package_versions(),
             "models": list(self.models),
-            "repeats": self.repeats,
-            "concurrency": self.concurrency,
-            "timeout": self.timeout,
-            "config": dict(self.config),
-            "permission": permission,
-            "cwd": self.cwd or os.getcwd(),
-            "agent": (self.given_agent.name if self.given_agent is not None
-                      else (str(self.agent_spec) if self.agent_spec is not None else None)),
-            "agents": self.pool.describe() if self.pool is not None else {},
-            "planned": len(self.plan),
-            "skipped": self.skipped,
-            "executed": len(self.new_rows),
-            "out": str(self.out.path) if self.out is not None else None,
+            "repeats": options.repeats,
+            "scorers": [s.describe() for s in self.scorers],
+            "samples": len(self.samples),
+            "dataset": {"source": self.source, "template": self.template, "fields": self.metadata_fields,
+                        "fingerprint": dataset_fingerprint(self.samples)},
+            "parameters": {"concurrency": options.concurrency, "agent_concurrency": options.agent_caps,
+                           "timeout": options.timeout, "retries": options.retries, "backoff": options.backoff,
+                           "budget": options.budget, "config": options.config, "permission": permission,
+                           "cwd": self.settings.cwd or os.getcwd(), "agent": agent},
+            "executor": self.executor.describe(),
+            "agents": self.executor.agents(),
+            "planned": len(self.plan), "skipped": self.skipped, "executed": len(self.new_rows) - self.rescored,
+            "rescored": self.rescored, "stopped": self.stopped, "cost_spent": round(self.spent, 10),
+            "out": str(self.store.path) if self.store is not None else None,
         }
-        if self.previous_metadata:
-            earlier = {k: v for k, v in self.previous_metadata.items() if k != "previous"}
-            meta["previous"] = [earlier, *(self.previous_metadata.get("previous") or [])]
+        earlier = self.store.manifest if self.store is not None else {}
+        if earlier:
+            meta["previous"] = [{k: v for k, v in earlier.items() if k not in ("previous", "format")},
+                                *(earlier.get("previous") or [])]
         return meta
 
     def result(self) -> SweepResult:
-        rows = []
-        for run in sorted(self.plan, key=lambda r: (r.prompt_index, self.models.index(r.model), r.repeat)):
-            row = self.new_rows.get(run.key) or self.done.get(run.key)
-            if row is not None:
-                rows.append(row)
-        return SweepResult(rows, self.metadata())
+        order = {m: i for i, m in enumerate(self.models)}
+        found = [(t, self.new_rows.get(t.trial_id) or self.done.get(t.trial_id)) for t in self.plan]
+        found.sort(key=lambda pair: (pair[0].sample.index, order[pair[0].model], pair[0].repeat))
+        return SweepResult([row for _, row in found if row is not None], self.manifest(),
+                           path=self.store.path if self.store is not None else None)
 
-    # --- running (on the loop thread) ---------------------------------------
+    # --- running (on the loop thread) ---------------------------------------------------------
     async def run(self, progress: Progress) -> None:
-        self.pool = _AgentPool(cwd=self.cwd, permission=self.permission, given=self.given_agent,
-                               spec=self.agent_spec)
-        semaphore = asyncio.Semaphore(self.concurrency)
-        write_lock = asyncio.Lock()
+        self.slots = asyncio.Semaphore(self.options.concurrency)
+        self.write_lock = asyncio.Lock()
         self.started.set()
-        tasks = [asyncio.ensure_future(self._run_one(run, semaphore, write_lock, progress)) for run in self.todo]
+        tasks: list[asyncio.Future[None]] = []
         try:
+            await self.executor.start(ExecutorSetup(self.specs, self.settings, self.options.concurrency,
+                                                    self.given_agent, self.agent_spec))
+            pool = self.executor.pool if isinstance(self.executor, LocalExecutor) else None
+            self.grading_pool = pool or AgentPool(self.specs, cwd=self.settings.cwd, permission="deny",
+                                                  given=self.given_agent, spec=self.agent_spec)
+            self.grading = _Grading(self, self.grading_pool)
+            if self.store is not None:
+                await self._write(self.store.write_manifest, self.manifest())  # a killed run still says what it was
+            tasks = [asyncio.ensure_future(self._rescore(trial_id)) for trial_id in self.to_score]
+            tasks += [asyncio.ensure_future(self._trial(trial, progress)) for trial in self.todo]
             if tasks:
                 await asyncio.gather(*tasks)
         finally:
-            try:
-                # Interrupted: the runs still going cancel their turns (session/cancel) and close their sessions.
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                await self.pool.close_all()
-                self.finished = time.time()
-                if self.out is not None:
-                    metadata = self.metadata()
-                    async with write_lock:
-                        await asyncio.to_thread(self.out.write_metadata, metadata)
-            finally:
-                self.cleaned.set()
+            await self._clean_up(tasks)
 
-    async def _run_one(self, run: PlannedRun, semaphore: asyncio.Semaphore, write_lock: asyncio.Lock,
-                       progress: Progress) -> None:
-        assert self.pool is not None
-        # Start the agent before queueing for a slot, so every agent's process starts right away.
-        with contextlib.suppress(Exception):
-            await self.pool.get(run.agent_name)
-        async with semaphore:
-            row = await self._execute(run)
-        self.new_rows[run.key] = row
-        if self.out is not None:
-            metadata = self.metadata() if self.out.format == "json" else {}  # only JSON embeds it per write
-            async with write_lock:
-                await asyncio.to_thread(self.out.append, row, metadata)
-        progress.finished(row)
-
-    async def _execute(self, run: PlannedRun) -> dict[str, Any]:
-        assert self.pool is not None
-        row = blank_row()
-        row.update(model=run.model, model_value=run.value, prompt=run.prompt, prompt_index=run.prompt_index,
-                   repeat=run.repeat, agent=run.agent_name, status="ok", timed_out=False, text="", thoughts="",
-                   tool_calls=0)
-        row["started_at"] = _iso(time.time())
-        session: Session | None = None
-        phase = "starting the agent"
+    async def _clean_up(self, tasks: Sequence[asyncio.Future[None]]) -> None:
+        """Interrupted or not: stop the trials still going (their turns get session/cancel), close the agents,
+        write the manifest."""
         try:
-            agent = await self.pool.get(run.agent_name)
-            row["agent"] = agent.name
-            phase = "session/new"
-            session = await agent.anew_session(cwd=self.cwd, permission=self.permission)
-            row["session_id"] = session.id
-            phase = f"setting the model to {run.value!r}"
-            await self._select_model(session, run, row)
-            for config_id, value in self.config.items():
-                phase = f"setting {config_id}={value!r}"
-                await session.aset(config_id, _coerce(session, config_id, value))
-            if self.config:
-                # A later option can move the model (an agent may tie settings together): check again.
-                phase = "checking the model after config"
-                self._confirm(run, session.config, row)
-            row["config"] = dict(session.config.values())
-            phase = "prompt"
-            try:
-                turn = await session.aprompt(run.prompt, timeout=self.timeout)
-            except AcpTimeoutError:
-                self._record_turn(row, run, session.turns[-1] if session.turns else None)
-                row["timed_out"] = True
-                row["status"] = "timeout"
-                row["error"] = (f"prompt: no answer within {self.timeout:g} s; the turn was cancelled "
-                                f"(stop reason {row['stop_reason']!r})")
-            except AcpError as exc:
-                self._record_turn(row, run, session.turns[-1] if session.turns else None)
-                raise exc
-            else:
-                self._record_turn(row, run, turn)
-                if turn.error is not None:
-                    raise turn.error
-                if row["model_at_end"] != row["confirmed_model"]:
-                    raise ModelNotInForce(
-                        f"the agent switched the model during the turn: {row['confirmed_model']!r} -> "
-                        f"{row['model_at_end']!r}; this answer is not the requested model's"
-                    )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one failing run must never stop the sweep
-            row["status"] = "error"
-            row["error"] = _describe_error(phase, exc)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.executor.close()
+            if getattr(self, "grading_pool", None) is not None and not isinstance(self.executor, LocalExecutor):
+                await self.grading_pool.close_all()
+            self.finished = time.time()
+            if self.store is not None:
+                await self._write(self.store.write_manifest, self.manifest())
         finally:
-            if session is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(session.aclose(), SESSION_CLOSE_TIMEOUT_S)
-            row["ended_at"] = _iso(time.time())
-        return row
+            self.cleaned.set()
 
-    async def _select_model(self, session: Session, run: PlannedRun, row: dict[str, Any]) -> None:
-        option = session.model_option
-        if option is None:
-            raise ConfigOptionError(
-                f"agent '{session.agent.name}' offers no model option in its sessions",
-                config_id="model", value=run.value, valid=session.config.ids(),
-                hint=f"Its options are: {', '.join(session.config.ids()) or 'none'}.",
-            )
-        if option.read_only and option.value == run.value:
-            # Agents that only report the old `models` field cannot switch, but the requested one is in force.
-            self._confirm(run, session.config, row)
-            return
-        config = await session.aset(option.id, run.value)
-        self._confirm(run, config, row)
+    async def _write(self, function: Any, *args: Any) -> Any:
+        async with self.write_lock:
+            return await asyncio.to_thread(function, *args)
 
-    @staticmethod
-    def _confirm(run: PlannedRun, config: ConfigOptions, row: dict[str, Any]) -> None:
-        reported = _model_value(config)
-        row["confirmed_model"] = run.confirmed_id(reported)
-        if reported != run.value:
-            raise ModelNotInForce(
-                f"asked for model {run.value!r} but the agent reports {reported!r} as the model in force"
-            )
+    def agent_slot(self, agent_name: str | None) -> Any:
+        """The per-agent concurrency cap for ``agent_name`` (no cap: a context that does nothing)."""
+        caps = self.options.agent_caps
+        limit = caps if isinstance(caps, int) else (caps or {}).get(agent_name or "")
+        if limit is None:
+            return contextlib.nullcontext()
+        key = agent_name or ""
+        if key not in self.agent_slots:
+            self.agent_slots[key] = asyncio.Semaphore(limit)
+        return self.agent_slots[key]
 
-    @staticmethod
-    def _record_turn(row: dict[str, Any], run: PlannedRun, turn: Turn | None) -> None:
-        if turn is None:
-            return
-        row["text"] = turn.text
-        row["thoughts"] = turn.thoughts
-        row["stop_reason"] = turn.stop_reason
-        row["duration_s"] = turn.duration_s
-        row["ttft_s"] = turn.ttft_s
-        row["tool_calls"] = len(turn.tool_calls)
-        row["model_at_end"] = run.confirmed_id(turn.model)
-        usage = turn.usage or {}
-        for wire, column in (("inputTokens", "input_tokens"), ("outputTokens", "output_tokens"),
-                             ("thoughtTokens", "thought_tokens"), ("totalTokens", "total_tokens"),
-                             ("cachedReadTokens", "cached_read_tokens"), ("cachedWriteTokens", "cached_write_tokens"),
-                             ("used", "context_used"), ("size", "context_size")):
-            if isinstance(usage.get(wire), (int, float)) and not isinstance(usage.get(wire), bool):
-                row[column] = int(usage[wire])
-        cost = usage.get("cost")
-        if isinstance(cost, Mapping) and isinstance(cost.get("amount"), (int, float)):
-            row["cost"] = float(cost["amount"])
-            row["currency"] = cost.get("currency")
+    def backoff_delay(self, attempt: int) -> float:
+        """Exponential, with jitter so trials that failed together do not all come back together."""
+        delay = min(MAX_BACKOFF_S, self.options.backoff * 2 ** (attempt - 1))
+        return delay * random.uniform(0.75, 1.25)
+
+    def _over_budget(self) -> bool:
+        return self.options.budget is not None and self.spent >= self.options.budget
+
+    async def _trial(self, trial: Trial, progress: Progress) -> None:
+        await self.executor.warm(trial.agent_name)
+        assert self.slots is not None
+        # Always the agent's cap first, then a sweep slot: a trial waiting for its agent holds no sweep slot,
+        # so a capped agent never starves the others. Scoring holds neither (graders take their own).
+        async with self.agent_slot(trial.agent_name), self.slots:
+            if self._over_budget():
+                if self.stopped is None:
+                    self.stopped = f"the budget of {self.options.budget:g} is spent ({self.spent:.6g})"
+                    progress.stopped(self.stopped)
+                return  # not recorded: a later call with a larger budget runs it
+            outcome = await self._attempts(trial)
+        await self._score(outcome.row)
+        if self.store is not None:
+            outcome.row["trajectory"] = await self._write(self.store.trajectory, trial.trial_id, outcome.trajectory)
+        await self._record(outcome.row)
+        progress.finished(outcome.row)
+
+    async def _attempts(self, trial: Trial) -> Outcome:
+        """Attempts until one succeeds, fails for good, or the retries are used up (waiting longer each time)."""
+        for attempt in range(1, self.options.retries + 2):
+            outcome = await self.executor.run(trial)
+            self.spent += outcome.row.get("cost") or 0.0  # a failed attempt may have cost something too
+            outcome.row["attempts"] = attempt
+            if not outcome.transient or attempt > self.options.retries:
+                return outcome
+            await asyncio.sleep(self.backoff_delay(attempt))
+        raise AssertionError("unreachable: the last attempt returns")
+
+    async def _score(self, row: dict[str, Any]) -> None:
+        """Every scorer this row lacks; a failed trial is not scored (its scores stay empty)."""
+        for scorer in self.scorers:
+            column = score_column(scorer.name)
+            if row.get(column) is not None:
+                continue
+            score = Score(None)
+            if row.get("status") == "ok":
+                try:
+                    score = await scorer.ascore(types.MappingProxyType(dict(row)), self.grading)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a broken scorer leaves an empty score, not a dead sweep
+                    score = Score(None, f"the scorer failed: {type(exc).__name__}: {exc}")
+            row[column] = score.value
+            row[explanation_column(scorer.name)] = score.explanation
+            self.spent += score.cost or 0.0
+
+    async def _rescore(self, trial_id: str) -> None:
+        """A finished trial from an earlier call that lacks a score this call adds: score it, do not run it again."""
+        row = dict(self.done[trial_id])
+        await self._score(row)
+        self.rescored += 1
+        await self._record(row)
+
+    async def _record(self, row: dict[str, Any]) -> None:
+        self.new_rows[row["trial_id"]] = row
+        if self.store is not None:
+            manifest = self.manifest() if self.store.kind == "json" else {}  # only JSON embeds it in every write
+            await self._write(self.store.append, row, manifest)
 
 
-def sweep(prompts: str | Sequence[str], models: str | Sequence[str], *, agent: AgentLike = None, repeats: int = 1,
-          concurrency: int = 4, timeout: float | None = 300, config: Mapping[str, Any] | None = None,
-          permission: PermissionPolicy = "deny", cwd: str | os.PathLike[str] | None = None,
-          out: str | os.PathLike[str] | None = None, retry_errors: bool = False,
+def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, prompt: str | None = None,
+          repeats: int = 1, concurrency: int = 4, agent_concurrency: int | Mapping[str, int] | None = None,
+          timeout: float | None = 300, retries: int = 2, backoff: float = 1.0, budget: float | None = None,
+          config: Mapping[str, Any] | None = None, permission: PermissionPolicy = "deny",
+          cwd: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
+          retry_failed: bool = False, executor: Any = "local", agent: AgentLike = None,
           progress: ProgressLike = None) -> SweepResult:
-    """Send every prompt to every model ``repeats`` times and record each turn.
+    """Send every sample to every model ``repeats`` times, score each reply, and record each trial.
 
-    ``models`` are namespaced ``agent:model`` ids: the part before the first ':' is a registered
-    agent (``acpnb.agents()``), started once and shared by its runs, and the rest is the value of
-    its model option (it may contain ':' or '/'). With ``agent=`` (an Agent such as the proxy, or a
-    spec to start) the ids are that agent's own model values. Each run opens a fresh session, sets
-    the model, then ``config`` (other option ids -> values), checks that the agent reports the
-    requested model in force (otherwise the row is an error and no prompt is sent), sends the
-    prompt and records the turn. Up to ``concurrency`` runs go at once; a turn that takes longer
-    than ``timeout`` seconds is cancelled (session/cancel) and recorded as a timeout. A failing
-    run becomes an error row and the sweep goes on. Agents the sweep started are closed at the end,
-    also when it is interrupted (the finished rows stay in ``out``).
+    ``dataset``: a prompt, a list of prompts or dicts, a pandas DataFrame, or a .csv/.json/.jsonl path.
+    A sample's id is its ``sample_id``/``id`` field or a hash of its content; its prompt is ``prompt``
+    (a template: ``"What is {a} {op} {b}?"``) filled from its fields, else its ``prompt`` field; its
+    ``target`` is optional; its other fields are carried into the rows.
 
-    ``permission`` answers the sessions' permission requests ("deny", "allow" or a callable, as in
-    ``acpnb.start``); ``cwd`` is the sessions' directory and that of the agents the sweep starts.
-    Session setup uses the agent's own request timeout; ``timeout`` limits the prompt turn only.
+    ``models`` are ``agent:model`` ids: the agent is a registered name (``acpnb.agents()``), started
+    once and shared by its trials; the rest is the value of its model option. With ``agent=`` (an
+    Agent such as the proxy, or a spec to start) the ids are that agent's own model values. Each trial
+    opens a fresh session, sets the model, then ``config``, checks the agent reports the model in
+    force (else the row is an error and nothing is sent), sends the prompt, records the turn, and runs
+    the ``scorers`` (built-ins from ``acp_notebook.sweep``, names like ``"exact"``, or functions
+    ``(row) -> score | (score, explanation)``), which fill ``score_<name>`` columns.
 
-    ``out`` (.csv, .json or .jsonl) receives each row as its run finishes; calling ``sweep`` again
-    with the same ``out`` skips the runs already in the file (``retry_errors=True`` runs failed
-    ones again). ``progress``: None picks a widget in notebooks and a text bar elsewhere; False
-    shows nothing.
+    Robustness: up to ``concurrency`` trials at once (``agent_concurrency`` caps each agent: a number,
+    or ``{"claude": 2}``); a turn slower than ``timeout`` s is cancelled; an agent that exits, a
+    timeout or a reported rate limit is retried up to ``retries`` times, ``backoff`` s doubling each
+    time; once the trials' (and graders') cost reaches ``budget``, no new trial starts; Ctrl-C / a
+    kernel interrupt stops the trials in flight, closes the agents and keeps what finished.
+
+    ``out``: a run directory (rows.jsonl, manifest.json, trajectories/) or a .jsonl/.csv/.json file;
+    calling again with the same ``out`` runs only the missing trials (``retry_failed=True``: failed ones
+    too) and scores old rows with scorers they lack. ``acpnb.load_run(out)`` reopens it.
+    ``executor="ray"`` (or a ``RayExecutor``) runs the trials on a Ray cluster, same rows and files.
+    ``progress``: None picks a widget in notebooks and a text bar elsewhere; False shows nothing.
     """
-    state = _Sweep(prompts, models, agent=agent, repeats=repeats, concurrency=concurrency, timeout=timeout,
-                  config=config, permission=permission, cwd=cwd, out=out, retry_errors=retry_errors)
-    bar = make_progress(progress)
-    bar.start(len(state.todo), state.skipped)
+    state, bar = prepare(dataset, models, scorers=scorers, prompt=prompt, repeats=repeats, concurrency=concurrency,
+                          agent_concurrency=agent_concurrency, timeout=timeout, retries=retries, backoff=backoff,
+                          budget=budget, config=config, permission=permission, cwd=cwd, out=out,
+                          retry_failed=retry_failed, executor=executor, agent=agent, progress=progress)
+    return run_blocking(state, bar)
+
+
+def run_blocking(state: _Sweep, bar: Progress) -> SweepResult:
+    """Run a prepared sweep on the background loop and wait for it (the command line uses this too)."""
     try:
         _loop.run_sync(state.run(bar), None, what="the sweep")
     except BaseException:
@@ -553,16 +439,8 @@ def sweep(prompts: str | Sequence[str], models: str | Sequence[str], *, agent: A
     return state.result()
 
 
-async def asweep(prompts: str | Sequence[str], models: str | Sequence[str], *, agent: AgentLike = None,
-                 repeats: int = 1, concurrency: int = 4, timeout: float | None = 300,
-                 config: Mapping[str, Any] | None = None, permission: PermissionPolicy = "deny",
-                 cwd: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
-                 retry_errors: bool = False, progress: ProgressLike = None) -> SweepResult:
-    """The async twin of :func:`sweep` (``await acpnb.sweep.asweep(...)`` from a cell or any event loop)."""
-    state = _Sweep(prompts, models, agent=agent, repeats=repeats, concurrency=concurrency, timeout=timeout,
-                  config=config, permission=permission, cwd=cwd, out=out, retry_errors=retry_errors)
-    bar = make_progress(progress)
-    bar.start(len(state.todo), state.skipped)
+async def asweep(dataset: Any, models: str | Sequence[str], **options: Any) -> SweepResult:
+    state, bar = prepare(dataset, models, **options)
     try:
         await _loop.run_async(state.run(bar), None, what="the sweep")
     except BaseException:
@@ -571,3 +449,23 @@ async def asweep(prompts: str | Sequence[str], models: str | Sequence[str], *, a
     finally:
         bar.close()
     return state.result()
+
+
+# The awaitable twin carries sweep's signature and docstring, so help() shows the same arguments for both.
+asweep.__signature__ = inspect.signature(sweep)  # type: ignore[attr-defined]
+asweep.__doc__ = (f"{inspect.cleandoc(sweep.__doc__ or '')}\n\nAwaitable from any event loop "
+                  "(``await asweep(...)`` in a cell); the trials run on the background loop either way.")
+
+
+def prepare(dataset: Any, models: Any, *, progress: ProgressLike = None, syntax: Syntax = PYTHON,
+             **options: Any) -> tuple[_Sweep, Progress]:
+    """Check the arguments, load the dataset, read what ``out`` holds: everything before the first trial."""
+    defaults = {name: p.default for name, p in inspect.signature(sweep).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "progress"}  # one list of options: sweep's
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise TypeError(f"sweep() got unexpected argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
+    state = _Sweep(dataset, models, syntax=syntax, **{**defaults, **options})
+    bar = make_progress(progress)
+    bar.start(len(state.todo), state.skipped)
+    return state, bar

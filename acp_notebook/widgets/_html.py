@@ -1,4 +1,5 @@
-"""HTML fragments shared by the widgets: session header, status badges, tool calls, plans, diffs, usage."""
+"""HTML fragments shared by the views and their saved forms: header, badges, tool calls, plans, diffs,
+usage, Markdown replies. Pure functions of plain values; safe from any thread."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
+
+__all__ = [
+    "BORDER", "FG", "MONO", "MUTED", "PANEL_BG", "PROMPT_TITLE_TIP", "HeaderInfo", "OFFLINE_STYLE", "badge", "chip",
+    "clock", "context_meter_html", "context_words", "diff_html", "error_html", "header_html", "json_html",
+    "markdown_html", "md_escape", "money", "muted_html", "plan_html", "seconds", "tool_call_html", "usage_html",
+    "widget_bundle",
+]
 
 # JupyterLab's theme variables, with fallbacks for other frontends (classic, VS Code).
 FG = "var(--jp-ui-font-color1, #1f1f1f)"
@@ -21,6 +29,7 @@ STATUS_COLORS: dict[str, str] = {
     "done": "#2e7d32",
     "working": "#b26a00",
     "waiting": "#6a1b9a",
+    "queued": "#616161",
     "cancelled": "#616161",
     "closed": "#616161",
     "error": "#c62828",
@@ -34,6 +43,9 @@ TOOL_STATUS_COLORS: dict[str, str] = {
 }
 
 PLAN_MARKS: dict[str, str] = {"completed": "&#9745;", "in_progress": "&#9684;", "pending": "&#9744;"}
+
+# The tooltip of a title the client made from the first prompt (shown in italics until the agent names the session).
+PROMPT_TITLE_TIP = "from the first prompt; the agent has not titled this session"
 
 
 def badge(text: str, color: str, *, css_class: str = "") -> str:
@@ -66,10 +78,14 @@ class HeaderInfo:
     status: str
     detail: str = ""
     extra: str = ""  # one more quiet chip (a cell's elapsed time, the session id)
+    title_source: str = "agent"  # "prompt": made here from the first prompt, shown as such (PROMPT_TITLE_TIP)
 
 
-def header_html(info: HeaderInfo) -> str:
-    """The title bar: title on the left; agent, model and status on the right."""
+def header_html(info: HeaderInfo, *, live: bool = False) -> str:
+    """The title bar: title on the left; agent, model and status on the right.
+
+    ``live``: the header of a widget, which says "kernel gone" instead of its status once the
+    kernel is gone (see OFFLINE_STYLE)."""
     status_color = STATUS_COLORS.get(info.status, MUTED)
     parts = [chip(info.agent, css_class="acpnb-agent")]
     if info.model:
@@ -77,16 +93,24 @@ def header_html(info: HeaderInfo) -> str:
     if info.extra:
         parts.append(chip(info.extra, css_class="acpnb-extra"))
     parts.append(badge(info.status, status_color, css_class=f"acpnb-status acpnb-status-{info.status}"))
+    if live:
+        parts.append(badge("kernel gone", MUTED, css_class="acpnb-offline") + OFFLINE_STYLE)
     detail = (
         f'<div class="acpnb-status-detail" style="color:{MUTED};font-size:0.85em;margin-top:2px">'
         f"{escape(info.detail)}</div>"
         if info.detail
         else ""
     )
+    # The class stays exactly "acpnb-title" (readers of saved notebooks look for it); a prompt's title is marked
+    # by an attribute, italics and a tooltip.
+    marked = (f' data-title-source="prompt" title="{escape(PROMPT_TITLE_TIP)}"'
+              if info.title_source == "prompt" else "")
+    slant = "font-style:italic;" if info.title_source == "prompt" else ""
     return (
         f'<div class="acpnb-header" style="display:flex;flex-wrap:wrap;align-items:center;gap:6px 10px;'
         f"padding:6px 10px;border:1px solid {BORDER};border-radius:6px;background:{PANEL_BG};color:{FG}\">"
-        f'<span class="acpnb-title" style="font-weight:600;font-size:1.1em;flex:1 1 auto;min-width:12em">'
+        f'<span class="acpnb-title"{marked} '
+        f'style="font-weight:600;font-size:1.1em;flex:1 1 auto;min-width:12em;{slant}">'
         f"{escape(info.title)}</span>"
         f'<span style="display:flex;flex-wrap:wrap;gap:6px;align-items:center">{"".join(parts)}</span>'
         f"</div>{detail}"
@@ -169,14 +193,17 @@ def _content_text(block: Mapping[str, Any]) -> str | None:
     return None
 
 
-def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 600) -> str:
-    """One tool call: title, kind, status, locations, its text output and diffs, permission decisions."""
+def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 600, timing: str = "") -> str:
+    """One tool call: title, kind, status (and ``timing``, e.g. "2 s" while it runs), locations, its
+    text output and diffs, permission decisions."""
     status = str(call.status or "pending")
     head = [
         f'<span style="font-weight:600">{escape(str(call.title or call.id))}</span>',
         chip(str(call.kind or "other"), css_class="acpnb-tool-kind"),
         badge(status.replace("_", " "), TOOL_STATUS_COLORS.get(status, MUTED), css_class="acpnb-tool-status"),
     ]
+    if timing:
+        head.append(f'<span class="acpnb-tool-time" style="color:{MUTED};font-size:0.85em">{escape(timing)}</span>')
     body = []
     paths = [str(loc.get("path")) for loc in call.locations or [] if isinstance(loc, Mapping) and loc.get("path")]
     if paths:
@@ -204,32 +231,78 @@ def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 
     )
 
 
+def money(cost: Any) -> str:
+    """A ``Cost`` ({amount, currency}) for people: $0.0123 for USD, else "12.5 EUR"; "" when there is none."""
+    if not isinstance(cost, Mapping) or cost.get("amount") is None:
+        return ""
+    amount, currency = cost["amount"], cost.get("currency") or ""
+    if currency == "USD" and isinstance(amount, (int, float)):
+        return f"${amount:.4f}" if amount == 0 or amount >= 0.0001 else "under $0.0001"
+    return f"{amount} {currency}".strip()
+
+
+def _context(usage: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(used, size) of a usage_update, when both are whole numbers and the window is not empty."""
+    used, size = usage.get("used"), usage.get("size")
+    if isinstance(used, int) and isinstance(size, int) and not isinstance(used, bool) and size > 0:
+        return used, size
+    return None
+
+
+def context_words(usage: Mapping[str, Any] | None) -> str:
+    """The context meter as text: "context 1,234 of 200,000 tokens (1%) · session cost $0.0012"; "" without usage."""
+    usage = usage or {}
+    parts = []
+    context = _context(usage)
+    if context is not None:
+        used, size = context
+        parts.append(f"context {used:,} of {size:,} tokens ({used / size:.0%})")
+    elif usage.get("used") is not None:
+        used = usage["used"]
+        parts.append(f"context {used:,} tokens" if isinstance(used, int) else f"context {used} tokens")
+    if money(usage.get("cost")):
+        # usage_update's cost is cumulative over the session (ACP: "Total cumulative cost for session").
+        parts.append(f"session cost {money(usage.get('cost'))}")
+    return " · ".join(parts)
+
+
+def context_meter_html(usage: Mapping[str, Any] | None) -> str:
+    """How full the agent's context window is (usage_update ``used`` / ``size``) as a small bar with its
+    numbers, and the session's cost when the agent gives it; "" when the agent sent no usage."""
+    words = context_words(usage)
+    if not words:
+        return ""
+    context = _context(usage or {})
+    bar = ""
+    if context is not None:
+        share = min(1.0, context[0] / context[1])
+        color = "#2e7d32" if share < 0.5 else "#b26a00" if share < 0.8 else "#c62828"
+        bar = (f'<span class="acpnb-context-bar" style="display:inline-block;width:90px;height:7px;'
+               f'border-radius:4px;background:{BORDER};overflow:hidden;vertical-align:middle;margin-right:6px">'
+               f'<span style="display:block;height:100%;width:{share * 100:.1f}%;background:{color}"></span></span>')
+    return (f'<span class="acpnb-context" title="tokens in the agent\'s context / its context window" '
+            f'style="white-space:nowrap">{bar}{escape(words)}</span>')
+
+
 def usage_html(usage: Mapping[str, Any] | None, *, duration_s: float | None = None,
                stop_reason: str | None = None) -> str:
-    """A quiet footer: tokens, context window, cost, duration, stop reason."""
-    parts = []
+    """A quiet footer: the context meter (tokens in context, window, session cost), this turn's token
+    counts, duration, stop reason."""
     usage = usage or {}
-    if usage.get("used") is not None:
-        used = f"{usage['used']:,}" if isinstance(usage["used"], int) else str(usage["used"])
-        size = usage.get("size")
-        parts.append(f"{used} of {size:,} tokens" if isinstance(size, int) else f"{used} tokens")
+    parts = []
     for key in ("inputTokens", "outputTokens", "totalTokens"):
         if isinstance(usage.get(key), int):
             label = {"inputTokens": "in", "outputTokens": "out", "totalTokens": "total"}[key]
             parts.append(f"{usage[key]:,} {label}")
-    cost = usage.get("cost")
-    if isinstance(cost, Mapping) and cost.get("amount") is not None:
-        currency = cost.get("currency") or ""
-        amount = cost["amount"]
-        parts.append(f"${amount:.4f}" if currency == "USD" and isinstance(amount, (int, float))
-                     else f"{amount} {currency}".strip())
     if duration_s is not None:
         parts.append(seconds(duration_s))
     if stop_reason and stop_reason != "end_turn":
         parts.append(f"stopped: {stop_reason.replace('_', ' ')}")
-    if not parts:
+    meter = context_meter_html(usage)
+    if not parts and not meter:
         return ""
-    return muted_html(" &middot; ".join(escape(p) for p in parts), css_class="acpnb-usage")
+    return muted_html(" &middot; ".join([meter, *(escape(p) for p in parts)] if meter else
+                                        [escape(p) for p in parts]), css_class="acpnb-usage")
 
 
 def seconds(value: float) -> str:
@@ -239,6 +312,12 @@ def seconds(value: float) -> str:
     if value < 60:
         return f"{value:.1f} s"
     return f"{int(value // 60)} min {value % 60:.0f} s"
+
+
+def clock(value: float) -> str:
+    """Elapsed time on a running clock, in whole seconds: 0 s, 42 s, 1 min 05 s."""
+    whole = max(0, int(value))
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
 
 
 def md_escape(text: str) -> str:
@@ -260,3 +339,48 @@ def json_html(value: Any) -> str:
         f'border:1px solid {BORDER};border-radius:4px;font-family:{MONO};font-size:0.85em;color:{FG}">'
         f"{escape(text)}</pre>"
     )
+
+
+def markdown_html(text: str) -> str:
+    """Markdown (an agent's reply) as HTML for a saved form. Raw HTML in the text is escaped: a
+    reply is the agent's words, and a trusted notebook would otherwise run its scripts.
+
+    Uses mistune (installed with nbconvert, so in nearly every Jupyter setup); without it the
+    text keeps its line breaks, escaped."""
+    renderer = _markdown_renderer()
+    if renderer is None:
+        return f'<div style="white-space:pre-wrap">{escape(text)}</div>'
+    return str(renderer(text))
+
+
+_renderer: Any = None
+
+
+def _markdown_renderer() -> Any:
+    global _renderer
+    if _renderer is None:
+        try:
+            import mistune
+        except ImportError:
+            _renderer = False
+        else:
+            _renderer = mistune.create_markdown(escape=True, plugins=["strikethrough", "table", "url"])
+    return _renderer or None
+
+
+# Put inside a live view's HTML: when the kernel is gone (a restart, or widget state saved with the
+# notebook), ipywidgets marks every view "disconnected" and draws a broken-link icon on each. In our
+# views that says nothing useful: hide the icons, grey the controls and show "kernel gone" instead
+# of a status that is no longer true.
+OFFLINE_STYLE = (
+    "<style>"
+    ".acpnb-live.jupyter-widgets-disconnected::before,"
+    ".acpnb-live .jupyter-widgets-disconnected::before{display:none!important}"
+    ".acpnb-live .acpnb-offline{display:none!important}"
+    ".acpnb-live.jupyter-widgets-disconnected .acpnb-offline{display:inline-block!important}"
+    ".acpnb-live.jupyter-widgets-disconnected .acpnb-status{display:none!important}"
+    ".acpnb-live.jupyter-widgets-disconnected .widget-dropdown,"
+    ".acpnb-live.jupyter-widgets-disconnected .widget-checkbox,"
+    ".acpnb-live.jupyter-widgets-disconnected .widget-button{pointer-events:none;opacity:.55}"
+    "</style>"
+)

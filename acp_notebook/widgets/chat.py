@@ -1,11 +1,20 @@
-"""TurnView: what a ``%%acp`` cell shows: header, thoughts, plan, tool calls, permission prompts, reply, usage.
+"""TurnView: what a ``%%acp`` cell shows: header with a running clock, the latest thought, thoughts,
+plan, tool calls with their progress, permission prompts, the agent's forms, the reply, usage.
 
-The view follows one prompt turn. Updates arrive on the background loop thread, as fast
-as the agent sends them; the view only marks itself dirty and a ``Throttle`` renders at
-most once per ``interval`` seconds, so a flood of chunks costs a few widget messages a
-second, not one per chunk. When the turn ends the view renders once more, freezes its
-header (later titles belong to later cells; the session panel shows the live one) and
-resolves ``finished``.
+The view observes one ``Turn`` (``turn.observe``): the turn exists before its prompt is sent, so
+nothing has to be matched or armed. What the turn recorded before the view subscribed (a permission
+or a form a policy answered at once) is read from the turn when the view starts, each record once.
+When the turn ends the view renders once more, freezes its
+header (later titles belong to later cells; the session panel shows the live one), replaces its
+output with the static form (``LiveDisplay.finalize``: a saved notebook shows the reply with no
+kernel) and resolves ``finished``.
+
+Threads: turn events and the one-second clock arrive on the background loop thread; clicks
+(Cancel, permission buttons, form buttons) on the kernel thread. Every widget is written under the view's
+lock, and renders are coalesced by a ``Throttle``: a flood of chunks costs a few widget
+messages a second, not one per chunk. The output itself is published twice: live when shown,
+static when the turn ends (updating it meanwhile would make JupyterLab rebuild the view under
+the user's pointer, e.g. while a permission button is being clicked).
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from html import escape
 from typing import Any
 
@@ -21,26 +30,20 @@ import ipywidgets as widgets
 
 from .. import _loop
 from ..errors import AcpError
-from ..state import StateEvent
-from ..turn import Turn
-from ._html import (
-    MONO,
-    MUTED,
-    error_html,
-    header_html,
-    md_escape,
-    plan_html,
-    seconds,
-    tool_call_html,
-    usage_html,
-    widget_bundle,
-)
-from .panel import session_header_info, value_label
+from ..turn import Turn, TurnEvent
+from ._html import FG, MUTED, clock, error_html, header_html, plan_html, seconds, tool_call_html, usage_html, widget_bundle
+from .display import Bundle, LiveDisplay, close_widget_tree
+from .forms import FormPrompt, automatic_form_html
+from .labels import session_header_info, session_title, value_label
 from .permission import PermissionPrompt
+from .static import ToolSnapshot, TurnSnapshot, turn_forms
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
 
 DEFAULT_INTERVAL = 0.1
+CLOCK_TICK = 1.0  # seconds between two redraws of the running clock
+SHOWN_TOOL_TIME = 0.1  # a finished tool call shows how long it took from this many seconds on
+THOUGHTS_STYLE = f"white-space:pre-wrap;color:{FG};line-height:1.5;font-size:0.95em"
 
 
 class Throttle:
@@ -82,32 +85,76 @@ def markdown_output(text: str) -> dict[str, Any]:
     return {"output_type": "display_data", "data": {"text/markdown": text, "text/plain": text}, "metadata": {}}
 
 
-class TurnView:
-    """The widgets of one ``%%acp`` cell; ``attach(future)`` ties it to a turn started with ``start_prompt``."""
+def _decision_words(record: Any) -> str:
+    """How an automatic permission decision reads under its tool call."""
+    if not record.options:
+        return f"refused: {record.tool_call.get('path', 'the path')} is outside the session's directories"
+    kind = next((o.get("kind") for o in record.options if o.get("optionId") == record.chosen), None)
+    if record.chosen is None:
+        return "cancelled"
+    return "allowed" if str(kind).startswith("allow") else "rejected"
 
-    def __init__(self, session: Any, prompt: str, *, interval: float = DEFAULT_INTERVAL) -> None:
-        self.session = session
-        self.prompt = prompt
-        self.turn: Turn | None = None
-        self._armed = False  # set when our prompt is about to be sent: updates before it are not ours
-        self.status = "working"
+
+class TurnView:
+    """The widgets of one ``%%acp`` cell, following ``turn``.
+
+    ``asker``: the turn's PermissionAsker (its requests become buttons here); ``permission_note``
+    says who answered when nobody was asked (e.g. "AcpMagics.permission = 'allow'"); ``form_asker``
+    and ``elicitation_note`` are the same for the agent's forms (FormAsker, "AcpMagics.elicitation = 'decline'");
+    ``title_hint`` stands in until the agent names the session; ``metadata()`` is put on the
+    output (the notebook's record of its sessions).
+    """
+
+    def __init__(self, turn: Turn, *, interval: float = DEFAULT_INTERVAL, asker: Any = None,
+                 permission_note: str = "", form_asker: Any = None, elicitation_note: str = "",
+                 title_hint: str | None = None, metadata: Callable[[], Mapping[str, Any]] | None = None) -> None:
+        self.turn = turn
+        self.session = turn.session
+        self.prompt = turn.prompt
+        self.permission_note = permission_note
+        self.elicitation_note = elicitation_note
+        self.title_hint = title_hint
+        self._metadata = metadata
+        self._final_status: str | None = None  # done / cancelled / error, set when the view has finished
         self.error_message = ""
         self._lock = threading.RLock()
-        self._frozen_title: str | None = None
+        self._frozen_title: tuple[str, str] | None = None  # (title, source) at the end of the turn
         self._model = self._model_label()
         self._prompts: list[PermissionPrompt] = []
+        self._forms: list[FormPrompt] = []
+        # The forms in the order they came: a FormPrompt, or (text, HTML) of one a policy answered.
+        self._form_items: list[FormPrompt | tuple[str, str]] = []
+        self._seen: set[int] = set()  # ids of the permission and form records already noted
         self._decisions: dict[str, list[str]] = {}
-        self.display_handle: Any = None  # set by whoever displays the view with a display_id
-        self.finished: concurrent.futures.Future[Turn | None] = concurrent.futures.Future()
+        self._tool_times: dict[str, list[float]] = {}  # call id -> [first seen, ended] (perf_counter)
+        self._widgets_closed = False
+        self.finished: concurrent.futures.Future[Turn] = concurrent.futures.Future()
         self.finished.set_running_or_notify_cancel()
+        self._build_widgets()
+        self.live = LiveDisplay(self._bundle)
+        self._throttle = Throttle(self.render, interval)
+        # Askers first: a form waiting in one must be on screen before its record can arrive.
+        for waiting in (asker, form_asker):
+            if waiting is not None:
+                waiting.attach(self)
+        self._unobserve = turn.observe(self._on_event)
+        self._catch_up()
+        self.render()
+        _loop.call_soon(self._tick)
+        # Last: if the turn already ended this runs now, with every field above in place.
+        turn.future.add_done_callback(self._on_done)
 
+    def _build_widgets(self) -> None:
         self.header = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.latest_thought = widgets.HTML()
+        self.latest_thought.add_class("acpnb-latest-thought")
         self.thoughts_text = widgets.HTML()
         self.thoughts = widgets.Accordion(children=[self.thoughts_text], titles=("Thoughts",),
                                           selected_index=None, layout=widgets.Layout(display="none"))
         self.plan = widgets.HTML()
         self.tools = widgets.HTML()
         self.permissions = widgets.VBox()
+        self.forms = widgets.VBox()
         self.reply = widgets.Output(layout=widgets.Layout(padding="0 4px"))
         self.footer = widgets.HTML()
         self.cancel_button = widgets.Button(description="Cancel", icon="stop", tooltip="Send session/cancel",
@@ -116,96 +163,175 @@ class TurnView:
         self.cancel_button.on_click(lambda _button: self.cancel())
         self.error = widgets.HTML()
         self.widget = widgets.VBox(
-            [self.header, self.thoughts, self.plan, self.tools, self.permissions, self.reply, self.error,
-             widgets.HBox([self.footer, self.cancel_button],
-                          layout=widgets.Layout(justify_content="space-between", align_items="center"))],
+            [self.header, self.latest_thought, self.thoughts, self.plan, self.tools, self.permissions, self.forms,
+             self.reply,
+             self.error, widgets.HBox([self.footer, self.cancel_button],
+                                      layout=widgets.Layout(justify_content="space-between", align_items="center"))],
             layout=widgets.Layout(width="100%", margin="4px 0"),
         )
         self.widget.add_class("acpnb-turn")
+        self.widget.add_class("acpnb-live")
         self.reply.add_class("acpnb-reply")
-        self._throttle = Throttle(self.render, interval)
-        self._unobserve = session.state.observe(self._on_event)
-        self.render()
+
+    # --- display -----------------------------------------------------------------
+    def show(self) -> None:
+        """Display the view in the running cell; it turns into its static form when the turn ends."""
+        self.live.show()
+        if self.live.final:  # the turn ended before the view was shown: it was shown static
+            self._close_widgets()
+
+    def _bundle(self, final: bool, _reason: str) -> Bundle:
+        with self._lock:
+            forms = turn_forms(self.snapshot())
+        metadata = dict(self._metadata()) if self._metadata is not None else {}
+        live = {} if final else widget_bundle(self.widget)
+        return Bundle({**live, **forms}, metadata)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        # Plain text and Markdown for readers without the live widgets (untrusted notebooks, GitHub);
-        # ``display_handle`` refreshes them when the turn ends.
+        bundle = self._bundle(self.finished.done(), "")
+        return bundle.data, bundle.metadata
+
+    def snapshot(self) -> TurnSnapshot:
+        """What the view shows now, as plain data (for the saved forms)."""
         with self._lock:
             turn = self.turn
-            title = self._frozen_title if self._frozen_title is not None else self.session.title
-            info = session_header_info(self.session, title=title, status=self.status, model=self._model)
-            head = " · ".join(p for p in (info.title, f"model: {info.model}" if info.model else "", info.status) if p)
-            text = turn.text if turn is not None else ""
-            calls = [f"- {c.title or c.id} ({c.kind or 'other'}, {c.status or 'pending'})"
-                     for c in (turn.tool_calls if turn is not None else [])]
-            tail = self.error_message or ""
-        markdown = "\n\n".join(p for p in (f"**{md_escape(info.title)}** · {md_escape(head[len(info.title) + 3:])}",
-                                            "\n".join(md_escape(c) for c in calls), text,
-                                            f"*{md_escape(tail)}*" if tail else "") if p)
-        plain = "\n".join(p for p in (head, *calls, text, tail) if p)
-        return {**widget_bundle(self.widget, **kwargs), "text/plain": plain, "text/markdown": markdown}
+            running = self._is_running()
+            pending = [(f"The agent asks permission: {p.tool_call.get('title') or p.call_id} (waiting for an answer)",
+                        p.static_html()) for p in self._prompts if not p.future.done()]
+            tools = [ToolSnapshot(str(c.title or c.id), str(c.kind or "other"), str(c.status or "pending"),
+                                  self._tool_html(c)) for c in turn.tool_calls]
+            forms = [(item.plain_text(), item.static_html()) if isinstance(item, FormPrompt) else item
+                     for item in self._form_items]
+            return TurnSnapshot(header=self._header_info(), text=turn.text, thoughts=turn.thoughts,
+                                plan=list(turn.plan), tools=tools, notes=self._unmatched_decisions(), pending=pending,
+                                forms=forms, error=self.error_message, usage=turn.usage,
+                                stop_reason=None if running else turn.stop_reason)
 
+    # --- following the turn (loop thread) -----------------------------------------
     def _model_label(self) -> str | None:
-        option = self.session.model_option
-        if option is None:
-            return None
-        return value_label(option)
+        option = self.session.model_option if self.session is not None else None
+        return value_label(option) if option is not None else None
 
-    # --- following the turn (loop thread) -------------------------------------
-    def arm(self) -> None:
-        """Call right before sending the prompt: the next turn that streams into the session is this view's."""
-        with self._lock:
-            self._armed = True
-
-    def attach(self, future: concurrent.futures.Future[Turn]) -> None:
-        """Follow the turn that ``future`` (from ``session.start_prompt``) runs."""
-        future.add_done_callback(self._on_done)
-
-    def _on_event(self, event: StateEvent) -> None:
-        if event.kind == "update":
-            turn = (event.data or {}).get("turn")
-            if turn is None:
-                return
+    def _on_event(self, event: TurnEvent) -> None:
+        if event.kind == "status":
             with self._lock:
-                if self.turn is None and self._armed and not self.finished.done():
-                    self.turn = turn
-                elif turn is not self.turn:
-                    return
-        elif event.kind not in ("info", "config", "usage"):
-            return
+                self._model = self._model_label()  # the model the prompt is sent with
+        elif event.kind == "update":
+            self._note_tool_progress(event.data)
+        elif event.kind == "permission":
+            self._note_permission(event.data)
+        elif event.kind == "elicitation":
+            self._note_elicitation(event.data)
+        if event.kind != "done":
+            self._throttle.request()
+
+    def _catch_up(self) -> None:
+        """Note what the turn recorded before this view subscribed: a policy may answer a permission
+        request or a form at once, before the cell's view exists (kernel thread; the loop may be
+        noting newer records meanwhile, hence ``_first_sight``)."""
+        for record in list(self.turn.permissions):
+            self._note_permission(record)
+        for record in list(self.turn.elicitations):
+            self._note_elicitation(record)
         self._throttle.request()
 
+    def _first_sight(self, record: Any) -> bool:
+        """True the first time a record is seen (the catch-up and an event may both bring it); under the lock."""
+        if id(record) in self._seen:
+            return False
+        self._seen.add(id(record))
+        return True
+
+    def _note_tool_progress(self, update: Mapping[str, Any]) -> None:
+        if update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
+            return
+        now = time.perf_counter()
+        with self._lock:
+            times = self._tool_times.setdefault(str(update.get("toolCallId")), [now, 0.0])
+            if update.get("status") in ("completed", "failed") and not times[1]:
+                times[1] = now
+
+    def _note_permission(self, record: Any) -> None:
+        call_id = str(record.tool_call.get("toolCallId") or "")
+        with self._lock:
+            if not self._first_sight(record):
+                return
+            if any(p.call_id == call_id and p.future.done() for p in self._prompts) and call_id:
+                return  # answered by a prompt in this view, which says so itself
+            words = _decision_words(record)
+            if record.options and self.permission_note and words in ("allowed", "rejected"):
+                words = f"{words} automatically ({self.permission_note})"
+            self._decisions.setdefault(call_id, []).append(f"permission: {words}")
+
+    def _note_elicitation(self, record: Any) -> None:
+        """A form the client answered: it goes to the form shown for it, or, when a policy answered
+        without asking, becomes a line saying so."""
+        with self._lock:
+            if not self._first_sight(record):
+                return
+            unmatched = [f for f in self._forms if f.record is None]
+            # The client records the very schema object it gave the policy; equal content is the fallback.
+            form = next((f for f in unmatched if f.request.schema is record.schema), None) or next(
+                (f for f in unmatched if not f.waiting and f.message == record.message
+                 and f.request.schema == record.schema), None)
+            if form is None:
+                text, html = automatic_form_html(record, self.elicitation_note)
+                self._form_items.append((text, html))
+                line = widgets.HTML(html)
+                self.forms.children = (*self.forms.children, line)
+        if form is not None:
+            form.note_record(record)
+
+    def _tick(self) -> None:
+        """Redraw the running clock once a second until the turn ends."""
+        if not self._is_running():
+            return
+        self.render()
+        _loop.get_loop().call_later(CLOCK_TICK, self._tick)
+
     def _on_done(self, future: concurrent.futures.Future[Turn]) -> None:
-        error: BaseException | None
-        if future.cancelled():
-            turn, error = None, None
-        else:
-            error = future.exception()
-            turn = future.result() if error is None else None
+        error = future.exception() if not future.cancelled() else None
+        try:
+            self._finish(error)
+        finally:
+            # Resolved after the static form was sent: a cell waiting on `finished` ends only once its
+            # output is final (headless runners record only messages sent while the cell runs). And
+            # always resolved, so a failing view never leaves a cell waiting forever.
+            if error is not None:
+                self.finished.set_exception(error)
+            else:
+                self.finished.set_result(self.turn)
+
+    def _finish(self, error: BaseException | None) -> None:
         with self._lock:
             self._unobserve()
-            if turn is not None:
-                self.turn = turn
             if error is not None:
-                self.status = "error"
-                self.error_message = (error.message if isinstance(error, AcpError)
-                                      else f"{type(error).__name__}: {error}")
-            elif turn is None or turn.stop_reason == "cancelled":
-                self.status = "cancelled"
+                self._final_status = "error"
+                self.error_message = error.message if isinstance(error, AcpError) else f"{type(error).__name__}: {error}"
             else:
-                self.status = "done"
-            self._frozen_title = self.session.title
-            for prompt in self._prompts:
-                prompt.choose(None)  # nobody can answer a prompt of a finished turn
-            self.render()
-        if self.display_handle is not None:
-            self.display_handle.update(self)  # the static fallback now carries the reply
-        if error is not None:
-            self.finished.set_exception(error)
-        else:
-            self.finished.set_result(self.turn)
+                self._final_status = "cancelled" if self.turn.stop_reason == "cancelled" else "done"
+            self._frozen_title = session_title(self.session, self.title_hint)
+            prompts = list(self._prompts)
+            forms = list(self._forms)
+        for prompt in prompts:
+            prompt.choose(None)  # nobody can answer a prompt of a finished turn
+        for form in forms:
+            form.withdraw()  # nor fill in its form: the inputs and buttons are disabled
+        self.render()
+        self.live.finalize()
+        if self.live.shown:
+            self._close_widgets()
 
-    # --- actions -------------------------------------------------------------
+    def _close_widgets(self) -> None:
+        """The output is static now: free the widget models (the kernel and a saved notebook keep none).
+        Called by whichever of show() and the end of the turn comes second; runs once."""
+        with self._lock:
+            if self._widgets_closed:
+                return
+            self._widgets_closed = True
+        close_widget_tree(self.widget)  # the prompts are children of self.permissions
+
+    # --- actions (kernel thread: clicks; loop thread: the asker) --------------------
     def cancel(self) -> None:
         """Ask the agent to stop (the Cancel button); returns at once."""
         with self._lock:
@@ -215,83 +341,106 @@ class TurnView:
             self.cancel_button.description = "Cancelling..."
         _loop.submit(self.session.acancel())
 
-    def ask_permission(self, request: Any, *, timeout: float | None = None,
-                       fallback: str | None = None) -> concurrent.futures.Future[str | None]:
-        """Show the request's options as buttons; the future resolves on a click (for a permission policy)."""
-        prompt = PermissionPrompt(request.tool_call, request.options, timeout=timeout, fallback=fallback)
-        call_id = str(request.tool_call.get("toolCallId") or "")
+    def add_prompt(self, prompt: PermissionPrompt) -> None:
+        """Show a permission request as buttons (called by the turn's PermissionAsker)."""
         with self._lock:
             self._prompts.append(prompt)
             self.permissions.children = (*self.permissions.children, prompt.widget)
-            self.status = "waiting"
-        self._throttle.request()
 
         def settled(_future: concurrent.futures.Future[str | None]) -> None:
             with self._lock:
-                self._decisions.setdefault(call_id, []).append(f"permission: {prompt.decision}")
-                if self.status == "waiting" and not any(not p.future.done() for p in self._prompts):
-                    self.status = "working"
+                self._decisions.setdefault(prompt.call_id, []).append(f"permission: {prompt.decision}")
             self._throttle.request()
 
         prompt.future.add_done_callback(settled)
-        return prompt.future
-
-    def note_permission(self, request: Any, decision: str) -> None:
-        """Record a decision made without asking (the unattended policy), shown under its tool call."""
-        call_id = str(request.tool_call.get("toolCallId") or "")
-        with self._lock:
-            self._decisions.setdefault(call_id, []).append(f"permission: {decision}")
         self._throttle.request()
 
-    # --- rendering -------------------------------------------------------------
+    def add_form(self, form: FormPrompt) -> None:
+        """Show one of the agent's forms (called by the turn's FormAsker)."""
+        with self._lock:
+            self._forms.append(form)
+            self._form_items.append(form)
+            self.forms.children = (*self.forms.children, form.widget)
+        form.future.add_done_callback(lambda _future: self._throttle.request())
+        self._throttle.request()
+
+    # --- rendering -------------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """queued, working, waiting (for a permission answer), then done, cancelled or error.
+
+        Read from the turn each time rather than kept in step with its events: the view subscribes
+        after the turn was queued, and may have missed the moment it was sent."""
+        with self._lock:
+            if self._final_status is not None:
+                return self._final_status
+            if any(not p.future.done() for p in self._prompts) or any(f.waiting for f in self._forms):
+                return "waiting"
+            return "queued" if self.turn.status == "queued" else "working"
+
+    def _is_running(self) -> bool:
+        return self._final_status is None
+
+    def _header_info(self) -> Any:
+        turn = self.turn
+        if self.status in ("working", "waiting"):
+            extra = clock(turn.elapsed_s)
+        elif turn.duration_s is not None and self.status != "queued":
+            extra = seconds(turn.duration_s)
+        else:
+            extra = ""
+        title, source = self._frozen_title or session_title(self.session, self.title_hint)
+        return session_header_info(self.session, title=title, title_source=source, status=self.status, detail="",
+                                   model=self._model, extra=extra)
+
+    def _tool_html(self, call: Any) -> str:
+        # A call seen first here (its update came before this view subscribed) starts its clock now.
+        start, end = self._tool_times.setdefault(call.id, [time.perf_counter(), 0.0])
+        if start and not end and call.status not in ("completed", "failed") and self._is_running():
+            timing = clock(time.perf_counter() - start)
+        elif start and end and end - start >= SHOWN_TOOL_TIME:
+            timing = f"took {seconds(end - start)}"
+        else:
+            timing = ""
+        return tool_call_html(call, self._decisions.get(call.id, ()), timing=timing)
+
+    def _unmatched_decisions(self) -> list[str]:
+        calls = self.turn.tool_calls_by_id
+        return [d for call_id, ds in self._decisions.items() if call_id not in calls for d in ds]
+
     def render(self) -> None:
         """Bring every widget up to date with the turn (any thread; cheap when nothing changed)."""
         with self._lock:
             turn = self.turn
-            running = not self.finished.done() and self.status in ("working", "waiting")
-            extra = ""
-            if turn is not None and turn.duration_s is not None:
-                extra = seconds(turn.duration_s)
-            title = self._frozen_title if self._frozen_title is not None else self.session.title
-            header = header_html(session_header_info(self.session, title=title, status=self.status,
-                                                     detail="", model=self._model, extra=extra))
-            thoughts = turn.thoughts if turn is not None else ""
-            text = turn.text if turn is not None else ""
-            tools = "".join(tool_call_html(call, self._decisions.get(call.id, ()))
-                            for call in (turn.tool_calls if turn is not None else []))
-            unmatched = [d for call_id, ds in self._decisions.items()
-                         if turn is None or call_id not in turn.tool_calls_by_id for d in ds]
-            if unmatched:
-                tools += "".join(f'<div style="color:{MUTED};font-size:0.9em">{escape(d)}</div>' for d in unmatched)
-            footer = ""
-            if not running and turn is not None:
-                footer = usage_html(turn.usage, stop_reason=turn.stop_reason)
-
-            if self.header.value != header:
-                self.header.value = header
-            if thoughts:
-                thoughts_html = (f'<div class="acpnb-thoughts" style="white-space:pre-wrap;color:{MUTED};'
-                                 f'font-family:{MONO};font-size:0.85em">{escape(thoughts)}</div>')
-                if self.thoughts_text.value != thoughts_html:
-                    self.thoughts_text.value = thoughts_html
-                if self.thoughts.layout.display != "":
-                    self.thoughts.layout.display = ""
-            plan = plan_html(turn.plan) if turn is not None else ""
-            if self.plan.value != plan:
-                self.plan.value = plan
-            if self.tools.value != tools:
-                self.tools.value = tools
+            running = self._is_running()
+            self._set(self.header, "value", header_html(self._header_info(), live=True))
+            latest = turn.latest_thought if running else ""
+            self._set(self.latest_thought, "value",
+                      f'<div style="color:{MUTED};padding:2px 4px"><span style="font-weight:600">Thinking:</span> '
+                      f'<i>{escape(latest)}</i></div>' if latest else "")
+            if turn.thoughts:
+                self._set(self.thoughts_text, "value",
+                          f'<div class="acpnb-thoughts" style="{THOUGHTS_STYLE}">{escape(turn.thoughts)}</div>')
+                self._set(self.thoughts.layout, "display", "")
+            self._set(self.plan, "value", plan_html(turn.plan))
+            tools = "".join(self._tool_html(call) for call in turn.tool_calls)
+            tools += "".join(f'<div style="color:{MUTED};font-size:0.9em">{escape(d)}</div>'
+                             for d in self._unmatched_decisions())
+            self._set(self.tools, "value", tools)
+            text = turn.text
             outputs = (markdown_output(text),) if text else ()
             if tuple(self.reply.outputs) != outputs:
                 self.reply.outputs = outputs
-            error = error_html(self.error_message)
-            if self.error.value != error:
-                self.error.value = error
-            if self.footer.value != footer:
-                self.footer.value = footer
-            display = "" if running else "none"
-            if self.cancel_button.layout.display != display:
-                self.cancel_button.layout.display = display
+            self._set(self.error, "value", error_html(self.error_message))
+            # The context meter follows usage_update while the turn runs; the stop reason comes at the end.
+            self._set(self.footer, "value", usage_html(turn.usage, stop_reason=None if running else turn.stop_reason))
+            self._set(self.cancel_button.layout, "display", "" if running else "none")
+
+    @staticmethod
+    def _set(target: Any, name: str, value: Any) -> None:
+        """Assign only on change: each assignment is a message to the frontend."""
+        if getattr(target, name) != value:
+            setattr(target, name, value)
 
     @property
     def renders(self) -> int:

@@ -1,284 +1,309 @@
-"""ProtocolInspector (``%acp log``): every frame of ``agent.log``, live, filterable by method, full JSON on demand."""
+"""ProtocolInspector (``%acp log``, ``agent.inspector()``): an agent's frames as a live table that explains them.
+
+Each row is one frame: time, direction, method or update kind, session, round trip and a
+summary; it unfolds into what the frame means (with its spec page), the config options it
+changed, the session info it left, what the ACP schema says about it and its JSON. The
+analysis is ``acp_notebook.frames`` and the HTML ``._frames_html``: this module only wires
+them to widgets and to the display's saved form.
+
+Threads: the agent's background loop thread appends to ``agent.log`` (and trims its head);
+the inspector reads it only through snapshots (``list(agent.log)``), from a ``Throttle``
+on the loop thread when frames arrive and from the kernel thread when a filter changes.
+Both paths take ``self._lock`` around the analyzer and the widget updates. The saved form
+(the display's text/html, text/markdown, text/plain) is refreshed from the loop thread once
+a burst of frames has ended.
+"""
 
 from __future__ import annotations
 
-import datetime
+import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
 import ipywidgets as widgets
 
-from ._html import BORDER, MONO, MUTED, json_html, widget_bundle
+from .. import _loop, _schema
+from ..frames import Analyzer, FrameRow, analyze, capabilities, check_rows
+from ._frames_html import capabilities_html, frames_markdown, frames_text, table_html
+from ._html import MUTED, widget_bundle
+from .display import Bundle, LiveDisplay, close_widget_tree
 from .chat import Throttle
 
-__all__ = ["FrameSummary", "ProtocolInspector", "frames_html", "summarize_frames"]
+__all__ = ["ALL_METHODS", "ProtocolInspector", "frames_html", "summarize_frames"]
 
-ALL_METHODS = "all methods"
-# The frame list is re-sent whole when it changes: refresh it less often than a streaming reply.
+ALL_METHODS = ""  # the method filter's value that lets every frame through
+ALL_SESSIONS = ""
+# The table is re-sent whole when it changes: refresh it less often than a streaming reply,
+# and the saved form (which may re-render the output in the browser) less often still.
 REFRESH_INTERVAL = 0.5
-NBSP = "\u00a0"
-ARROWS = {"send": "\u2192", "recv": "\u2190"}  # client -> agent, agent -> client
+SAVE_INTERVAL = 2.0  # quiet time before the saved form is refreshed
+SAVE_AT_LEAST = 30.0  # ... or this long into a burst of frames that does not end
+UPDATE_PREFIX = "session/update#"
 
 
-@dataclass(frozen=True)
-class FrameSummary:
-    """One wire frame as the inspector lists it."""
-
-    index: int
-    direction: str  # "send" (client -> agent) or "recv"
-    t: float
-    kind: str  # request, notification, result, error
-    method: str  # the request's method; for results and errors, the method they answer
-    session_id: str
-    detail: str  # the update kind, stop reason or error message: the gist in a few words
-    msg: Mapping[str, Any]
-
-    @property
-    def clock(self) -> str:
-        return datetime.datetime.fromtimestamp(self.t).strftime("%H:%M:%S.%f")[:-3]
-
-    @property
-    def label(self) -> str:
-        """A one-line, fixed-column label (non-breaking spaces: option text collapses plain ones)."""
-        kind = {"request": "req", "notification": "note", "result": "result", "error": "ERROR"}[self.kind]
-        columns = [f"{self.index:>4}", ARROWS.get(self.direction, "?"), self.clock, f"{kind:<6}",
-                   f"{self.method:<28}", f"{self.session_id:<10}", self.detail]
-        return "  ".join(columns).rstrip().replace(" ", NBSP)
+def summarize_frames(log: Iterable[Mapping[str, Any]]) -> list[FrameRow]:
+    """Every log entry as an analyzed row (not checked against the schema); see ``acp_notebook.frames``."""
+    return analyze(log, check_schema=False)
 
 
-def _gist(msg: Mapping[str, Any], method: str) -> str:
-    params = msg.get("params") if isinstance(msg.get("params"), Mapping) else {}
-    result = msg.get("result") if isinstance(msg.get("result"), Mapping) else {}
-    if "error" in msg:
-        error = msg.get("error") or {}
-        return f"{error.get('code')} {error.get('message', '')}"[:80]
-    if method == "session/update":
-        update = params.get("update") or {}
-        kind = str(update.get("sessionUpdate", ""))
-        content = update.get("content") if isinstance(update.get("content"), Mapping) else {}
-        if content.get("type") == "text":
-            text = str(content.get("text", "")).replace("\n", " ")
-            return f"{kind} {text[:40]!r}"
-        if kind == "session_info_update" and "title" in update:
-            return f"{kind} title={update.get('title')!r}"
-        return kind
-    if method == "session/set_config_option" and "configId" in params:
-        return f"{params.get('configId')}={params.get('value')!r}"
-    if method == "session/set_config_option" and "configOptions" in result:
-        return f"{len(result['configOptions'])} options"
-    if "stopReason" in result:
-        return f"stopReason={result['stopReason']}"
-    if method == "session/request_permission" and "toolCall" in params:
-        return str((params.get("toolCall") or {}).get("title", ""))
-    if method == "session/request_permission" and "outcome" in result:
-        outcome = result.get("outcome") or {}
-        return str(outcome.get("optionId") or outcome.get("outcome") or "")
-    if method == "session/prompt" and isinstance(params.get("prompt"), list):
-        texts = [str(b.get("text", "")) for b in params["prompt"] if isinstance(b, Mapping) and b.get("type") == "text"]
-        return repr(" ".join(texts).replace("\n", " ")[:40])
-    if method in ("fs/read_text_file", "fs/write_text_file") and "path" in params:
-        return str(params["path"])
-    return ""
+def frames_html(frames: Sequence[FrameRow], *, open_json: bool = False) -> str:
+    """A static frame table (for notebooks read without a kernel); ``open_json`` unfolds every row."""
+    return table_html(frames, open_rows=open_json)
 
 
-class _Summarizer:
-    """Turns log entries into FrameSummary rows, remembering which request each answer belongs to."""
+class _WhenQuiet:
+    """Runs ``action`` on the loop thread once requests stop for ``quiet`` seconds (or ``longest`` after the first).
 
-    def __init__(self) -> None:
-        self._requests: dict[tuple[str, Any], tuple[str, str]] = {}
-        self.count = 0
+    The saved form is refreshed with the display's ``update``, and JupyterLab answers an
+    update by building the widget's view anew (open rows fold, the table's scroll resets).
+    So it waits for a burst of frames to end rather than refreshing in the middle of it.
+    """
 
-    def add(self, entry: Mapping[str, Any]) -> FrameSummary:
-        msg = entry.get("msg") or {}
-        direction = str(entry.get("dir", "?"))
-        params = msg.get("params") if isinstance(msg.get("params"), Mapping) else {}
-        session_id = str(params.get("sessionId") or "")
-        if "method" in msg:
-            method = str(msg["method"])
-            kind = "request" if "id" in msg else "notification"
-            if kind == "request":
-                self._requests[(direction, msg["id"])] = (method, session_id)
+    def __init__(self, action: Callable[[], None], quiet: float, longest: float) -> None:
+        self._action, self.quiet, self.longest = action, max(0.0, quiet), max(quiet, longest)
+        self._lock = threading.Lock()
+        self._first: float | None = None  # when the pending burst began (None: nothing pending)
+        self._last = 0.0
+
+    def request(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._last = now
+            if self._first is not None:
+                return
+            self._first = now
+        _loop.call_soon(self._arm, self.quiet)
+
+    def _arm(self, delay: float) -> None:
+        _loop.get_loop().call_later(delay, self._check)
+
+    def _check(self) -> None:
+        with self._lock:
+            assert self._first is not None
+            wait = min(self._last + self.quiet, self._first + self.longest) - time.monotonic()
+            if wait <= 0:
+                self._first = None
+        if wait > 0:
+            self._arm(wait)
         else:
-            # An answer travels the other way from its request.
-            asked_by = "recv" if direction == "send" else "send"
-            method, session_id = self._requests.pop((asked_by, msg.get("id")), ("?", ""))
-            result = msg.get("result") if isinstance(msg.get("result"), Mapping) else {}
-            session_id = session_id or str(result.get("sessionId") or "")
-            kind = "error" if "error" in msg else "result"
-        summary = FrameSummary(self.count, direction, float(entry.get("t", 0.0)), kind, method, session_id,
-                               _gist(msg, method), msg)
-        self.count += 1
-        return summary
+            self._action()
 
 
-def summarize_frames(log: Iterable[Mapping[str, Any]]) -> list[FrameSummary]:
-    summarizer = _Summarizer()
-    return [summarizer.add(entry) for entry in log]
+class _FrameList:
+    """A fixed list of log entries standing in for an agent (a recording, or frames made by hand)."""
 
-
-def frames_html(frames: Sequence[FrameSummary], *, open_json: bool = False) -> str:
-    """A static list of frames, one line each with its JSON folded under it (for notebooks read without a kernel)."""
-
-    def cell(text: str, width: str, style: str = "") -> str:
-        return (f'<span style="display:inline-block;width:{width};vertical-align:top;overflow:hidden;'
-                f'text-overflow:ellipsis;white-space:nowrap;{style}">{text}</span>')
-
-    rows = []
-    for frame in frames:
-        opened = " open" if open_json else ""
-        kind_color = "#c62828" if frame.kind == "error" else MUTED
-        summary = "".join([
-            cell(str(frame.index), "2.5em", f"color:{MUTED};text-align:right;padding-right:0.6em"),
-            cell(ARROWS.get(frame.direction, "?"), "1.5em"),
-            cell(frame.clock, "7.5em", f"color:{MUTED}"),
-            cell(escape(frame.kind), "7em", f"color:{kind_color}"),
-            cell(f"<b>{escape(frame.method)}</b>", "17em"),
-            cell(escape(frame.session_id), "6em", f"color:{MUTED}"),
-            cell(escape(frame.detail), "calc(100% - 48em)", f"color:{MUTED}"),
-        ])
-        rows.append(
-            f'<details{opened} style="border-top:1px solid {BORDER};padding:1px 0">'
-            f'<summary style="cursor:pointer;white-space:nowrap;font-family:{MONO};font-size:0.85em">'
-            f"{summary}</summary>"
-            f'<div style="margin:2px 0 6px 4em">{json_html(frame.msg)}</div></details>'
-        )
-    return (f'<div class="acpnb-frames" style="text-align:left;max-width:100%">'
-            f'<div style="color:{MUTED};font-size:0.85em;margin-bottom:2px">{len(frames)} frames: '
-            f"\u2192 client to agent, \u2190 agent to client; click a line for its JSON</div>{''.join(rows)}</div>")
-
-
-_STYLE = (
-    "<style>.acpnb-inspector select{font-family:%s;font-size:12px}</style>" % MONO  # noqa: UP031
-)
+    def __init__(self, entries: Iterable[Mapping[str, Any]], name: str) -> None:
+        self.log = list(entries)
+        self.name = name
 
 
 class ProtocolInspector:
-    """A live list of an agent's frames: pick one to see its JSON; filter by method or session."""
+    """A live, filterable table of an agent's frames; rows unfold into explanations, changes and JSON."""
 
     def __init__(self, agent: Any, *, method: str | None = None, session_id: str | None = None,
-                 rows: int = 10, interval: float = REFRESH_INTERVAL, limit: int = 500) -> None:
+                 rows: int = 15, interval: float = REFRESH_INTERVAL, save_interval: float = SAVE_INTERVAL,
+                 limit: int = 500, save_limit: int = 200) -> None:
         self.agent = agent
-        self.limit = limit
+        self.rows, self.limit, self.save_limit = rows, limit, save_limit
+        self.displays: list[LiveDisplay] = []  # appended on the kernel thread (show), read from any thread
         self._lock = threading.RLock()
-        self._applying = False
-        self._summarizer = _Summarizer()
-        self._frames: list[FrameSummary] = []
-        self._seen = 0
-        self.method = widgets.Dropdown(options=[ALL_METHODS], value=ALL_METHODS, description="Method",
-                                       style={"description_width": "initial"}, layout=widgets.Layout(width="auto"))
-        self.session = widgets.Text(value=session_id or "", placeholder="any session", description="Session",
-                                    continuous_update=False, style={"description_width": "initial"},
-                                    layout=widgets.Layout(width="16em"))
-        self.follow = widgets.Checkbox(value=True, description="Follow newest", indent=False,
-                                       layout=widgets.Layout(width="auto"))
-        self.count = widgets.HTML()
-        self.frames = widgets.Select(options=[], rows=rows, layout=widgets.Layout(width="100%"))
-        self.detail = widgets.HTML()
-        self.widget = widgets.VBox(
-            [widgets.HTML(_STYLE),
-             widgets.HBox([self.method, self.session, self.follow, self.count],
-                          layout=widgets.Layout(grid_gap="12px", align_items="center")),
-             self.frames, self.detail],
-            layout=widgets.Layout(width="100%"),
-        )
-        self.widget.add_class("acpnb-inspector")
-        self._wanted_method = method
+        self._applying = False  # set while the inspector itself changes its controls
+        self._analyzer = Analyzer()
+        self._last_entry: Any = None
+        self._held = 0  # frames that arrived while the table was held still
+        self._wanted = (method or ALL_METHODS, session_id or ALL_SESSIONS)
+        self._build_widgets()
         self._throttle = Throttle(self.refresh, interval)
-        for control in (self.method, self.session, self.follow):
-            control.observe(self._on_filter, names="value")
-        self.frames.observe(self._on_pick, names="value")
+        self._saver = _WhenQuiet(self.save, save_interval, SAVE_AT_LEAST)
         self.refresh()
-        if method:
-            self.method.value = method if method in self.method.options else ALL_METHODS
-        self._unsubscribe = agent.on_frame(lambda _entry: self._throttle.request())
+        if "jsonschema" not in sys.modules:  # nothing was checked yet: load it now, off the loop thread
+            threading.Thread(target=_schema.warm_up, name="acp-notebook-schema", daemon=True).start()
+        on_frame = getattr(agent, "on_frame", None)
+        self._unsubscribe = on_frame(lambda _entry: self._throttle.request()) if callable(on_frame) else (lambda: None)
+
+    @classmethod
+    def of_frames(cls, entries: Iterable[Mapping[str, Any]], *, name: str = "frames",
+                  **options: Any) -> ProtocolInspector:
+        """An inspector over a fixed list of log entries (``{"dir", "t", "msg"}``), no agent needed."""
+        return cls(_FrameList(entries, name), **options)
+
+    def _build_widgets(self) -> None:
+        auto = widgets.Layout(width="auto")
+        style = {"description_width": "initial"}
+        self.method = widgets.Dropdown(options=[("all methods", ALL_METHODS)], value=ALL_METHODS,
+                                       description="Method", style=style, layout=auto)
+        self.session = widgets.Dropdown(options=[("all sessions", ALL_SESSIONS)], value=ALL_SESSIONS,
+                                        description="Session", style=style, layout=auto)
+        self.follow = widgets.Checkbox(value=True, description="Follow newest", indent=False, layout=auto,
+                                       tooltip="Show the newest frames as they arrive; untick to browse them all")
+        self.status = widgets.HTML()
+        self.table = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.capabilities = widgets.HTML(layout=widgets.Layout(width="100%"))
+        bar = widgets.HBox([self.method, self.session, self.follow, self.status],
+                           layout=widgets.Layout(grid_gap="12px", align_items="center", flex_flow="row wrap"))
+        self.widget = widgets.VBox([bar, self.table, self.capabilities], layout=widgets.Layout(width="100%"))
+        self.widget.add_class("acpnb-inspector")
+        for control in (self.method, self.session, self.follow):
+            control.observe(self._on_control, names="value")
+
+    # --- display -----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return str(getattr(self.agent, "name", "") or "agent")
+
+    def _static(self) -> dict[str, str]:
+        """The saved form: what a notebook shows without a kernel (HTML table, Markdown, plain text)."""
+        with self._lock:
+            shown = self.visible()
+            saved = shown[-self.save_limit:]
+            check_rows(saved)
+            total = len(self._analyzer.rows)
+            title = f"Protocol inspector of agent '{self.name}': {len(shown)} of {total} frames"
+            if len(saved) < len(shown):
+                title += f" (the last {len(saved)} saved)"
+            uses = capabilities(self._analyzer.rows)
+        html = (f'<div class="acpnb-inspector-static"><div style="font-weight:600">{title}</div>'
+                f"{table_html(saved, total=total, max_height='32em')}"
+                f"{capabilities_html(uses)}</div>")
+        return {"text/html": html, "text/markdown": frames_markdown(saved, title=title),
+                "text/plain": frames_text(saved, title=title)}
+
+    def _bundle(self, final: bool, reason: str) -> Bundle:
+        static = self._static()
+        return Bundle(static if final else {**widget_bundle(self.widget), **static})
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return {**widget_bundle(self.widget, **kwargs), **self._static()}
+
+    def show(self) -> LiveDisplay:
+        """Display the inspector in the running cell (kernel thread); its saved form follows new frames."""
+        live = LiveDisplay(self._bundle)
         with self._lock:
-            shown = self.visible()
-        text = f"Protocol inspector of agent '{self.agent.name}': {len(shown)} of {len(self._frames)} frames"
-        return {**widget_bundle(self.widget, **kwargs), "text/plain": text, "text/markdown": f"*{text}*"}
+            self.displays.append(live)
+        live.show()
+        return live
+
+    def _ipython_display_(self) -> None:
+        # display(inspector) and a cell ending in agent.inspector() both come here.
+        self.show()
+
+    def save(self) -> None:
+        """Have every display of the inspector republish its saved form (after a burst of frames)."""
+        with self._lock:
+            displays = list(self.displays)
+        for live in displays:
+            live.refresh()
 
     def close(self) -> None:
+        """Stop following the agent; each display keeps the table as it is now, in its static form."""
         self._unsubscribe()
-        self.widget.close()
+        with self._lock:
+            displays = list(self.displays)
+        for live in displays:
+            live.finalize()
+        close_widget_tree(self.widget)
 
-    # --- data ------------------------------------------------------------------
-    def _catch_up(self) -> None:
-        log = self.agent.log
-        if len(log) < self._seen:  # the agent trimmed its log's head: start over
-            self._summarizer, self._frames, self._seen = _Summarizer(), [], 0
-        for entry in list(log[self._seen:]):
-            self._frames.append(self._summarizer.add(entry))
-        self._seen = len(log)
+    # --- data --------------------------------------------------------------------------------
+    def _catch_up(self) -> int:
+        """Analyze the entries logged since the last call; returns how many there were."""
+        log = list(self.agent.log)  # a snapshot: the loop thread appends to the live list and trims its head
+        start = 0
+        if self._last_entry is not None:
+            # The newest entry already analyzed; if it was trimmed away, every entry left is newer.
+            start = next((i + 1 for i in range(len(log) - 1, -1, -1) if log[i] is self._last_entry), 0)
+        for entry in log[start:]:
+            self._analyzer.add(entry)
+        if len(log) > start:
+            self._last_entry = log[-1]
+        return len(log) - start
 
-    def visible(self) -> list[FrameSummary]:
+    def visible(self) -> list[FrameRow]:
         """The frames the filters let through, oldest first (at most ``limit``)."""
-        method = self.method.value
-        session_id = self.session.value.strip()
-        shown = [f for f in self._frames
-                 if (method == ALL_METHODS or f.method == method) and (not session_id or f.session_id == session_id)]
+        method, session_id = self.method.value, self.session.value
+        update = method[len(UPDATE_PREFIX):] if method.startswith(UPDATE_PREFIX) else None
+        shown = [r for r in self._analyzer.rows
+                 if (method == ALL_METHODS or (r.update == update if update is not None else r.method == method))
+                 and (session_id == ALL_SESSIONS or r.session_id == session_id)]
         return shown[-self.limit:]
 
-    # --- rendering ---------------------------------------------------------------
+    # --- rendering ---------------------------------------------------------------------------
     def refresh(self) -> None:
+        """Take in new frames and redraw; while the table is held still, only count them."""
         with self._lock:
-            self._catch_up()
-            methods = [ALL_METHODS, *sorted({f.method for f in self._frames if f.method != "?"})]
-            if self._wanted_method and self._wanted_method not in methods:
-                methods.append(self._wanted_method)
-            shown = self.visible()
-            options = tuple((f.label, f.index) for f in shown)
-            picked = self.frames.value
-            if self.follow.value and shown:
-                picked = shown[-1].index
-            self._applying = True
-            try:
-                if tuple(self.method.options) != tuple(methods):
-                    keep = self.method.value
-                    self.method.options = methods
-                    self.method.value = keep if keep in methods else ALL_METHODS
-                if tuple(self.frames.options) != options:
-                    self.frames.options = options
-                valid = {f.index for f in shown}
-                self.frames.value = picked if picked in valid else None
-            finally:
-                self._applying = False
-            self.count.value = (f'<span style="color:{MUTED}">{len(shown)} of {len(self._frames)} frames</span>')
-            self._show_detail()
+            arrived = self._catch_up()
+            self._apply_filter_options()
+            if not self.follow.value and arrived and self.table.value:
+                self._held += arrived
+                self._render_status()
+                return
+            self._render()
+        if arrived:
+            self._saver.request()
 
-    def _show_detail(self) -> None:
-        index = self.frames.value
-        frame = next((f for f in self._frames if f.index == index), None) if index is not None else None
-        if frame is None:
-            self.detail.value = f'<div style="color:{MUTED}">Pick a frame to see its JSON.</div>'
-            return
-        arrow = "client \u2192 agent" if frame.direction == "send" else "agent \u2192 client"
-        self.detail.value = (
-            f'<div style="color:{MUTED};font-size:0.9em;margin:4px 0">#{frame.index} &middot; {arrow} &middot; '
-            f"{frame.clock} &middot; {escape(frame.kind)} &middot; <code>{escape(frame.method)}</code></div>"
-            + json_html(frame.msg)
-        )
+    def _method_options(self) -> list[tuple[str, str]]:
+        rows = self._analyzer.rows
+        methods = sorted({r.method for r in rows if r.method != "?"})
+        options = [("all methods", ALL_METHODS)]
+        for method in methods:
+            options.append((method, method))
+            if method == "session/update":
+                kinds = sorted({r.update for r in rows if r.update})
+                options += [(f"\u2003\u00b7 {kind}", UPDATE_PREFIX + kind) for kind in kinds]
+        wanted = self._wanted[0]
+        if wanted and wanted not in {value for _label, value in options}:
+            options.append((wanted.replace(UPDATE_PREFIX, "session/update \u00b7 "), wanted))
+        return options
 
-    def _on_filter(self, _change: dict[str, Any]) -> None:
+    def _apply_filter_options(self) -> None:
+        sessions = [("all sessions", ALL_SESSIONS), *((s, s) for s in self._analyzer.sessions)]
+        if self._wanted[1] and self._wanted[1] not in self._analyzer.sessions:
+            sessions.append((self._wanted[1], self._wanted[1]))
+        self._applying = True
+        try:
+            for control, options, wanted in ((self.method, self._method_options(), self._wanted[0]),
+                                             (self.session, sessions, self._wanted[1])):
+                if tuple(control.options) != tuple(options):
+                    with control.hold_sync():
+                        keep = control.value if control.value is not None else wanted
+                        control.options = options
+                        control.value = keep if keep in {v for _l, v in options} else ALL_METHODS
+                if wanted and control.value != wanted and wanted in {v for _l, v in options}:
+                    control.value = wanted  # the filter asked for at construction
+        finally:
+            self._applying = False
+
+    def _render(self) -> None:
+        shown = self.visible()
+        following = self.follow.value
+        rows = shown[-self.rows:] if following else shown
+        check_rows(rows)
+        self._held = 0
+        self.table.value = table_html(rows, total=len(self._analyzer.rows), max_height=None if following else "32em")
+        self.capabilities.value = capabilities_html(capabilities(self._analyzer.rows))
+        self._render_status(len(shown) - len(rows))
+
+    def _render_status(self, hidden: int = 0) -> None:
+        notes = []
+        if self._held:
+            notes.append(f"{self._held} new frames held back: tick Follow newest to see them")
+        elif hidden:
+            notes.append(f"{hidden} earlier frames not shown: untick Follow newest to browse them all")
+        if not _schema.available():
+            notes.append(f"schema checks are off: {_schema.INSTALL_HINT}")
+        text = escape("; ".join(notes), quote=False)
+        self.status.value = f'<span style="color:{MUTED}">{text}</span>' if notes else ""
+
+    def _on_control(self, change: dict[str, Any]) -> None:
         with self._lock:
             if self._applying:
                 return
-            self._wanted_method = None
-        self.refresh()
-
-    def _on_pick(self, _change: dict[str, Any]) -> None:
-        with self._lock:
-            if self._applying:
-                return
-            # Picking an older frame by hand stops following the newest one.
-            shown = self.visible()
-            if shown and self.frames.value != shown[-1].index and self.follow.value:
-                self._applying = True
-                try:
-                    self.follow.value = False
-                finally:
-                    self._applying = False
-            self._show_detail()
+            if change["owner"] is self.method:
+                self._wanted = (change["new"] or ALL_METHODS, self._wanted[1])
+            elif change["owner"] is self.session:
+                self._wanted = (self._wanted[0], change["new"] or ALL_SESSIONS)
+            self._render()
+        # No save here: refreshing the saved form rebuilds the view under the reader's hands; the
+        # next frame to arrive carries the new filter into it.

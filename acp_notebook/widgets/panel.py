@@ -1,16 +1,20 @@
-"""SessionPanel: a session's header and one control per config option, kept in step with the agent.
+"""SessionPanel: a session's header and one control per config option, kept in step with the agent,
+and its saved form kept current in the notebook.
 
 Two directions, never mixed up:
 
 - agent -> widgets: every ``config`` / ``info`` / ``status`` / ``usage`` event of the session's
-  state (on the background loop thread) re-renders the panel. Applying agent values to the
-  controls must not look like a user change, or the panel would echo a ``set_config_option``
-  back to the agent: ipywidgets resets a Dropdown's value whenever its ``options`` change,
-  and that reset fires the same observers a click does. ``_applying`` (held under a lock)
-  marks those changes as ours.
-- widgets -> agent: a user change submits ``session.aset`` to the loop and returns at once.
-  The control is disabled while the request is in flight; on refusal it goes back to the
-  agent's value and the error shows under the controls.
+  state (on the background loop thread) re-renders the panel and refreshes its outputs'
+  static forms (``LiveDisplay``). Applying agent values to the controls must not look like a
+  user change, or the panel would echo a ``set_config_option`` back to the agent: ipywidgets
+  resets a Dropdown's value whenever its ``options`` change, and that reset fires the same
+  observers a click does. ``_applying`` (held under the panel's lock) marks those changes as ours.
+- widgets -> agent: a user change (kernel thread, from the comm) submits ``session.aset`` to
+  the loop and returns at once. The control is disabled while the request is in flight; on
+  refusal it goes back to the agent's value and the error shows under the controls.
+
+``close()`` (``%acp stop``, a closed session, kernel exit) disables the controls and replaces
+every output of the panel with its static form, marked closed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any
 
 import ipywidgets as widgets
@@ -26,81 +32,28 @@ import ipywidgets as widgets
 from .. import _loop
 from ..errors import AcpError
 from ..state import ConfigOption, ConfigOptions, StateEvent
-from ._html import HeaderInfo, error_html, header_html, md_escape, usage_html, widget_bundle
+from ._html import error_html, header_html, muted_html, usage_html, widget_bundle
+from .comms import follow_changes
+from .display import Bundle, LiveDisplay, close_widget_tree
+from .labels import bound_agent, choice_label, dropdown_options, session_header_info, value_label
+from .static import PanelSnapshot, panel_forms
 
-__all__ = ["SessionPanel", "choice_label", "dropdown_options", "session_header_info", "value_label"]
+__all__ = ["SessionPanel", "binding_note", "choice_label", "dropdown_options", "session_header_info", "value_label"]
 
 logger = logging.getLogger(__name__)
 
 DESCRIPTION_STYLE = {"description_width": "initial"}
+# Seconds between two refreshes of a panel's outputs: a refresh makes JupyterLab rebuild the view.
+PANEL_REFRESH_INTERVAL = 1.0
 
 
-def choice_label(option: ConfigOption, value: str) -> str:
-    choice = option.choice(value)
-    if choice is None:
-        return value
-    return f"{choice.group} / {choice.name}" if option.grouped and choice.group else choice.name
-
-
-def value_label(option: ConfigOption) -> str:
-    """The current value for a header: the choice's name, with its group when another group has that name too."""
-    if option.type != "select":
-        return option.value_name
-    choice = option.choice(str(option.value))
-    if choice is None:
-        return str(option.value)
-    twins = [c for c in option.choices if c.name == choice.name]
-    return f"{choice.group} / {choice.name}" if len(twins) > 1 and choice.group else choice.name
-
-
-def dropdown_options(option: ConfigOption) -> tuple[tuple[str, str], ...]:
-    """(label, value) pairs for a select option; grouped choices read "Group / Choice"."""
-    pairs: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for choice in option.choices:
-        label = f"{choice.group} / {choice.name}" if option.grouped and choice.group else choice.name
-        if label in seen:  # two choices with one name: keep both selectable
-            label = f"{label} ({choice.value})"
-        seen.add(label)
-        pairs.append((label, choice.value))
-    current = option.value
-    if isinstance(current, str) and current not in option.values:
-        # The agent reports a value it does not list; show it rather than fail.
-        pairs.append((current, current))
-    return tuple(pairs)
-
-
-def agent_label(session: Any) -> str:
-    info = session.agent.info or {}
-    name = info.get("name") or session.agent.name or "agent"
-    version = info.get("version")
-    return f"{name} {version}" if version else str(name)
-
-
-def session_status(session: Any) -> tuple[str, str]:
-    """(status, detail) for a header: the agent's lifecycle wins over the session's turn status."""
-    agent_status = getattr(session.agent, "status", "running")
-    if agent_status == "closed" or getattr(session, "closed", False):
-        return "closed", ""
-    if agent_status == "exited":
-        return "error", f"the agent exited (code {session.agent.exit_code})"
-    return session.state.status or "idle", session.state.status_detail or ""
-
-
-def session_header_info(session: Any, *, title: str | None = None, status: str | None = None,
-                        detail: str | None = None, model: str | None = None, extra: str = "") -> HeaderInfo:
-    info = session.agent.info or {}
-    fallback = info.get("title") or info.get("name") or session.agent.name or "ACP session"
-    option = session.model_option
-    live_status, live_detail = session_status(session)
-    return HeaderInfo(
-        title=title if title is not None else (session.title or fallback),
-        agent=agent_label(session),
-        model=model if model is not None else (value_label(option) if option is not None else None),
-        status=status or live_status,
-        detail=live_detail if detail is None else detail,
-        extra=extra,
-    )
+def binding_note(session: Any, proxy_agents: Sequence[str]) -> str:
+    """What the panel says when a proxy session can no longer switch agents; "" otherwise."""
+    agent = bound_agent(session, proxy_agents)
+    if agent is None:
+        return ""
+    return (f"This session is tied to agent '{agent}' since its first prompt, so only its models are offered. "
+            "To use another agent's models, open a new session: %acp new")
 
 
 @dataclass
@@ -112,48 +65,102 @@ class _Control:
 
 
 class SessionPanel:
-    """The live view of one session: ``display(panel)`` shows it; it follows the agent until closed."""
+    """The live view of one session: ``show()`` displays it (as often as asked); it follows the agent
+    until ``close()``.
 
-    def __init__(self, session: Any) -> None:
+    ``title_hint`` stands in until the agent names the session; ``proxy_agents`` (the proxy's
+    agent names) lets the panel say when the session is tied to one of them; ``metadata()`` is
+    put on every output (the notebook's record of its sessions).
+    """
+
+    def __init__(self, session: Any, *, title_hint: str | None = None, proxy_agents: Sequence[str] = (),
+                 metadata: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.session = session
+        self.title_hint = title_hint
+        self.proxy_agents = tuple(proxy_agents)
+        self._metadata = metadata
         self._lock = threading.RLock()
         self._settled = threading.Condition(self._lock)
         self._applying = False
         self._inflight: dict[str, concurrent.futures.Future[Any]] = {}
         self._unsettled = 0  # changes submitted whose outcome is not applied yet
         self._controls: dict[str, _Control] = {}
+        self.displays: list[LiveDisplay] = []  # appended on the kernel thread, read anywhere (copied)
+        self.closed_reason: str | None = None
         self.header = widgets.HTML(layout=widgets.Layout(width="100%"))
         self.controls = widgets.Box(
             layout=widgets.Layout(display="flex", flex_flow="row wrap", align_items="center",
                                   grid_gap="4px 18px", padding="6px 2px 2px 2px", width="100%")
         )
+        self.note = widgets.HTML()
         self.error = widgets.HTML()
         self.footer = widgets.HTML()
-        self.widget = widgets.VBox([self.header, self.controls, self.error, self.footer],
+        self.widget = widgets.VBox([self.header, self.controls, self.note, self.error, self.footer],
                                    layout=widgets.Layout(width="100%", margin="4px 0"))
         self.widget.add_class("acpnb-panel")
+        self.widget.add_class("acpnb-live")
         self.last_error: str = ""
+        self.footer.add_class("acpnb-panel-usage")
         self.apply_config(session.config)
         self.render_header()
+        self.render_footer()  # a reopened session may have reported its usage already
         self._unobserve = session.state.observe(self._on_event)
 
     # --- display ---------------------------------------------------------
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        # Plain text and Markdown for readers without the live widgets (untrusted notebooks, GitHub).
-        info = session_header_info(self.session)
-        settings = " · ".join(f"{o.name}: {value_label(o)}" for o in self.session.config)
-        line = " · ".join(p for p in (info.title, info.agent, f"model: {info.model}" if info.model else "",
-                                      info.status) if p)
-        return {**widget_bundle(self.widget, **kwargs), "text/plain": f"{line}\n{settings}".rstrip(),
-                "text/markdown": f"**{md_escape(info.title)}** · {md_escape(line[len(info.title) + 3:])}\n\n"
-                                 f"{md_escape(settings)}".rstrip()}
+    def show(self) -> LiveDisplay:
+        """Display the panel in the running cell (kernel thread); the output is kept current."""
+        live = LiveDisplay(self._bundle, interval=PANEL_REFRESH_INTERVAL)
+        with self._lock:
+            self.displays.append(live)
+        live.show()
+        return live
 
-    def close(self) -> None:
-        """Stop following the session and close the widgets."""
-        self._unobserve()
-        self.widget.close()
-        for control in self._controls.values():
-            control.widget.close()
+    def _bundle(self, final: bool, reason: str) -> Bundle:
+        forms = panel_forms(self.snapshot(closed=final, reason=reason))
+        metadata = dict(self._metadata()) if self._metadata is not None else {}
+        return Bundle({**({} if final else widget_bundle(self.widget)), **forms}, metadata)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = self._bundle(self.closed_reason is not None, self.closed_reason or "")
+        return bundle.data, bundle.metadata
+
+    def snapshot(self, *, closed: bool = False, reason: str = "") -> PanelSnapshot:
+        """What the panel shows now, as plain data; ``closed`` forces the closed look (its last form)."""
+        with self._lock:
+            info = self._header_info()
+            if closed and info.status != "closed":
+                info = session_header_info(self.session, status="closed", detail="", title_hint=self.title_hint)
+            elif info.status == "working":
+                # A turn's own output says it is working; the panel's saved form should not flip at
+                # every turn (each refresh rebuilds the live view in JupyterLab).
+                info = session_header_info(self.session, status="idle", detail="", title_hint=self.title_hint)
+            settings = tuple((o.name, value_label(o)) for o in self.session.config)
+            note = reason if closed and reason else binding_note(self.session, self.proxy_agents)
+            return PanelSnapshot(header=info, settings=settings, note=note, error=self.last_error,
+                                 usage=self.session.usage)
+
+    def _refresh_displays(self) -> None:
+        with self._lock:
+            displays = list(self.displays)
+        for live in displays:
+            live.refresh()
+
+    def close(self, reason: str = "") -> None:
+        """The session is over: stop following it, disable the controls, and turn every output of the
+        panel into its static form, marked closed (``reason`` is said under it)."""
+        with self._lock:
+            if self.closed_reason is not None:
+                return
+            self.closed_reason = reason
+            self._unobserve()
+            for control in self._controls.values():
+                control.widget.disabled = True
+            self.render_header()
+            displays = list(self.displays)
+        for live in displays:
+            live.finalize(reason)
+        if displays:
+            close_widget_tree(self.widget)  # every output is static now: free the widget models
 
     # --- agent -> widgets --------------------------------------------------
     def _on_event(self, event: StateEvent) -> None:
@@ -164,14 +171,31 @@ class SessionPanel:
             self.render_header()
         elif event.kind == "usage":
             self.render_footer()
+        else:
+            return
+        self._refresh_displays()
+
+    def _header_info(self) -> Any:
+        if self.closed_reason is not None:
+            return session_header_info(self.session, status="closed", detail="", title_hint=self.title_hint)
+        return session_header_info(self.session, title_hint=self.title_hint)
 
     def render_header(self) -> None:
         with self._lock:
-            self.header.value = header_html(session_header_info(self.session))
+            header = header_html(self._header_info(), live=True)
+            if self.header.value != header:
+                self.header.value = header
+            note = binding_note(self.session, self.proxy_agents)
+            note_html = muted_html(escape(note), css_class="acpnb-note") if note else ""
+            if self.note.value != note_html:
+                self.note.value = note_html
 
     def render_footer(self) -> None:
+        """The context meter: tokens in the agent's context of its window, and the session's cost."""
         with self._lock:
-            self.footer.value = usage_html(self.session.usage)
+            footer = usage_html(self.session.usage)
+            if self.footer.value != footer:
+                self.footer.value = footer
 
     def apply_config(self, config: ConfigOptions) -> None:
         """Show ``config``: reuse, update, create or drop controls, in the agent's order."""
@@ -183,21 +207,21 @@ class SessionPanel:
                     control = self._controls.get(option.id)
                     if control is None or control.kind != option.type:
                         if control is not None:
-                            control.widget.close()
+                            close_widget_tree(control.widget)
                         control = self._make_control(option)
                         self._controls[option.id] = control
                     else:
                         self._update_control(control, option)
                     children.append(control.widget)
                 for gone in set(self._controls) - set(config.ids()):
-                    self._controls.pop(gone).widget.close()
+                    close_widget_tree(self._controls.pop(gone).widget)
                 if tuple(children) != tuple(self.controls.children):
                     self.controls.children = tuple(children)
             finally:
                 self._applying = False
 
     def _make_control(self, option: ConfigOption) -> _Control:
-        disabled = option.read_only or option.id in self._inflight
+        disabled = option.read_only or option.id in self._inflight or self.closed_reason is not None
         tooltip = option.description or None
         if option.type == "boolean":
             widget: widgets.Widget = widgets.Checkbox(value=bool(option.value), description=option.name,
@@ -211,12 +235,13 @@ class SessionPanel:
                                       layout=widgets.Layout(width="auto"))
             signature = pairs
         widget.add_class(f"acpnb-option-{option.id}")
+        follow_changes(widget)  # a second pick while a %%acp cell awaits must reach the kernel too
         widget.observe(lambda change, option_id=option.id: self._on_user_change(option_id, change), names="value")
         return _Control(option.id, option.type, widget, signature)
 
     def _update_control(self, control: _Control, option: ConfigOption) -> None:
         widget = control.widget
-        disabled = option.read_only or option.id in self._inflight
+        disabled = option.read_only or option.id in self._inflight or self.closed_reason is not None
         with widget.hold_sync():
             if option.type == "select":
                 pairs = dropdown_options(option)
@@ -240,7 +265,7 @@ class SessionPanel:
     # --- widgets -> agent --------------------------------------------------
     def _on_user_change(self, option_id: str, change: dict[str, Any]) -> None:
         with self._lock:
-            if self._applying:
+            if self._applying or self.closed_reason is not None:
                 return
             option = self.session.config.get(option_id)
             value = change["new"]
@@ -270,6 +295,7 @@ class SessionPanel:
             self.render_header()
             self._unsettled -= 1
             self._settled.notify_all()
+        self._refresh_displays()
 
     # --- introspection (tests, notebooks) ------------------------------------
     def control(self, option_id: str) -> widgets.Widget:

@@ -1,7 +1,15 @@
-"""PermissionPrompt: an agent's ``session/request_permission`` as buttons that resolve a concurrent Future."""
+"""Permission requests in a turn's view: PermissionPrompt (buttons resolving a concurrent Future) and
+PermissionAsker (the per-turn policy that turns each request into a prompt in the turn's view).
+
+Threads: a prompt is made on the background loop thread (the session calls the policy there);
+a click arrives on the kernel thread (the comm handler); a timeout fires on the loop thread.
+``future`` is resolved once, under the prompt's lock, and whatever resolved it disables the
+buttons and writes the outcome.
+"""
 
 from __future__ import annotations
 
+import abc
 import concurrent.futures
 import threading
 from collections.abc import Mapping
@@ -13,7 +21,7 @@ import ipywidgets as widgets
 from .. import _loop
 from ._html import BORDER, FG, MUTED
 
-__all__ = ["PermissionPrompt", "describe_request"]
+__all__ = ["PermissionAsker", "PermissionPrompt", "describe_request"]
 
 BUTTON_STYLES: dict[str, str] = {
     "allow_once": "success",
@@ -48,7 +56,7 @@ class PermissionPrompt:
         self.options = [dict(o) for o in options]
         self.future: concurrent.futures.Future[str | None] = concurrent.futures.Future()
         self.future.set_running_or_notify_cancel()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered: resolving the future runs _settled in the same thread
         self.decision: str = ""
         self.label = widgets.HTML(describe_request(self.tool_call))
         self.buttons: list[widgets.Button] = []
@@ -91,13 +99,81 @@ class PermissionPrompt:
         return str(option_id)
 
     def _settled(self, future: concurrent.futures.Future[str | None]) -> None:
-        if future.cancelled() or future.result() is None:
-            text = "Withdrawn: the turn was cancelled."
-        else:
-            chosen = self._name_of(future.result())
-            why = self.decision[:1].upper() + self.decision[1:]  # set by _expire: "no answer within N s"
-            text = f"{why}: {chosen}." if why else f"You chose: {chosen}."
-        self.decision = text
+        with self._lock:
+            if future.cancelled() or future.result() is None:
+                text = "Withdrawn: the turn was cancelled."
+            else:
+                chosen = self._name_of(future.result())
+                why = self.decision[:1].upper() + self.decision[1:]  # set by _expire: "no answer within N s"
+                text = f"{why}: {chosen}." if why else f"You chose: {chosen}."
+            self.decision = text
         for button in self.buttons:
             button.disabled = True
         self.outcome.value = f'<div style="color:{MUTED};font-size:0.9em">{escape(text)}</div>'
+
+    @property
+    def call_id(self) -> str:
+        return str(self.tool_call.get("toolCallId") or "")
+
+    def static_html(self) -> str:
+        """The prompt as a saved notebook shows it: the request, its options, and the answer or "waiting"."""
+        names = " | ".join(str(o.get("name") or o.get("optionId")) for o in self.options)
+        with self._lock:
+            outcome = self.decision if self.future.done() else f"Waiting for an answer: {names}"
+        return (f'<div class="acpnb-permission" style="border:1px solid {BORDER};padding:6px 10px;margin:4px 0">'
+                f'{describe_request(self.tool_call)}<div style="color:{MUTED};font-size:0.9em">{escape(outcome)}</div>'
+                "</div>")
+
+
+class ViewAsker(abc.ABC):
+    """A turn's policy that asks the user in the turn's view: the base of PermissionAsker and FormAsker.
+
+    The turn exists before its view, and the agent may ask as soon as the prompt is sent, so what
+    arrives before ``attach(view)`` waits here and is shown when the view attaches. Called on the
+    loop thread; ``attach`` on the kernel thread; the lock orders the two.
+    """
+
+    def __init__(self, *, timeout: float | None = None) -> None:
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._view: Any = None
+        self._waiting: list[Any] = []
+
+    @abc.abstractmethod
+    def _prompt_for(self, request: Any) -> Any:
+        """The widget that asks (it has a ``future``)."""
+
+    @abc.abstractmethod
+    def _show(self, view: Any, prompt: Any) -> None:
+        """Add the prompt to the view."""
+
+    def __call__(self, request: Any) -> concurrent.futures.Future[Any]:
+        """The policy: a prompt whose future the client awaits."""
+        prompt = self._prompt_for(request)
+        with self._lock:
+            view = self._view
+            if view is None:
+                self._waiting.append(prompt)
+        if view is not None:
+            self._show(view, prompt)
+        return prompt.future
+
+    def attach(self, view: Any) -> None:
+        """Show what is asked in ``view``, what already waits first."""
+        with self._lock:
+            self._view = view
+            waiting, self._waiting = self._waiting, []
+        for prompt in waiting:
+            self._show(view, prompt)
+
+
+class PermissionAsker(ViewAsker):
+    """Permission requests as buttons in the turn's view (``AcpMagics.permission = 'ask'``); ``timeout``:
+    seconds to wait for a click before answering with the reject option."""
+
+    def _prompt_for(self, request: Any) -> PermissionPrompt:
+        reject = request.option_for("reject_once", "reject_always")
+        return PermissionPrompt(request.tool_call, request.options, timeout=self.timeout, fallback=reject)
+
+    def _show(self, view: Any, prompt: Any) -> None:
+        view.add_prompt(prompt)

@@ -27,6 +27,18 @@ if TYPE_CHECKING:
 
 CHROMIUM_PATH = Path("/usr/bin/chromium")
 
+# Where the tests save the screenshots of each step. A test run must not change tracked files,
+# so by default they go to a folder git ignores; `make screenshots` points this variable at
+# docs/img/ to refresh the README's pictures on purpose.
+SCREENSHOTS_ENV = "ACPNB_SCREENSHOTS"
+DEFAULT_SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+
+
+def screenshot_dir() -> Path:
+    """The folder for step screenshots: $ACPNB_SCREENSHOTS if set, else tests/browser/screenshots/."""
+    configured = os.environ.get(SCREENSHOTS_ENV, "").strip()
+    return Path(configured).resolve() if configured else DEFAULT_SCREENSHOTS
+
 # Headless chromium that never talks to anything but the local JupyterLab: no GPU in CI,
 # no sandbox when running as root in a container, and none of the background services
 # (sync, component updates, QUIC probing) that would try to reach the internet.

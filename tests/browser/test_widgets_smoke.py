@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from .jupyterlab import Cell, JupyterLabServer, LabPage, write_notebook
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOT = REPO_ROOT / "docs" / "img" / "smoke.png"
+from .jupyterlab import Cell, JupyterLabServer, LabPage, screenshot_dir, write_notebook
 
 # The kernel side: a dropdown whose observer rewrites a label. The label can only
 # change in the browser if the click travelled browser -> kernel (comm message), the
@@ -46,6 +41,6 @@ def test_dropdown_click_reaches_kernel_and_label_updates(
 
     lab_page.wait_for_text("kernel says: pistachio", exact=True, within=output)
     assert lab_page.dropdown("Flavour", within=output).input_value() == "pistachio"
-    lab_page.screenshot(SCREENSHOT)
+    lab_page.screenshot(screenshot_dir() / "smoke.png")
     # The throwaway config must keep JupyterLab offline (CI has no internet).
     assert lab_page.external_requests == []

@@ -131,6 +131,17 @@ class InteropRun:
         self.agents.append(proxy)
         return proxy
 
+    def marked_env(self) -> dict[str, str]:
+        """The variable that marks a process as this test's: put it in the environment of what a test
+        starts by itself (a CLI client), so the leak check at the end finds whatever is left of it."""
+        return {MARKER_VAR: self.marker}
+
+    def wait_quiet(self, timeout: float = GONE_TIMEOUT) -> None:
+        """Wait (on pidfds, no polling) until no process of this test is left: between two calls of a client
+        that leaves a process behind for a while (acpx keeps its session's agent until its --ttl ends)."""
+        left = [pid for pid in marked_processes(self.marker) if not wait_gone(pid, timeout)]
+        assert not left, f"still running after {timeout:g} s: {describe(left)}"
+
     def finish(self) -> None:
         """Close every agent, then wait for every process of this test to end (killing what is left)."""
         errors = []

@@ -31,7 +31,14 @@ def test_initialize_options_and_no_key(interop):
     assert agent.capabilities["loadSession"] is True
     assert set(agent.capabilities["sessionCapabilities"]) == {"fork", "list", "resume", "close"}
     assert agent.capabilities["promptCapabilities"] == {"image": True, "embeddedContext": True}
-    assert agent.auth_methods == []
+    # Offered because our client says it handles terminal logins (clientCapabilities.auth.terminal): it is
+    # the agent's own command with --cli, for the user to run; authenticate refuses it and says so.
+    assert agent.auth_methods == [{"description": "Run `claude /login` in the terminal", "name": "Log in with Claude",
+                                   "id": "claude-login", "type": "terminal", "args": ["--cli"]}]
+    assert agent.terminal_login_command("claude-login").endswith("claude-agent-acp --cli")
+    with pytest.raises(acpnb.AcpError, match="a login you do in a terminal") as refused:
+        agent.authenticate("claude-login")
+    assert "--cli" in refused.value.hint
 
     session = agent.new_session()  # works without a key
     assert [(o.id, o.category, o.type) for o in session.config] == [("mode", "mode", "select"),

@@ -116,7 +116,7 @@ def test_new_files_need_the_client_without_fs(interop, model_server):
     turn = with_fs.new_session().prompt(f"write {target} with hello", timeout=TURN_TIMEOUT)
     assert not target.exists() and turn.permissions == []
     assert turn.tool_calls[0].status == "failed"
-    assert turn.text.endswith("Error checking existing file: Resource not found\"}")
+    assert turn.text.endswith(f"Error checking existing file: {target} does not exist\"}}")
 
     without_fs = interop.start("gemini", model_server, permission="allow", fs=False)
     target = interop.work / "new-without-fs.txt"

@@ -30,7 +30,8 @@ def proxy(interop, model_server):
 
 def test_both_agents_models_namespaced_and_a_claude_turn(interop, model_server, proxy):
     assert proxy.info["name"] == "acp-notebook-proxy"
-    assert [m["id"] for m in proxy.auth_methods] == ["opencode:opencode-login"]
+    # claude offers its terminal login (our client handles terminal logins), opencode its own login method
+    assert [m["id"] for m in proxy.auth_methods] == ["claude:claude-login", "opencode:opencode-login"]
     session = proxy.new_session()
     model = session.config["model"]
     assert session.config.ids() == ["model"]  # nothing but the model before one is picked

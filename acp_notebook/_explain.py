@@ -1,0 +1,217 @@
+"""What each ACP method and session/update kind means, in one line, with the spec page that defines it.
+
+The protocol inspector reads this table to caption every frame. It is plain data kept by
+hand: a test checks that it names every method and every ``sessionUpdate`` kind found in
+the ACP v1 schema, so a schema upgrade that adds one fails loudly instead of showing an
+uncaptioned frame. Nothing here mutates after import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["METHODS", "SPEC", "UPDATES", "Explanation", "explain", "spec_url"]
+
+SPEC = "https://agentclientprotocol.com/protocol/"
+
+
+def spec_url(page: str) -> str:
+    """The address of a page of the protocol's documentation (``page`` may carry an ``#anchor``)."""
+    return SPEC + page
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """One method: which side sends it, what the request (or notification) and its answer mean."""
+
+    sender: str  # "client", "agent" or "either" (protocol-level notifications)
+    page: str
+    ask: str  # the request or notification
+    answer: str = ""  # the response ("" for notifications)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The caption of one frame: a sentence and the spec page it comes from."""
+
+    text: str
+    url: str
+
+
+METHODS: dict[str, MethodInfo] = {
+    # --- client -> agent ----------------------------------------------------------------------
+    "initialize": MethodInfo(
+        "client", "initialization",
+        "The client opens the connection: it proposes a protocol version and says what it can do "
+        "(file system, terminals, boolean options).",
+        "The agent settles the protocol version and lists its own capabilities and ways to log in."),
+    "authenticate": MethodInfo(
+        "client", "authentication",
+        "The client logs in with one of the methods the agent listed in its initialize answer.",
+        "The agent confirms the login; session requests that failed for lack of it can now be retried."),
+    "logout": MethodInfo(
+        "client", "authentication#logging-out",
+        "The client asks the agent to forget its credentials (needs the agent's auth.logout capability).",
+        "The agent confirms it logged out."),
+    "session/new": MethodInfo(
+        "client", "session-setup#creating-a-session",
+        "The client asks for a new conversation rooted in a working directory, with the MCP servers it offers.",
+        "The agent answers with the new session's id and its settings (config options) in order of importance."),
+    "session/load": MethodInfo(
+        "client", "session-setup#loading-sessions",
+        "The client reopens an earlier session by id (needs the loadSession capability); the agent replays "
+        "its history as session/update notifications first.",
+        "The agent has replayed the history and answers with the session's current settings."),
+    "session/resume": MethodInfo(
+        "client", "session-setup#resuming-sessions",
+        "The client picks an earlier session up again without having its history replayed.",
+        "The agent answers with the session's current settings."),
+    "session/close": MethodInfo(
+        "client", "session-setup#closing-active-sessions",
+        "The client is done with a session: the agent may free what it holds for it.",
+        "The agent confirms the session is closed."),
+    "session/list": MethodInfo(
+        "client", "session-list#listing-sessions",
+        "The client asks which sessions the agent knows (optionally for one directory, one page at a time).",
+        "The agent lists sessions with their titles and last activity, and a cursor if more follow."),
+    "session/delete": MethodInfo(
+        "client", "session-delete",
+        "The client asks the agent to delete a stored session for good.",
+        "The agent confirms the session is gone."),
+    "session/set_mode": MethodInfo(
+        "client", "session-modes#setting-the-current-mode",
+        "The client switches the session's mode through the older modes API (config options replace it).",
+        "The agent accepted the new mode."),
+    "session/set_config_option": MethodInfo(
+        "client", "session-config-options#setting-a-config-option",
+        "The client changes one session setting (model, mode, thought level, ...) to one of its allowed values.",
+        "The agent answers with the COMPLETE list of settings: the client replaces its own copy wholesale, "
+        "since one change can add, remove or alter other options."),
+    "session/prompt": MethodInfo(
+        "client", "prompt-turn#1-user-message",
+        "The client sends the user's message; the turn runs until the agent answers, streaming "
+        "session/update notifications meanwhile.",
+        "The turn is over: the stop reason says why (end_turn, cancelled, max_tokens, refusal, ...)."),
+    "session/cancel": MethodInfo(
+        "client", "prompt-turn#cancellation",
+        "The client asks the agent to stop the running turn; the prompt then answers with stopReason "
+        "cancelled."),
+    # --- agent -> client ----------------------------------------------------------------------
+    "session/update": MethodInfo(
+        "agent", "prompt-turn#3-agent-reports-output",
+        "The agent reports progress or a change of state for one session (see its update kind)."),
+    "session/request_permission": MethodInfo(
+        "agent", "tool-calls#requesting-permission",
+        "The agent asks the user before running a tool call, offering options such as allow once or reject.",
+        "The client answers with the option the user picked, or cancelled."),
+    "fs/read_text_file": MethodInfo(
+        "agent", "file-system#reading-files",
+        "The agent reads a text file through the client (the editor's view of it, unsaved changes "
+        "included); needs the client's fs.readTextFile capability.",
+        "The client answers with the file's text."),
+    "fs/write_text_file": MethodInfo(
+        "agent", "file-system#writing-files",
+        "The agent writes a text file through the client; needs the client's fs.writeTextFile capability.",
+        "The client confirms the file was written."),
+    "terminal/create": MethodInfo(
+        "agent", "terminals#executing-commands",
+        "The agent asks the client to run a command in a terminal; needs the client's terminal capability.",
+        "The client answers with the new terminal's id (the command keeps running)."),
+    "terminal/output": MethodInfo(
+        "agent", "terminals#getting-output",
+        "The agent asks for what a terminal has printed so far.",
+        "The client answers with the output, whether it was truncated, and the exit status once known."),
+    "terminal/wait_for_exit": MethodInfo(
+        "agent", "terminals#waiting-for-exit",
+        "The agent waits for a terminal's command to finish.",
+        "The command finished: the client answers with its exit code or signal."),
+    "terminal/kill": MethodInfo(
+        "agent", "terminals#killing-commands",
+        "The agent stops a terminal's command but keeps the terminal to read its output.",
+        "The client confirms the command was killed."),
+    "terminal/release": MethodInfo(
+        "agent", "terminals#releasing-terminals",
+        "The agent is done with a terminal: the client kills its command if needed and frees it.",
+        "The client confirms the terminal was released."),
+    "elicitation/create": MethodInfo(
+        "agent", "elicitation#creating-an-elicitation",
+        "The agent asks the user for structured input: a small form, or a URL to visit.",
+        "The client answers with what the user entered, or that they declined or cancelled."),
+    "elicitation/complete": MethodInfo(
+        "agent", "elicitation#url-completion",
+        "The agent tells the client that a URL elicitation it started has been completed."),
+    # --- either side ----------------------------------------------------------------------------
+    "$/cancel_request": MethodInfo(
+        "either", "cancellation",
+        "One side asks the other to abandon a request it sent earlier; that request then fails with "
+        "code -32800."),
+}
+
+UPDATES: dict[str, tuple[str, str]] = {
+    "user_message_chunk": (
+        "session-setup#loading-sessions",
+        "A piece of a user message, sent by the agent: usually while it replays a loaded session's history."),
+    "agent_message_chunk": (
+        "prompt-turn#3-agent-reports-output",
+        "A piece of the agent's reply, streamed as it is written; the pieces join into the answer."),
+    "agent_thought_chunk": (
+        "prompt-turn#3-agent-reports-output",
+        "A piece of the agent's reasoning, streamed separately from the reply."),
+    "tool_call": (
+        "tool-calls#creating",
+        "The agent starts a tool call (read, edit, run, ...): its id, title, kind and status."),
+    "tool_call_update": (
+        "tool-calls#updating",
+        "The agent reports progress on a tool call: only the fields that changed (status, content, "
+        "locations)."),
+    "plan": (
+        "agent-plan",
+        "The agent's plan for the turn: the complete list of entries with their status, replacing the "
+        "previous one."),
+    "available_commands_update": (
+        "slash-commands",
+        "The slash commands the user can type in this session, as a complete list."),
+    "current_mode_update": (
+        "session-modes#from-the-agent",
+        "The agent switched the session's mode itself (the older modes API)."),
+    "config_option_update": (
+        "session-config-options#from-the-agent",
+        "The agent changed the session's settings on its own and sends the COMPLETE new list; the "
+        "client replaces its copy."),
+    "session_info_update": (
+        "session-list#updating-session-metadata",
+        "The agent updates the session's title, last activity or _meta: an omitted field is unchanged, "
+        "null clears it, _meta merges key by key."),
+    "usage_update": (
+        "prompt-turn#3-agent-reports-output",
+        "How much of the context window the session uses, and what it has cost so far."),
+}
+
+_EXTENSION = Explanation(
+    "An extension method: names starting with _ are outside the spec, agreed between this client and agent "
+    "(unknown requests get -32601, unknown notifications are ignored).",
+    spec_url("extensibility#extension-methods"))
+
+
+def _unknown(method: str) -> Explanation:
+    return Explanation(f"{method!r} is not a method of ACP v1.", spec_url("schema"))
+
+
+def explain(method: str, kind: str, update: str = "") -> Explanation:
+    """The caption of a frame: ``kind`` is request, notification, result or error; ``update`` the sessionUpdate."""
+    if method.startswith("_"):
+        return _EXTENSION
+    info = METHODS.get(method)
+    if info is None:
+        return _unknown(method) if method not in ("", "?") else Explanation(
+            "An answer to a request this log does not hold (it was trimmed or never recorded).", spec_url("overview"))
+    if kind == "error":
+        return Explanation(f"The {method} request failed: the answer carries a JSON-RPC error code and message "
+                           "instead of a result.", spec_url(info.page))
+    if method == "session/update" and update:
+        page, text = UPDATES.get(update, ("prompt-turn#3-agent-reports-output",
+                                          f"An update kind ({update!r}) this schema does not know: clients ignore it."))
+        return Explanation(text, spec_url(page))
+    if kind == "result":
+        return Explanation(info.answer or info.ask, spec_url(info.page))
+    return Explanation(info.ask, spec_url(info.page))

@@ -1,0 +1,143 @@
+"""The protocol's constants and rules, each written once.
+
+JSON-RPC error codes, the requests that may ask for authentication, which config option is
+the model, the old ``modes``/``models`` fields as config options, ``agent:model`` ids, the
+on/off words a person may type for a boolean option, and this package's version.
+
+Everything here is a pure function of plain wire data (dicts as they travel): no I/O, no
+threads, no import of the SDK (importing it costs most of a second), so the client, the
+proxy, the demo agent, the magics and the sweeps can all use it from any thread.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+__all__ = [
+    "AGENT_MODEL_SEPARATOR",
+    "AUTH_REQUIRED",
+    "AUTH_RETRIED_METHODS",
+    "BOOLEAN_WORDS",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "PROTOCOL_VERSION",
+    "REQUEST_CANCELLED",
+    "RESOURCE_NOT_FOUND",
+    "client_version",
+    "find_model_option",
+    "join_agent_model",
+    "legacy_option",
+    "parse_bool_word",
+    "split_agent_model",
+]
+
+# The ACP major version this package speaks (the SDK's acp.meta.PROTOCOL_VERSION, without importing it).
+PROTOCOL_VERSION = 1
+
+# JSON-RPC 2.0 codes, and the ones ACP adds.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+AUTH_REQUIRED = -32000
+RESOURCE_NOT_FOUND = -32002  # an unknown session id (both SDKs use it; the TypeScript one relies on it)
+REQUEST_CANCELLED = -32800  # the answer to a request cancelled with $/cancel_request
+
+# Requests an agent may answer with AUTH_REQUIRED before any session exists. A client (or the
+# proxy, for its backends) may then authenticate from the environment once and send them again.
+# Never session/prompt: a turn is not repeated behind the user's back.
+AUTH_RETRIED_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/list"})
+
+# Between an agent's name and its own model value in the proxy's ids and in sweeps: ``claude:opus``.
+# Not "/": model ids often contain it (``openai/gpt-5``), and may contain ":" too, so only the first
+# separator splits.
+AGENT_MODEL_SEPARATOR = ":"
+
+BOOLEAN_WORDS: Mapping[str, bool] = {
+    "true": True, "on": True, "yes": True, "1": True,
+    "false": False, "off": False, "no": False, "0": False,
+}
+
+
+@functools.lru_cache(maxsize=1)
+def client_version() -> str:
+    """This package's version, as sent in ``clientInfo`` / ``agentInfo``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("acp-notebook")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def parse_bool_word(text: str) -> bool | None:
+    """``"on"`` -> True, ``"No"`` -> False; None for a word that is not one of BOOLEAN_WORDS."""
+    return BOOLEAN_WORDS.get(text.strip().lower())
+
+
+def find_model_option(options: Iterable[Mapping[str, Any]] | None) -> Mapping[str, Any] | None:
+    """Which of a session's config options (wire dicts) is its model.
+
+    The first ``select`` whose category is ``model``; failing that, a ``select`` with id ``model``.
+    Categories are hints, so the id is the fallback; a boolean can never be the model.
+    """
+    selects = [o for o in options or () if isinstance(o, Mapping) and o.get("type") == "select"]
+    return (next((o for o in selects if o.get("category") == "model"), None)
+            or next((o for o in selects if o.get("id") == "model"), None))
+
+
+# field names of the old SessionModeState / SessionModelState: list key, item id key, current key
+_LEGACY_FIELDS = {
+    "mode": ("availableModes", "id", "currentModeId"),
+    "model": ("availableModels", "modelId", "currentModelId"),
+}
+
+
+def legacy_option(kind: Literal["mode", "model"], state: Any) -> dict[str, Any] | None:
+    """The config option (a wire dict) that stands for an agent's old ``modes`` or ``models`` field.
+
+    Agents that still send only those fields (gemini-cli) then look like every other agent. None
+    when the field lists nothing usable. The current value falls back to the first choice.
+    """
+    if not isinstance(state, Mapping):
+        return None
+    list_key, id_key, current_key = _LEGACY_FIELDS[kind]
+    choices = []
+    for item in state.get(list_key) or ():
+        if isinstance(item, Mapping) and isinstance(item.get(id_key), str):
+            entry: dict[str, Any] = {"value": item[id_key], "name": str(item.get("name") or item[id_key])}
+            if isinstance(item.get("description"), str):
+                entry["description"] = item["description"]
+            choices.append(entry)
+    if not choices:
+        return None
+    current = state.get(current_key)
+    if not isinstance(current, str):
+        current = choices[0]["value"]
+    return {"id": kind, "name": kind.capitalize(), "category": kind, "type": "select",
+            "currentValue": current, "options": choices}
+
+
+def split_agent_model(value: Any, agents: Sequence[str] | None = None) -> tuple[str, str] | None:
+    """``"claude:openai/gpt-5"`` -> ``("claude", "openai/gpt-5")``: the first separator splits.
+
+    None when ``value`` is not of that form, or, when ``agents`` is given, names none of them.
+    """
+    if not isinstance(value, str):
+        return None
+    agent, sep, model = value.partition(AGENT_MODEL_SEPARATOR)
+    if not sep or not agent or not model:
+        return None
+    if agents is not None and agent not in agents:
+        return None
+    return agent, model
+
+
+def join_agent_model(agent: str, model: str) -> str:
+    return f"{agent}{AGENT_MODEL_SEPARATOR}{model}"

@@ -1,0 +1,10 @@
+"""The agent-connection lifecycle and the transports under it (see core.py and transport.py)."""
+
+from __future__ import annotations
+
+from .core import AgentConnection, ConnectionState, transport_for
+from .routing import ReplyRouter
+from .transport import MemoryTransport, StdioTransport, Transport
+
+__all__ = ["AgentConnection", "ConnectionState", "MemoryTransport", "ReplyRouter", "StdioTransport", "Transport",
+           "transport_for"]

@@ -1,0 +1,53 @@
+"""%acp and %%acp: start agents, show live session panels, chat in cells, resume a notebook's sessions.
+
+The package, by job:
+
+- ``grammar``: the command table; text -> command dataclasses, the help (no I/O);
+- ``commands``: the Runner that carries the commands out;
+- ``cells``: the %%acp cell machinery (awaiting cells, interrupts, the input transformer);
+- ``registry``: the notebook's agents, sessions, panels and session records;
+- ``records`` / ``resume``: what the saved notebook remembers, and reopening it after a restart;
+- ``hints``: advice in magic syntax;
+- ``magic``: the thin AcpMagics class and the extension's load/unload hooks.
+
+Names are imported on first use (PEP 562): ``import acp_notebook`` imports this package for
+``acpnb.resume`` and must not load IPython's magic machinery or ipywidgets with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "AcpMagics", "Authenticate", "Cancel", "CellPrompt", "Help", "ListSessions", "LoadSession", "Logout",
+    "NewSession", "Proxy", "Resume", "SessionTable", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop",
+    "TurnInterrupted", "Use", "acp_cell", "default_alias", "load_ipython_extension", "parse_bool", "parse_cell_line", "parse_line",
+    "resume", "unload_ipython_extension",
+]
+
+_HOMES = {
+    **dict.fromkeys(("Authenticate", "Cancel", "CellPrompt", "Help", "ListSessions", "LoadSession", "Logout",
+                     "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop", "Use",
+                     "default_alias", "parse_bool", "parse_cell_line", "parse_line", "COMMANDS", "help_text"),
+                    "grammar"),
+    **dict.fromkeys(("AcpMagics", "load_ipython_extension", "unload_ipython_extension", "magics_for",
+                     "magics_for_current_shell"), "magic"),
+    **dict.fromkeys(("TurnInterrupted", "acp_cell", "kernel_takes_comms_while_awaiting"), "cells"),
+    "SessionTable": "..widgets.sessions",
+    "resume": "resume",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(home if home.startswith("..") else f".{home}", __name__)
+    value = getattr(module, name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

@@ -1,0 +1,423 @@
+"""Carrying out ``%acp`` commands: one method per command of the grammar, and ``begin_turn`` for ``%%acp``.
+
+``Runner`` reads its settings from the AcpMagics it serves (timeouts, permission mode, cwd)
+and keeps the notebook's agents in a ``NotebookAgents`` registry. Errors leave here in magic
+syntax: bad input is a ``UsageError``; an agent's failure is an ``AcpError`` whose hint is
+rewritten by ``hints.in_magic_terms`` when it would otherwise show Python.
+
+Threads: everything here runs on the kernel thread. The exceptions are the session policies
+for permission requests and forms (``session_policy``, ``session_form_policy``), which the
+session calls on the background loop thread; they only read ``AcpMagics.permission`` and
+``AcpMagics.elicitation``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.display import display
+
+from ..client import PermissionRequest, Session
+from ..client import start as start_agent
+from ..errors import AcpError, ConfigOptionError, RpcError
+from ..launch import auth_hint
+from ..widgets.chat import TurnView
+from ..widgets.forms import FormAsker
+from ..widgets.labels import bound_agent, value_label
+from ..widgets.permission import PermissionAsker
+from ..widgets.sessions import SessionTable
+from . import grammar as g
+from .registry import AgentEntry, NotebookAgents, env_names, launch_of
+from .resume import choose_record, reopen, resume_note
+
+__all__ = ["Runner", "auth_methods_text"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnPolicies:
+    """How a %%acp turn answers permission requests and forms: an asker that shows them in the cell
+    ('ask'), or the configured answer and the note that says so in the cell."""
+
+    permission: Any
+    permission_asker: PermissionAsker | None
+    permission_note: str
+    elicitation: Any
+    form_asker: FormAsker | None
+    elicitation_note: str
+
+
+def auth_methods_text(agent: Any) -> str:
+    """The agent's auth methods, one per line; a terminal login shows the command to run (ACP terminal auth)."""
+    methods = [m for m in agent.auth_methods if isinstance(m, dict) and m.get("id")]
+    if not methods:
+        return f"Agent '{agent.name}' offers no auth methods."
+    lines = [f"Auth methods of agent '{agent.name}':"]
+    for method in methods:
+        method_id = str(method["id"])
+        named = f"{method_id} ({method['name']})" if method.get("name") and method["name"] != method_id else method_id
+        if method.get("type") == "terminal":
+            lines.append(f"  {named}: log in from a terminal, then start the agent again:\n"
+                         f"      {agent.terminal_login_command(method_id)}")
+        else:
+            lines.append(f"  {named}: %acp auth {method_id}")
+        if method.get("description"):
+            lines.append(f"      {method['description']}")
+    return "\n".join(lines)
+
+
+class Runner:
+    """The commands of one AcpMagics (``magics``: its settings)."""
+
+    def __init__(self, magics: Any) -> None:
+        self.magics = magics
+        self.agents = NotebookAgents(lambda: magics.default_agent)
+        self.last_view: TurnView | None = None  # the view of the latest %%acp cell
+        self._handlers = {
+            g.Start: self.start, g.Proxy: self.proxy, g.ShowPanel: self.show_panel, g.SetOptions: self.set_options,
+            g.NewSession: self.new_session, g.ListSessions: self.list_sessions, g.LoadSession: self.load_session,
+            g.ShowLog: self.show_log, g.Stop: self.stop, g.Use: self.use, g.Cancel: self.cancel,
+            g.Authenticate: self.authenticate, g.Logout: self.logout, g.Resume: self.resume,
+            g.Help: lambda _c: print(g.help_text()),
+        }
+
+    def run(self, command: g.Command) -> None:
+        self._handlers[type(command)](command)
+
+    # --- helpers ---------------------------------------------------------------------
+    def _timeout(self, explicit: float | None = None) -> float:
+        return explicit or self.magics.timeout
+
+    def _cwd(self, explicit: str | None) -> str | None:
+        chosen = explicit or self.magics.cwd or None
+        return os.path.expanduser(chosen) if chosen else None
+
+    def session_policy(self, request: PermissionRequest) -> str:
+        """The policy of sessions opened here, for turns not started by a %%acp cell (loop thread)."""
+        mode = self.magics.permission
+        if mode == "ask":
+            # Nobody to ask: e.g. session.prompt() in code. Not a warning: from this thread it would
+            # print into whichever cell runs now.
+            logger.info("permission request outside a %%acp cell: rejected (%s)", request.tool_call.get("title"))
+            return "deny"
+        return str(mode)
+
+    def session_form_policy(self, request: Any) -> Any:
+        """How sessions opened here answer forms outside a %%acp cell (loop thread)."""
+        mode = self.magics.elicitation
+        if mode == "ask":
+            # Nobody to ask (e.g. session.prompt() in code); logged, not printed, for the reason above.
+            logger.info("a form outside a %%acp cell: declined (%s)", request.message)
+            return "decline"
+        return mode
+
+    def turn_policies(self) -> TurnPolicies:
+        permission, form = self.magics.permission, self.magics.elicitation
+        asker = PermissionAsker(timeout=self.magics.permission_timeout or None) if permission == "ask" else None
+        form_asker = FormAsker(timeout=self.magics.elicitation_timeout or None) if form == "ask" else None
+        return TurnPolicies(asker or permission, asker, "" if asker else f"AcpMagics.permission = {permission!r}",
+                            form_asker or form, form_asker, "" if form_asker else f"AcpMagics.elicitation = {form!r}")
+
+    def open(self, entry: AgentEntry, session: Session, *, show: bool = True, title_hint: str | None = None) -> None:
+        session.permission = self.session_policy
+        session.elicitation = self.session_form_policy
+        self.agents.open(entry, session, title_hint=title_hint)
+        if show:
+            self.agents.panel(entry, session).show()
+
+    def _new_session(self, entry: AgentEntry, cwd: str | None, timeout: float) -> Session:
+        """session/new; an agent that wants authentication first says how, in magics."""
+        try:
+            return entry.agent.new_session(cwd, timeout=timeout)
+        except RpcError as exc:
+            if not exc.auth_required or not entry.agent.auth_methods:
+                raise
+            raise AcpError(f"agent {entry.alias!r} asks you to authenticate before it opens a session",
+                           hint=self._auth_hint(entry)) from None
+
+    @staticmethod
+    def _auth_hint(entry: AgentEntry) -> str:
+        agent = entry.agent
+        return auth_hint(agent.registry_spec, agent.auth_methods, how="%acp auth METHOD", command=agent.command) or ""
+
+    def _open_first_session(self, entry: AgentEntry, timeout: float) -> None:
+        self.open(entry, self._new_session(entry, None, timeout))
+
+    # --- starting agents -------------------------------------------------------------
+    def start(self, command: g.Start) -> None:
+        if command.replay is not None:
+            return self._start_replay(command)
+        if command.obj is not None:
+            return self._start_object(command)
+        spec: Any = command.spec or self.magics.default_agent
+        alias = command.alias
+        if isinstance(spec, tuple):
+            spec = list(spec)
+            alias = alias or g.default_alias(spec)
+        agent = start_agent(spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None,
+                            timeout=self._timeout(command.timeout), name=alias, record=command.record)
+        entry = self.agents.adopt(alias or agent.name, agent, launch_of(spec), env_names(command.env))
+        self._open_first_session(entry, self._timeout(command.timeout))
+
+    def _start_replay(self, command: g.Start) -> None:
+        """``%acp start --replay FILE``: the recording answers as the agent it was made with, offline."""
+        from ..client import replay
+        from ..record import RecordingError
+
+        assert command.replay is not None
+        try:
+            agent = replay(command.replay, speed=command.speed, cwd=self._cwd(command.cwd),
+                           timeout=self._timeout(command.timeout), name=command.alias)
+        except RecordingError as exc:
+            raise UsageError(f"%acp start --replay {command.replay}: {exc.message}") from None
+        # Not a launch a later kernel repeats by resuming: a replay answers its recording from the start.
+        entry = self.agents.adopt(command.alias or agent.name, agent, {"replay": command.replay})
+        self._open_first_session(entry, self._timeout(command.timeout))
+
+    def _start_object(self, command: g.Start) -> None:
+        """``%acp start --object VARIABLE``: the agent object (or class) in a variable of the notebook, in memory."""
+        assert command.obj is not None
+        namespace = getattr(getattr(self.magics, "shell", None), "user_ns", None) or {}
+        head, *attributes = command.obj.split(".")
+        if head not in namespace:
+            raise UsageError(f"%acp start --object {command.obj}: no variable {head!r} in this notebook; run the cell "
+                             f"that defines it first (e.g. {head} = MyAgent())")
+        obj = namespace[head]
+        for attribute in attributes:
+            if not hasattr(obj, attribute):
+                raise UsageError(f"%acp start --object {command.obj}: {head} has no attribute path {command.obj!r}")
+            obj = getattr(obj, attribute)
+        if not isinstance(obj, type) and not callable(getattr(obj, "initialize", None)):
+            raise UsageError(f"%acp start --object {command.obj}: it holds a {type(obj).__name__}, not an agent object "
+                             "(one with the SDK's agent methods initialize, new_session, prompt: e.g. an "
+                             "acpnb.CellAgent subclass or an instance of it)")
+        alias = command.alias or command.obj
+        agent = start_agent(obj, cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias)
+        # Not a launch a later kernel can repeat: the object lives in this kernel only (see _restart).
+        entry = self.agents.adopt(alias, agent, {"object": command.obj})
+        self._open_first_session(entry, self._timeout(command.timeout))
+
+    def proxy(self, command: g.Proxy) -> None:
+        from ..proxy import start_proxy
+
+        alias = command.alias or "proxy"
+        agent = start_proxy(dict(command.agents), cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout),
+                            name=alias)
+        entry = self.agents.adopt(alias, agent, {"proxy": dict(command.agents)})
+        self._open_first_session(entry, self._timeout(command.timeout))
+
+    def resume(self, command: g.Resume) -> Session:
+        """Restart the agent of one of the notebook's sessions and reopen the session (see resume.py)."""
+        shell = getattr(self.magics, "shell", None)
+        record = choose_record(command.session_id, command.notebook, self.agents.records(),
+                               getattr(shell, "user_ns", None))
+        alias = command.alias or record.alias
+        entry = self.agents.agents.get(alias)
+        open_here = entry.sessions.get(record.session_id) if entry is not None else None
+        if entry is not None and entry.agent.running and open_here is not None and not open_here.closed:
+            how = "already open here"
+            session = open_here
+        else:
+            if entry is not None and entry.agent.running and dict(entry.launch) != dict(record.launch):
+                raise UsageError(f"%acp resume: the name {alias!r} belongs to another running agent; give the "
+                                 f"resumed one its own: %acp resume {record.session_id} --name {alias}2")
+            if entry is None or not entry.agent.running:
+                entry = self._restart(record, alias, command)
+            session, how = reopen(entry.agent, record, self._timeout(command.timeout))
+        self.agents.use(alias)
+        self.open(entry, session, title_hint=record.title, show=False)
+        print(resume_note(record, how, dict(command.env)))
+        self.agents.panel(entry, session).show()
+        return session
+
+    def _restart(self, record: Any, alias: str, command: g.Resume) -> AgentEntry:
+        if "object" in record.launch:
+            variable = record.launch["object"]
+            raise UsageError(f"%acp resume: agent {alias!r} was the object in {variable!r}, which kept its sessions in "
+                             f"memory; start it again with %acp start --object {variable} (a new session)")
+        if "replay" in record.launch:
+            path = record.launch["replay"]
+            raise UsageError(f"%acp resume: agent {alias!r} was a replay of {path}, which answers its recording from "
+                             f"the start; run it again with %acp start --replay {path}")
+        env = dict(command.env) or None
+        timeout = self._timeout(command.timeout)
+        if "proxy" in record.launch:
+            from ..proxy import start_proxy
+
+            agent = start_proxy(dict(record.launch["proxy"]), cwd=record.agent_cwd, env=env, timeout=timeout,
+                                name=alias)
+        else:
+            spec = record.launch.get("argv") or record.launch["spec"]
+            agent = start_agent(spec, cwd=record.agent_cwd, env=env, timeout=timeout, name=alias)
+        return self.agents.adopt(alias, agent, dict(record.launch), record.env_names)
+
+    # --- the session panel and settings ----------------------------------------------
+    def show_panel(self, command: g.ShowPanel) -> None:
+        entry = self.agents.entry(command.alias)
+        self.agents.panel(entry, self.agents.session_of(entry)).show()
+
+    def set_options(self, command: g.SetOptions) -> None:
+        entry = self.agents.entry(command.alias)
+        session = self.agents.session_of(entry)
+        before = set(session.config.ids())
+        changed = []
+        for option_id, text in command.assignments:
+            option = session.config.get(option_id)
+            value: str | bool = g.parse_bool(text, option_id) if option is not None and option.type == "boolean" \
+                else text
+            try:
+                session.set(option_id, value, timeout=self._timeout())
+            except ConfigOptionError as exc:
+                raise self._explain_binding(entry, session, exc) from None
+            changed.append(option_id)
+        self.agents.touch(entry, session)
+        config = session.config
+        lines = [f"{option_id} = {value_label(config[option_id])}" for option_id in changed if option_id in config]
+        lines += [f"new option: {o.id} = {value_label(o)}" for o in config if o.id not in before]
+        lines += [f"option gone: {gone}" for gone in sorted(before - set(config.ids()))]
+        print("\n".join(lines))
+
+    def _explain_binding(self, entry: AgentEntry, session: Session, error: ConfigOptionError) -> ConfigOptionError:
+        """A refused model of another agent, through the proxy: say that the session is tied to one agent."""
+        agent = bound_agent(session, entry.proxy_agents)
+        option = session.model_option
+        wanted = str(error.value) if error.value is not None else ""
+        if agent is None or option is None or error.config_id != option.id or wanted.startswith(f"{agent}:"):
+            return error
+        others = ", ".join(a for a in entry.proxy_agents if a != agent)
+        error.message = (f"{wanted!r} is not offered here: this session is tied to agent '{agent}' since its first "
+                         f"prompt, so its model choices are {', '.join(str(v) for v in option.values)}")
+        error.hint = (f"Models of {others} need a new session: %acp new, then %acp set model={wanted} "
+                      "(the new session starts with no history).")
+        error.args = (error.message,)
+        return error
+
+    # --- sessions --------------------------------------------------------------------
+    def new_session(self, command: g.NewSession) -> None:
+        entry = self.agents.entry(command.alias)
+        self.open(entry, self._new_session(entry, self._cwd(command.cwd), self._timeout()))
+
+    def _listed(self, entry: AgentEntry) -> list[dict[str, Any]]:
+        """The agent's sessions (session/list), or the ones open here when it cannot list them."""
+        if entry.agent.connection is not None and entry.agent.connection.supports("list"):
+            return entry.agent.list_sessions(timeout=self._timeout())
+        return [{"sessionId": s.id, "title": s.title, "updatedAt": s.updated_at, "cwd": s.cwd}
+                for s in entry.agent.sessions]
+
+    def list_sessions(self, command: g.ListSessions) -> None:
+        entry = self.agents.entry(command.alias)
+        listed = self._listed(entry)
+        if command.delete:
+            for wanted in command.delete:
+                self._delete_session(entry, wanted, listed)
+            listed = self._listed(entry)
+        open_here = {s.id: s for s in entry.agent.sessions}
+        current = entry.session.id if entry.session is not None and not entry.session.closed else None
+        table = SessionTable.build(listed, open_here, current,
+                                   can_delete=entry.agent.connection is not None
+                                   and entry.agent.connection.supports("delete"))
+        table.show()
+
+    def _delete_session(self, entry: AgentEntry, wanted: str, listed: list[dict[str, Any]]) -> None:
+        """``%acp sessions --delete ID``: session/delete for the session named by ID or a unique prefix of it."""
+        known = {str(s.get("sessionId")): s for s in listed} | {s.id: {"sessionId": s.id, "title": s.title}
+                                                                for s in entry.agent.sessions}
+        matches = [wanted] if wanted in known else [sid for sid in known if sid.startswith(wanted)]
+        if len(matches) > 1:
+            raise UsageError(f"%acp sessions --delete: {wanted!r} names {len(matches)} sessions "
+                             f"({', '.join(sorted(matches))}); give more of the id")
+        if not matches:
+            raise UsageError(f"%acp sessions --delete: agent {entry.alias!r} has no session {wanted!r} "
+                             "(%acp sessions lists them)")
+        session_id = matches[0]
+        title = known[session_id].get("title")
+        entry.agent.delete_session(session_id, timeout=self._timeout())
+        self.agents.forget_session(entry, session_id, "deleted with %acp sessions --delete")
+        print(f"Deleted session {session_id}" + (f" ({title!r})" if title else "") + ".")
+
+    def load_session(self, command: g.LoadSession) -> None:
+        entry = self.agents.entry(command.alias)
+        existing = next((s for s in entry.agent.sessions if s.id == command.session_id), None)
+        session = existing or entry.agent.load_session(command.session_id, self._cwd(None), timeout=self._timeout())
+        self.open(entry, session)
+
+    def show_log(self, command: g.ShowLog) -> None:
+        from ..widgets.inspector import ProtocolInspector
+
+        if command.file is not None:
+            display(self._recording_inspector(command))
+            return
+        entry = self.agents.entry(command.alias)
+        session_id = self.agents.session_of(entry).id if command.session_only else None
+        display(ProtocolInspector(entry.agent, method=command.method, session_id=session_id))
+
+    @staticmethod
+    def _recording_inspector(command: g.ShowLog) -> Any:
+        from ..record import Recording, RecordingError
+        from ..widgets.inspector import ProtocolInspector
+
+        assert command.file is not None
+        try:
+            recording = Recording.load(command.file)
+        except RecordingError as exc:
+            raise UsageError(f"%acp log --file {command.file}: {exc.message}") from None
+        return ProtocolInspector.of_frames([frame.as_log_entry() for frame in recording.frames],
+                                           name=recording.agent_name, method=command.method)
+
+    def stop(self, command: g.Stop) -> None:
+        entries = list(self.agents.agents.values()) if command.every else [self.agents.entry(command.alias)]
+        if not entries:
+            print("No agent is running.")
+        for entry in entries:
+            line = self.agents.describe_stop(entry)
+            self.agents.remove(entry)
+            self.agents.close_entry(entry, "closed with %acp stop")
+            print(line)
+
+    def use(self, command: g.Use) -> None:
+        self.agents.use(command.alias)
+
+    def cancel(self, command: g.Cancel) -> None:
+        self.agents.session_of(self.agents.entry(command.alias)).cancel()
+
+    def authenticate(self, command: g.Authenticate) -> None:
+        entry = self.agents.entry(command.alias)
+        if command.method_id is None:
+            print(auth_methods_text(entry.agent))
+            return
+        entry.agent.authenticate(command.method_id, timeout=self._timeout())
+        if entry.session is None:
+            self.open(entry, self._new_session(entry, None, self._timeout()))
+
+    def logout(self, command: g.Logout) -> None:
+        entry = self.agents.entry(command.alias)
+        entry.agent.logout(timeout=self._timeout())
+        print(f"Logged out of agent '{entry.alias}'. A new session may ask you to authenticate again "
+              "(%acp auth lists the ways).")
+
+    # --- %%acp -----------------------------------------------------------------------
+    def begin_turn(self, command: g.CellPrompt, body: str) -> TurnView:
+        """Start the cell's turn (after any earlier turn of the session) and show its view; returns at once."""
+        prompt = body.strip()
+        if not prompt:
+            raise UsageError("%%acp: the cell is empty: write the prompt under the %%acp line")
+        entry = self.agents.entry(command.alias)
+        if command.new_session:
+            self.open(entry, self._new_session(entry, self._cwd(None), self._timeout()), show=False)
+        session = self.agents.session_of(entry)
+        policies = self.turn_policies()
+        turn = session.start_turn(prompt, permission=policies.permission, elicitation=policies.elicitation,
+                                  timeout=self.magics.turn_timeout or None)
+        self.agents.touch(entry, session)
+        view = TurnView(turn, interval=self.magics.stream_interval, asker=policies.permission_asker,
+                        permission_note=policies.permission_note, form_asker=policies.form_asker,
+                        elicitation_note=policies.elicitation_note, title_hint=self.agents.title_hint(session),
+                        metadata=self.agents.metadata_for(session))
+        self.last_view = view
+        view.show()
+        return view

@@ -1,0 +1,223 @@
+"""AcpMagics: the ``%acp`` / ``%%acp`` magics and their settings; the extension's load and unload hooks.
+
+Thin on purpose: a line is parsed by the grammar (grammar.py), carried out by the Runner
+(commands.py), and a ``%%acp`` cell waits as cells.py says. What lives here is what IPython
+needs: the magic function, the ``%config AcpMagics.*`` traits, the input transformer, and the
+hooks that keep saved outputs true (``post_run_cell`` publishes stale outputs while the cell
+is still the kernel's current request; at interpreter exit every output becomes static).
+
+Threads: IPython calls everything here on the kernel thread; the exit hook runs on the main
+thread at interpreter exit, while the background loop still runs (its own exit hook was
+registered earlier, so it runs later).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from traitlets import CaselessStrEnum, Dict, Float, Unicode, Union
+from traitlets.config import Configurable
+
+from ..errors import AcpError
+from ..widgets.display import finalize_all, flush_all
+from . import cells
+from .commands import Runner
+from .grammar import CellPrompt, help_text, parse_cell_line, parse_line
+from .hints import in_magic_terms
+
+__all__ = ["AcpMagics", "load_ipython_extension", "magics_for", "magics_for_current_shell",
+           "unload_ipython_extension"]
+
+
+def _documented(doc: str) -> Any:
+    """Give the magic its help (what ``%acp?`` prints) before IPython wraps it."""
+
+    def apply(function: Any) -> Any:
+        function.__doc__ = doc
+        return function
+
+    return apply
+
+
+@magics_class
+class AcpMagics(Magics, Configurable):
+    """The ``%acp`` / ``%%acp`` magics; configure with ``%config AcpMagics.<option> = value``."""
+
+    default_agent = Unicode("demo", help="The agent `%acp start` starts when no NAME is given.").tag(config=True)
+    permission = CaselessStrEnum(
+        ["ask", "allow", "deny"], default_value="ask",
+        help="Answer to the agent's permission requests in %%acp cells: 'ask' shows buttons and waits for a "
+             "click; 'allow' or 'deny' answer at once (for unattended runs such as nbclient or CI).",
+    ).tag(config=True)
+    permission_timeout = Float(
+        0.0, help="With permission='ask': seconds to wait for a click before rejecting (0 waits until the turn "
+                  "is cancelled).",
+    ).tag(config=True)
+    elicitation = Union(
+        [CaselessStrEnum(["ask", "decline", "cancel"]), Dict()], default_value="ask",
+        help="Answer to the agent's forms (elicitation) in %%acp cells: 'ask' shows the form and waits for Submit, "
+             "Decline or Cancel; 'decline' or 'cancel' answer at once, and a dict of answers (checked against each "
+             "form; a form they do not fit is declined) fills every form, for unattended runs (nbclient, CI).",
+    ).tag(config=True)
+    elicitation_timeout = Float(
+        0.0, help="With elicitation='ask': seconds to wait for an answer before declining (0 waits until the turn "
+                  "is cancelled).",
+    ).tag(config=True)
+    wait = CaselessStrEnum(
+        ["auto", "always", "never"], default_value="auto",
+        help="Whether a %%acp cell waits for the turn to end. 'auto' waits where the kernel keeps widgets "
+             "clickable meanwhile (ipykernel >= 7.4) or has no widgets (terminal), else returns at once and "
+             "the reply keeps streaming into the cell.",
+    ).tag(config=True)
+    stream_interval = Float(
+        0.1, help="Seconds between two renders of a streaming reply: chunks arriving faster are coalesced.",
+    ).tag(config=True)
+    timeout = Float(60.0, help="Seconds to wait for an agent to start and for each request.").tag(config=True)
+    turn_timeout = Float(0.0, help="Seconds a %%acp turn may take before it is cancelled (0: no limit).").tag(
+        config=True)
+    cwd = Unicode("", help="Working directory for agents and sessions (default: the kernel's).").tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.runner = Runner(self)
+        self._in_async_cell = False
+
+    # Kept as attributes of the magics: tests and notebooks reach the registry through them.
+    @property
+    def agents(self) -> dict[str, Any]:
+        return self.runner.agents.agents
+
+    @property
+    def last_view(self) -> Any:
+        return self.runner.last_view
+
+    def entry(self, alias: str | None = None) -> Any:
+        return self.runner.agents.entry(alias)
+
+    def panel(self, session: Any) -> Any:
+        entry = self.runner.agents.entry_of(session)
+        if entry is None:
+            raise UsageError(f"session {session.id} was not opened by these magics")
+        return self.runner.agents.panel(entry, session)
+
+    # --- the magic ---------------------------------------------------------------
+    @line_cell_magic
+    @_documented(help_text())
+    def acp(self, line: str, cell: str | None = None) -> None:
+        try:
+            if cell is None:
+                return self.runner.run(parse_line(line))
+            return self.run_cell(parse_cell_line(line), cell)
+        except AcpError as error:
+            raise in_magic_terms(error) from None
+
+    def should_wait(self, command: CellPrompt) -> bool:
+        if command.wait is not None:
+            return command.wait
+        if self.wait != "auto":
+            return self.wait == "always"
+        has_kernel = getattr(self.shell, "kernel", None) is not None
+        return self._in_async_cell or not has_kernel
+
+    def run_cell(self, command: CellPrompt, body: str) -> None:
+        """The blocking path (no async cells here): wait, and turn Ctrl-C into session/cancel."""
+        view = self.runner.begin_turn(command, body)
+        if self.should_wait(command):
+            cells.wait_for_view(view)
+
+    async def run_cell_async(self, line: str, body: str) -> None:
+        """The awaiting path: widgets stay clickable; a kernel interrupt cancels the turn."""
+        try:
+            command = parse_cell_line(line)
+            self._in_async_cell = True
+            try:
+                view = self.runner.begin_turn(command, body)
+                wait = self.should_wait(command)
+            finally:
+                self._in_async_cell = False
+            if wait:
+                await cells.await_view(view)
+        except AcpError as error:
+            raise in_magic_terms(error) from None
+
+    # --- the cell transformer --------------------------------------------------------
+    def async_cells_supported(self) -> bool:
+        return cells.async_cells_supported(self.shell)
+
+    def transform_cell(self, lines: list[str]) -> list[str]:
+        """IPython input transformer: a ``%%acp`` cell becomes ``await acp_cell(line, body)`` where supported."""
+        if not lines or not cells.CELL_MAGIC.match(lines[0]):
+            return lines
+        return cells.transform_cell(lines, self.async_cells_supported())
+
+    # --- teardown ---------------------------------------------------------------------
+    def close_all(self, reason: str = "the acp_notebook extension was unloaded") -> None:
+        self.runner.agents.close_all(reason)
+
+
+# --- extension hooks -------------------------------------------------------------------
+_registered: dict[int, AcpMagics] = {}
+
+
+def magics_for(shell: Any) -> AcpMagics:
+    """The AcpMagics of ``shell``, loading the extension first if needed."""
+    magics = _registered.get(id(shell))
+    if magics is None:
+        shell.extension_manager.load_extension("acp_notebook")
+        magics = _registered[id(shell)]
+    return magics
+
+
+def magics_for_current_shell() -> AcpMagics:
+    from IPython import get_ipython
+
+    magics = _registered.get(id(get_ipython()))
+    if magics is None:
+        raise UsageError("the acp_notebook extension is not loaded: %load_ext acp_notebook")
+    return magics
+
+
+def _at_exit() -> None:
+    """The kernel is going away: every output of the package becomes static and its agents stop."""
+    finalize_all("the kernel shut down")
+    for magics in list(_registered.values()):
+        with contextlib.suppress(Exception):
+            magics.close_all("the kernel shut down")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    magics = AcpMagics(shell=ipython, parent=ipython)
+    ipython.register_magics(magics)
+    ipython.configurables.append(magics)
+    ipython.input_transformers_cleanup.append(magics.transform_cell)
+    ipython.events.register("post_run_cell", _flush_after_cell)
+    if not _registered:
+        atexit.register(_at_exit)
+    _registered[id(ipython)] = magics
+
+
+def _flush_after_cell(_result: Any = None) -> None:
+    flush_all()
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    magics = _registered.pop(id(ipython), None)
+    if magics is None:
+        return
+    magics.close_all()
+    with contextlib.suppress(ValueError):
+        ipython.input_transformers_cleanup.remove(magics.transform_cell)
+    with contextlib.suppress(ValueError):
+        ipython.configurables.remove(magics)
+    with contextlib.suppress(ValueError):
+        ipython.events.unregister("post_run_cell", _flush_after_cell)
+    if not _registered:
+        atexit.unregister(_at_exit)
+    manager = ipython.magics_manager
+    for kind in ("line", "cell"):
+        manager.magics[kind].pop("acp", None)
+    manager.registry.pop(type(magics).__name__, None)

@@ -1,0 +1,216 @@
+"""The notebook's agents: which agents this kernel started, under which names, their sessions, their
+panels, and the records that let a later kernel reopen those sessions.
+
+Threads: every method that changes the registry runs on the kernel thread (the magics).
+Two things are read from the background loop thread, while outputs are published: the
+session records (``metadata_for``) and the title hints. Those live in dicts guarded by
+``_lock`` and are replaced, never mutated, by the kernel thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from ..client import Agent, Session, set_current
+from ..widgets.labels import agent_label
+from ..widgets.panel import SessionPanel
+from .records import SessionRecord
+
+__all__ = ["AgentEntry", "NotebookAgents", "env_names", "launch_of"]
+
+
+@dataclass
+class AgentEntry:
+    """One agent started here: its name in the magics, how it was launched, its open session."""
+
+    alias: str
+    agent: Agent
+    launch: dict[str, Any]  # see SessionRecord.launch
+    env_names: tuple[str, ...] = ()
+    session: Session | None = None
+    sessions: dict[str, Session] = field(default_factory=dict)  # every session opened here, by id
+    panels: dict[str, SessionPanel] = field(default_factory=dict)
+
+    @property
+    def proxy_agents(self) -> tuple[str, ...]:
+        return tuple(self.launch.get("proxy") or ())
+
+
+class NotebookAgents:
+    """The agents of this notebook, the current one, and a record of every session opened here."""
+
+    def __init__(self, default_agent: Callable[[], str]) -> None:
+        self._default_agent = default_agent
+        self.agents: dict[str, AgentEntry] = {}
+        self.current_alias: str | None = None
+        self._lock = threading.Lock()
+        self._records: dict[str, SessionRecord] = {}
+        self._title_hints: dict[str, str] = {}
+        self._stopped: list[AgentEntry] = []  # kept for their sessions' last titles (resume)
+
+    # --- lookup ----------------------------------------------------------------------
+    def entry(self, alias: str | None = None) -> AgentEntry:
+        """The named agent, or the current one; UsageError when there is none."""
+        if alias is None:
+            alias = self.current_alias
+            if alias is None:
+                raise UsageError(f"no agent is running: start one with %acp start {self._default_agent()} "
+                                 "(or %acp resume to reopen this notebook's last session)")
+        try:
+            return self.agents[alias]
+        except KeyError:
+            names = ", ".join(self.agents) or "none"
+            raise UsageError(f"no agent named {alias!r} (running: {names})") from None
+
+    def session_of(self, entry: AgentEntry) -> Session:
+        if entry.session is None or entry.session.closed:
+            raise UsageError(f"agent {entry.alias!r} has no open session: %acp new --agent {entry.alias}")
+        return entry.session
+
+    def entry_of(self, session: Session) -> AgentEntry | None:
+        return next((e for e in self.agents.values() if e.agent is session.agent), None)
+
+    # --- agents ----------------------------------------------------------------------
+    def adopt(self, alias: str, agent: Agent, launch: dict[str, Any], env_names: tuple[str, ...] = ()) -> AgentEntry:
+        """Make ``agent`` the current one under ``alias`` (re-running a start cell replaces that agent)."""
+        old = self.agents.pop(alias, None)
+        if old is not None:
+            self.close_entry(old, "replaced by a new %acp start")
+        entry = AgentEntry(alias, agent, launch, env_names)
+        self.agents[alias] = entry
+        self.current_alias = alias
+        set_current(None)  # until its session is open: a failed session/new must not leave the old one current
+        return entry
+
+    def use(self, alias: str) -> AgentEntry:
+        entry = self.entry(alias)
+        self.current_alias = entry.alias
+        set_current(entry.session)
+        return entry
+
+    def remove(self, entry: AgentEntry) -> None:
+        """Forget a stopped agent; the next one (if any) becomes current."""
+        self.agents.pop(entry.alias, None)
+        if self.current_alias == entry.alias:
+            self.current_alias = next(iter(self.agents), None)
+            set_current(self.agents[self.current_alias].session if self.current_alias else None)
+
+    def close_entry(self, entry: AgentEntry, reason: str) -> None:
+        """Stop the agent and show its panels closed (they keep their last settings, disabled)."""
+        if entry not in self._stopped:
+            self._stopped.append(entry)
+        try:
+            entry.agent.close()
+        finally:
+            for session_id in entry.sessions:
+                self._mark_closed(session_id)
+            for panel in entry.panels.values():
+                panel.close(reason)
+
+    def close_all(self, reason: str) -> None:
+        for entry in list(self.agents.values()):
+            with contextlib.suppress(Exception):
+                self.close_entry(entry, reason)
+        self.agents.clear()
+        self.current_alias = None
+        set_current(None)
+
+    # --- sessions --------------------------------------------------------------------
+    def open(self, entry: AgentEntry, session: Session, *, title_hint: str | None = None) -> None:
+        """``session`` becomes the agent's session (and the notebook's, if the agent is current)."""
+        entry.session = session
+        entry.sessions[session.id] = session
+        self.touch(entry, session, title=title_hint)
+        if title_hint:
+            with self._lock:
+                self._title_hints = {**self._title_hints, session.id: title_hint}
+        if self.current_alias == entry.alias:
+            set_current(session)
+
+    def panel(self, entry: AgentEntry, session: Session) -> SessionPanel:
+        """The (one) panel of a session, made on first use."""
+        panel = entry.panels.get(session.id)
+        if panel is None:
+            panel = SessionPanel(session, title_hint=self.title_hint(session), proxy_agents=entry.proxy_agents,
+                                 metadata=self.metadata_for(session))
+            entry.panels[session.id] = panel
+        return panel
+
+    def touch(self, entry: AgentEntry, session: Session, *, title: str | None = None) -> None:
+        """Record that the session was used now (opened, prompted, changed)."""
+        record = SessionRecord(
+            session_id=session.id, alias=entry.alias, launch=entry.launch, cwd=session.cwd,
+            agent_cwd=entry.agent.cwd, env_names=entry.env_names, title=session.title or title, at=time.time())
+        with self._lock:
+            self._records = {**self._records, session.id: record}
+
+    def forget_session(self, entry: AgentEntry, session_id: str, reason: str) -> None:
+        """The agent deleted a session: its record is dropped (``%acp resume`` here will not pick it, and
+        the panel's last output no longer carries it) and its panel shows it closed, saying ``reason``.
+        The agent's current session, if it was this one, stays closed: the magics then say to open a new one."""
+        with self._lock:
+            self._records = {sid: r for sid, r in self._records.items() if sid != session_id}
+        panel = entry.panels.get(session_id)
+        if panel is not None:
+            panel.close(reason)
+
+    def _mark_closed(self, session_id: str) -> None:
+        with self._lock:
+            record = self._records.get(session_id)
+            if record is not None:
+                self._records = {**self._records, session_id: replace(record, closed=True)}
+
+    def title_hint(self, session: Session) -> str | None:
+        with self._lock:
+            return self._title_hints.get(session.id)
+
+    def records(self) -> list[SessionRecord]:
+        """The record of every session opened in this kernel, with its latest title."""
+        with self._lock:
+            records = list(self._records.values())
+        sessions = {sid: s for entry in self._all_entries() for sid, s in entry.sessions.items()}
+        return [replace(r, title=sessions[r.session_id].title or r.title) if r.session_id in sessions else r
+                for r in records]
+
+    def _all_entries(self) -> list[AgentEntry]:
+        return [*self.agents.values(), *self._stopped]
+
+    def metadata_for(self, session: Session) -> Callable[[], Mapping[str, Any]]:
+        """What the outputs of ``session`` carry (called on any thread when they are published)."""
+
+        def metadata() -> Mapping[str, Any]:
+            with self._lock:
+                record = self._records.get(session.id)
+            if record is None:
+                return {}
+            closed = record.closed or session.closed or session.agent.status in ("closed", "exited")
+            return replace(record, title=session.title or record.title, closed=closed).metadata()
+
+        return metadata
+
+    def describe_stop(self, entry: AgentEntry) -> str:
+        """The one line ``%acp stop`` prints: the agent, and the sessions it closes (by title, else id)."""
+        sessions = list(entry.sessions.values())
+        named = [repr(s.title) if s.title else s.id for s in sessions]
+        what = {0: "no session", 1: f"its session {named[0] if named else ''}"}.get(
+            len(named), f"its {len(named)} sessions ({', '.join(named)})")
+        label = agent_label(sessions[0]) if sessions else entry.agent.name
+        return f"Stopped agent '{entry.alias}' ({label}) and closed {what}; its panels show it closed."
+
+
+def launch_of(spec: Any) -> dict[str, Any]:
+    """How to start an agent again, as saved in records: a registry name or a command line."""
+    if isinstance(spec, (list, tuple)):
+        return {"argv": [str(a) for a in spec]}
+    return {"spec": str(spec)}
+
+
+def env_names(pairs: Any) -> tuple[str, ...]:
+    return tuple(sorted({str(k) for k, _ in pairs}))

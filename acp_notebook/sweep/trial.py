@@ -1,0 +1,388 @@
+"""One trial of a sweep: the plan of trials, their stable ids, the agents they run on, and one attempt at a trial.
+
+Everything here runs on the background loop thread of the process that executes the trial:
+the notebook's for the local executor, a Ray worker's for the Ray executor. ``AgentPool`` is
+mutated only there. ``Trial``, ``TrialSettings`` and ``Outcome`` are plain picklable data, so
+the Ray executor ships them between processes unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .._protocol import join_agent_model, parse_bool_word, split_agent_model
+from ..client import Agent, PermissionPolicy, Session, astart
+from ..errors import AcpError, AcpTimeoutError, AgentExitedError, ConfigOptionError, RpcError
+from ..launch import SpecLike
+from ..record import session_recording
+from ..turn import Turn
+from .columns import FIXED_COLUMNS
+from .dataset import Sample
+from .hints import PYTHON, Syntax
+
+__all__ = ["AgentPool", "ModelNotInForce", "Outcome", "Trial", "TrialSettings", "agent_and_value", "plan_trials",
+           "run_attempt", "trial_id"]
+
+ERROR_TEXT_LIMIT = 600
+SESSION_CLOSE_TIMEOUT_S = 10.0
+# Errors an agent reports when its model provider pushes back; worth another attempt after a pause.
+_RATE_LIMITED = re.compile(r"rate[ _-]?limit|too many requests|\b429\b|overloaded|\b529\b|try again later",
+                           re.IGNORECASE)
+
+
+class ModelNotInForce(AcpError):
+    """The agent accepted the model pick but its state reports another model."""
+
+    hint = ("The agent did not switch to the requested model; the trial was not prompted so the row cannot be "
+            "mistaken for the requested model's answer.")
+
+
+class GradingError(Exception):
+    """A grader's turn failed; ``transient`` says whether another attempt may succeed."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One cell of the sweep: a sample sent to a model, the n-th time."""
+
+    trial_id: str
+    model: str              # the id as requested ("demo:smart")
+    agent_name: str | None  # the registry agent to start (None when the sweep was given agent=)
+    value: str              # the value for the agent's model option
+    sample: Sample
+    repeat: int
+
+    def confirmed_id(self, value: Any) -> str | None:
+        """The agent's reported model value, in the namespace of ``model``."""
+        if value is None:
+            return None
+        return join_agent_model(self.agent_name, str(value)) if self.agent_name is not None else str(value)
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """What every attempt needs besides the trial: the same on every worker."""
+
+    timeout: float | None = 300
+    config: Mapping[str, Any] = field(default_factory=dict)
+    permission: PermissionPolicy = "deny"
+    cwd: str | None = None
+
+
+@dataclass
+class Outcome:
+    """What an attempt produced: the row, the turn's updates, and whether another attempt may go better."""
+
+    row: dict[str, Any]
+    trajectory: dict[str, Any] | None  # record.session_recording of the trial's session, None without one
+    transient: bool = False
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:40] or "x"
+
+
+def trial_id(model: str, sample_id: str, repeat: int) -> str:
+    """Readable and stable: the same model, sample and repeat give the same id in every run (resume matches on it)."""
+    digest = hashlib.sha256(json.dumps([model, sample_id, repeat]).encode()).hexdigest()[:6]
+    return f"{_slug(model)}--{_slug(sample_id)}--r{repeat}-{digest}"
+
+
+def agent_and_value(model_id: Any, *, with_agent: bool, syntax: Syntax = PYTHON) -> tuple[str | None, str]:
+    """``"demo:fast"`` -> ``("demo", "fast")``; with agent= the id is that agent's own model value."""
+    if not isinstance(model_id, str) or not model_id.strip():
+        raise ValueError(f"model ids are non-empty strings like 'demo:fast', not {model_id!r} ({syntax['models']})")
+    if with_agent:
+        return None, model_id.strip()
+    parts = split_agent_model(model_id.strip())
+    if parts is None or not parts[0].strip() or not parts[1].strip():
+        raise ValueError(f"model id {model_id!r} is not of the form agent:model (e.g. 'demo:fast', 'claude:opus'); "
+                         f"{syntax['agent']}")
+    return parts[0].strip(), parts[1].strip()
+
+
+def plan_trials(samples: Sequence[Sample], models: Sequence[str], repeats: int, *, with_agent: bool,
+                syntax: Syntax = PYTHON) -> list[Trial]:
+    """Every trial, ordered repeat-major then sample then model, so the early trials cover every model (an
+    interrupted sweep is still a fair comparison) and concurrent trials spread across agents."""
+    split = {model: agent_and_value(model, with_agent=with_agent, syntax=syntax) for model in models}
+    return [Trial(trial_id(model, sample.id, repeat), model, *split[model], sample, repeat)
+            for repeat in range(repeats) for sample in samples for model in models]
+
+
+def iso_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="microseconds")
+
+
+def describe_error(phase: str, exc: BaseException) -> str:
+    if isinstance(exc, AcpError):
+        message = exc.message
+        if isinstance(exc, ConfigOptionError) and exc.hint:
+            message += f" ({exc.hint})"  # names the valid values
+    else:
+        message = str(exc)
+    text = f"{phase}: {type(exc).__name__}: {' '.join(message.split())}"
+    return text if len(text) <= ERROR_TEXT_LIMIT else text[: ERROR_TEXT_LIMIT - 3] + "..."
+
+
+def is_transient(exc: BaseException) -> bool:
+    """An agent that died, a request that timed out, or a provider's rate limit: another attempt may succeed."""
+    if isinstance(exc, (AgentExitedError, AcpTimeoutError)):
+        return True
+    text = str(exc)
+    if isinstance(exc, RpcError) and exc.data is not None:
+        text += " " + json.dumps(exc.data, default=str)
+    return bool(_RATE_LIMITED.search(text))
+
+
+class AgentPool:
+    """One agent process per agent name, started on first use and shared by that agent's trials.
+
+    A process that died is replaced on the next use; a start that failed is not retried, so every
+    trial for that agent records the same start error at once.
+    """
+
+    def __init__(self, specs: Mapping[str, SpecLike], *, cwd: str | None, permission: PermissionPolicy,
+                 given: Agent | None = None, spec: SpecLike | None = None) -> None:
+        self.specs = dict(specs)
+        self.cwd = cwd
+        self.permission = permission
+        self.given = given
+        self.spec = spec
+        self._starting: dict[str, asyncio.Future[Agent]] = {}
+        self.started: list[Agent] = []
+
+    async def get(self, name: str | None) -> Agent:
+        if self.given is not None:
+            return self.given
+        key = name or ""
+        future = self._starting.get(key)
+        if future is not None and future.done() and not future.cancelled() and future.exception() is None:
+            if future.result().status == "exited":
+                future = None
+        if future is None:
+            future = asyncio.ensure_future(self._start(name))
+            self._starting[key] = future
+        # Shielded: a trial that is cancelled must not cancel a start other trials are waiting on.
+        return await asyncio.shield(future)
+
+    async def _start(self, name: str | None) -> Agent:
+        spec = self.spec if name is None else self.specs.get(name, name)
+        agent = await astart(spec, cwd=self.cwd, permission=self.permission)  # type: ignore[arg-type]
+        self.started.append(agent)
+        return agent
+
+    async def close_all(self) -> None:
+        for future in list(self._starting.values()):
+            if not future.done():
+                with contextlib.suppress(BaseException):
+                    await future
+        await asyncio.gather(*(agent.aclose() for agent in self.started), return_exceptions=True)
+
+    def describe(self) -> dict[str, Any]:
+        """Per agent name: its info from initialize, command, protocol version and the pids it ran as."""
+        agents: dict[str, Any] = {}
+        if self.given is not None:
+            agents[self.given.name] = {**self._facts(self.given), "started_by_sweep": False}
+        for agent in self.started:
+            earlier = agents.get(agent.name, {})
+            facts = {**self._facts(agent), "started_by_sweep": True}
+            facts["pids"] = [*earlier.get("pids", []), agent.pid]
+            facts["processes"] = len(facts["pids"])
+            agents[agent.name] = facts
+        for key, future in self._starting.items():
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                agents.setdefault(key or str(self.spec), {"error": str(future.exception()).splitlines()[0]})
+        return agents
+
+    @staticmethod
+    def _facts(agent: Agent) -> dict[str, Any]:
+        return {"info": dict(agent.info), "command": list(agent.command), "pids": [agent.pid],
+                "protocol_version": agent.protocol_version}
+
+
+@dataclass
+class Attempt:
+    """Where an attempt got to: the phase for error messages, and the session to close whatever happens."""
+
+    phase: str = "starting the agent"
+    session: Session | None = None
+
+
+async def open_session(pool: AgentPool, agent_name: str | None, value: str, settings: TrialSettings,
+                       row: dict[str, Any], confirmed: Any, attempt: Attempt) -> Session:
+    """A fresh session on the agent, with the model set and confirmed, then ``settings.config``.
+
+    ``row`` gets agent, session_id, confirmed_model and config as they become known; ``confirmed``
+    maps the agent's model value to the id recorded.
+    """
+    agent = await pool.get(agent_name)
+    row["agent"] = agent.name
+    attempt.phase = "session/new"
+    session = attempt.session = await agent.anew_session(cwd=settings.cwd, permission=settings.permission)
+    row["session_id"] = session.id
+    attempt.phase = f"setting the model to {value!r}"
+    await _select_model(session, value, row, confirmed)
+    for config_id, config_value in settings.config.items():
+        attempt.phase = f"setting {config_id}={config_value!r}"
+        await session.aset(config_id, _coerce(session, config_id, config_value))
+    if settings.config:
+        # A later option can move the model (an agent may tie settings together): check again.
+        attempt.phase = "checking the model after config"
+        _confirm(value, session, row, confirmed)
+    row["config"] = dict(session.config.values())
+    return session
+
+
+def _coerce(session: Session, config_id: str, value: Any) -> Any:
+    """Let command-line words ("true", "off") drive boolean options."""
+    option = session.config.get(config_id)
+    if option is not None and option.type == "boolean" and isinstance(value, str):
+        word = parse_bool_word(value)
+        return value if word is None else word
+    return value
+
+
+async def _select_model(session: Session, value: str, row: dict[str, Any], confirmed: Any) -> None:
+    option = session.model_option
+    if option is None:
+        raise ConfigOptionError(
+            f"agent '{session.agent.name}' offers no model option in its sessions",
+            config_id="model", value=value, valid=session.config.ids(),
+            hint=f"Its options are: {', '.join(session.config.ids()) or 'none'}.",
+        )
+    if not (option.read_only and option.value == value):
+        # Agents that only report the old `models` field cannot switch, but then the requested one is in force.
+        await session.aset(option.id, value)
+    _confirm(value, session, row, confirmed)
+
+
+def _confirm(value: str, session: Session, row: dict[str, Any], confirmed: Any) -> None:
+    reported = session.model
+    row["confirmed_model"] = confirmed(reported)
+    if reported != value:
+        raise ModelNotInForce(f"asked for model {value!r} but the agent reports {reported!r} as the model in force")
+
+
+def blank_row(trial: Trial) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(FIXED_COLUMNS)
+    sample = trial.sample
+    row.update(trial_id=trial.trial_id, model=trial.model, model_value=trial.value, agent=trial.agent_name,
+               sample_id=sample.id, sample_index=sample.index, repeat=trial.repeat, prompt=sample.prompt,
+               target=sample.target, status="ok", timed_out=False, text="", thoughts="", tool_calls=0, attempts=1)
+    row.update(sample.metadata)
+    return row
+
+
+async def run_attempt(trial: Trial, pool: AgentPool, settings: TrialSettings) -> Outcome:
+    """One attempt: fresh session, model set and confirmed, config, the prompt, the turn recorded. Never raises
+    (except cancellation): a failure is a row with status error or timeout."""
+    row = blank_row(trial)
+    row["started_at"] = iso_time(time.time())
+    attempt = Attempt()
+    turn: Turn | None = None
+    transient = False
+    try:
+        session = await open_session(pool, trial.agent_name, trial.value, settings, row, trial.confirmed_id, attempt)
+        attempt.phase = "prompt"
+        try:
+            turn = await session.aprompt(trial.sample.prompt, timeout=settings.timeout)
+        except AcpError as exc:
+            turn = session.turns[-1] if session.turns else None
+            record_turn(row, trial, turn)
+            if not isinstance(exc, AcpTimeoutError):
+                raise
+            row.update(status="timeout", timed_out=True, error=(
+                f"prompt: no answer within {settings.timeout:g} s; the turn was cancelled "
+                f"(stop reason {row['stop_reason']!r})"))
+            transient = True
+        else:
+            record_turn(row, trial, turn)
+            if turn.error is not None:
+                raise turn.error
+            if row["model_at_end"] != row["confirmed_model"]:
+                raise ModelNotInForce(f"the agent switched the model during the turn: {row['confirmed_model']!r} -> "
+                                      f"{row['model_at_end']!r}; this answer is not the requested model's")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one failing trial must never stop the sweep
+        row.update(status="error", error=describe_error(attempt.phase, exc))
+        transient = is_transient(exc)
+    finally:
+        await close_quietly(attempt.session)
+        row["ended_at"] = iso_time(time.time())
+    session = attempt.session
+    return Outcome(row, session_recording(session.agent, session.id) if session is not None else None, transient)
+
+
+async def close_quietly(session: Session | None) -> None:
+    if session is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(session.aclose(), SESSION_CLOSE_TIMEOUT_S)
+
+
+async def ask_model(pool: AgentPool, agent_name: str | None, value: str, prompt: str, *,
+                    cwd: str | None, timeout: float | None) -> tuple[Turn, str | None]:
+    """A turn with another model (a grader): fresh session, model set and confirmed, no other options.
+
+    Returns the turn and the model id in force; raises GradingError naming the phase of a failure.
+    """
+    settings = TrialSettings(timeout=timeout, cwd=cwd)
+    row: dict[str, Any] = {}
+    attempt = Attempt()
+    confirmed = (lambda v: None if v is None else join_agent_model(agent_name, str(v))) if agent_name else str
+    try:
+        session = await open_session(pool, agent_name, value, settings, row, confirmed, attempt)
+        attempt.phase = "prompt"
+        turn = await session.aprompt(prompt, timeout=timeout)
+        if turn.error is not None:
+            raise turn.error
+        return turn, row.get("confirmed_model")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise GradingError(describe_error(attempt.phase, exc), transient=is_transient(exc)) from exc
+    finally:
+        await close_quietly(attempt.session)
+
+
+_USAGE_COLUMNS = (("inputTokens", "input_tokens"), ("outputTokens", "output_tokens"),
+                  ("thoughtTokens", "thought_tokens"), ("totalTokens", "total_tokens"),
+                  ("cachedReadTokens", "cached_read_tokens"), ("cachedWriteTokens", "cached_write_tokens"),
+                  ("used", "context_used"), ("size", "context_size"))
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def record_turn(row: dict[str, Any], trial: Trial, turn: Turn | None) -> None:
+    """Copy what the turn produced into the row (see COLUMN_SOURCES for where each value comes from)."""
+    if turn is None:
+        return
+    row.update(text=turn.text, thoughts=turn.thoughts, stop_reason=turn.stop_reason, duration_s=turn.duration_s,
+               ttft_s=turn.ttft_s, tool_calls=len(turn.tool_calls), model_at_end=trial.confirmed_id(turn.model))
+    usage = turn.usage or {}
+    for wire, column in _USAGE_COLUMNS:
+        if _count(usage.get(wire)):
+            row[column] = int(usage[wire])
+    if row["total_tokens"] is None and row["context_used"] is not None:
+        # Each trial has a fresh session, so the context after the turn holds exactly this trial's tokens.
+        row["total_tokens"] = row["context_used"]
+    cost = usage.get("cost")
+    if isinstance(cost, Mapping) and _count(cost.get("amount")):
+        row["cost"] = float(cost["amount"])
+        row["currency"] = cost.get("currency")

@@ -1,0 +1,157 @@
+"""The saved forms of the views: HTML, Markdown and plain text of a session panel and of a turn.
+
+Each view takes a snapshot of what it shows (under its own lock) and these functions turn
+the snapshot into text: no widgets, no I/O, callable from any thread. What they produce is
+what a reader sees with no kernel: JupyterLab after a restart, nbconvert's HTML and Markdown
+exports, GitHub and nbviewer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from ._html import (
+    BORDER,
+    FG,
+    MUTED,
+    HeaderInfo,
+    context_words,
+    error_html,
+    header_html,
+    markdown_html,
+    md_escape,
+    muted_html,
+    plan_html,
+    usage_html,
+)
+
+__all__ = ["PanelSnapshot", "TurnSnapshot", "head_line", "panel_forms", "turn_forms"]
+
+BOX_STYLE = "width:100%;margin:4px 0;box-sizing:border-box"
+READABLE = f"white-space:pre-wrap;color:{FG};line-height:1.5;font-size:0.95em"
+
+
+def head_line(info: HeaderInfo, *, with_agent: bool) -> tuple[str, str]:
+    """The header as one line: (plain, Markdown). ``title · [agent ·] model: X · status[ · extra]``."""
+    rest = [info.agent if with_agent else "", f"model: {info.model}" if info.model else "", info.status,
+            info.extra]
+    tail = " · ".join(p for p in rest if p)
+    if info.title_source == "prompt":  # the client's stand-in title, marked as the live header marks it
+        title = f"{info.title} (from the first prompt)"
+        title_md = f"**_{md_escape(info.title)}_** (from the first prompt)"
+    else:
+        title, title_md = info.title, f"**{md_escape(info.title)}**"
+    plain = " · ".join(p for p in (title, tail) if p)
+    markdown = " · ".join(p for p in (title_md, md_escape(tail)) if p)
+    return plain, markdown
+
+
+# --- the session panel -----------------------------------------------------------
+@dataclass(frozen=True)
+class PanelSnapshot:
+    """What a session panel shows at one moment."""
+
+    header: HeaderInfo
+    settings: tuple[tuple[str, str], ...]  # (option name, value label), in the agent's order
+    note: str = ""  # the proxy's binding, or why the panel is closed
+    error: str = ""
+    usage: Mapping[str, Any] | None = None  # the session's latest usage_update: the context meter
+
+
+def _settings_html(settings: Sequence[tuple[str, str]], closed: bool) -> str:
+    if not settings:
+        return ""
+    # The controls' final values, drawn as disabled fields: they read as settings, not as text.
+    look = "opacity:.7" if closed else ""
+    cells = "".join(
+        f'<span class="acpnb-setting" style="display:inline-flex;gap:6px;align-items:center;{look}">'
+        f'<span style="color:{MUTED}">{escape(name)}</span>'
+        f'<span class="acpnb-setting-value" style="padding:1px 8px;border:1px solid {BORDER};border-radius:3px">'
+        f"{escape(value)}</span></span>"
+        for name, value in settings
+    )
+    return f'<div class="acpnb-settings" style="display:flex;flex-wrap:wrap;gap:4px 18px;padding:6px 2px">{cells}</div>'
+
+
+def panel_forms(snapshot: PanelSnapshot) -> dict[str, str]:
+    """text/html, text/markdown and text/plain of a panel."""
+    closed = snapshot.header.status == "closed"
+    plain_head, md_head = head_line(snapshot.header, with_agent=True)
+    settings = " · ".join(f"{name}: {value}" for name, value in snapshot.settings)
+    tail = [snapshot.note, snapshot.error]
+    context = context_words(snapshot.usage)
+    html = (
+        f'<div class="acpnb-panel acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}'
+        f"{_settings_html(snapshot.settings, closed)}"
+        + (muted_html(escape(snapshot.note), css_class="acpnb-note") if snapshot.note else "")
+        + error_html(snapshot.error) + usage_html(snapshot.usage) + "</div>"
+    )
+    markdown = "\n\n".join(p for p in (md_head, md_escape(settings), *(f"*{md_escape(t)}*" for t in tail if t),
+                                        md_escape(context)) if p)
+    plain = "\n".join(p for p in (plain_head, settings, *tail, context) if p)
+    return {"text/html": html, "text/markdown": markdown, "text/plain": plain}
+
+
+# --- a turn ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ToolSnapshot:
+    title: str
+    kind: str
+    status: str
+    html: str  # the tool call as the live view draws it (status, output, diff, decisions)
+
+
+@dataclass(frozen=True)
+class TurnSnapshot:
+    """What a turn view shows at one moment."""
+
+    header: HeaderInfo
+    text: str = ""
+    thoughts: str = ""
+    plan: Sequence[Mapping[str, Any]] = ()
+    tools: Sequence[ToolSnapshot] = ()
+    notes: Sequence[str] = ()  # permission decisions that belong to no tool call
+    pending: Sequence[tuple[str, str]] = ()  # permission requests still waiting: (text, the prompt's HTML)
+    forms: Sequence[tuple[str, str]] = ()  # the agent's forms, what was asked and answered: (text, HTML)
+    error: str = ""
+    usage: Mapping[str, Any] | None = None
+    stop_reason: str | None = None
+
+
+def _thoughts_html(thoughts: str) -> str:
+    if not thoughts:
+        return ""
+    lines = len(thoughts.strip().splitlines())
+    return (
+        f'<details class="acpnb-thoughts-static" style="margin:4px 0"><summary style="color:{MUTED};cursor:pointer">'
+        f"Thoughts ({lines} line{'s' if lines != 1 else ''})</summary>"
+        f'<div class="acpnb-thoughts" style="{READABLE};padding:4px 10px;border-left:3px solid {BORDER}">'
+        f"{escape(thoughts)}</div></details>"
+    )
+
+
+def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
+    """text/html, text/markdown and text/plain of a turn."""
+    plain_head, md_head = head_line(snapshot.header, with_agent=False)
+    tools = "".join(t.html for t in snapshot.tools)
+    notes = "".join(muted_html(escape(n)) for n in snapshot.notes) + "".join(html for _, html in snapshot.pending)
+    notes += "".join(html for _, html in snapshot.forms)
+    reply = (f'<div class="acpnb-reply" style="padding:0 4px">{markdown_html(snapshot.text)}</div>'
+             if snapshot.text else "")
+    html = (
+        f'<div class="acpnb-turn acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}'
+        f"{_thoughts_html(snapshot.thoughts)}{plan_html(snapshot.plan)}{tools}{notes}{reply}"
+        f"{error_html(snapshot.error)}{usage_html(snapshot.usage, stop_reason=snapshot.stop_reason)}</div>"
+    )
+    calls = [f"- {t.title} ({t.kind}, {t.status})" for t in snapshot.tools]
+    notes_text = [*snapshot.notes, *(text for text, _ in snapshot.pending), *(text for text, _ in snapshot.forms)]
+    tail = [snapshot.error] if snapshot.error else []
+    context = context_words(snapshot.usage)
+    markdown = "\n\n".join(p for p in (md_head, "\n".join(md_escape(c) for c in calls),
+                                        "\n".join(f"*{md_escape(n)}*" for n in notes_text), snapshot.text,
+                                        *(f"*{md_escape(t)}*" for t in tail), md_escape(context)) if p)
+    plain = "\n".join(p for p in (plain_head, *calls, *notes_text, snapshot.text, *tail, context) if p)
+    return {"text/html": html, "text/markdown": markdown, "text/plain": plain}

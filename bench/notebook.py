@@ -1,0 +1,169 @@
+"""Benchmark 3: a 20,000-chunk turn rendered by a ``%%acp`` cell in a real kernel.
+
+A kernel is started with jupyter_client (as JupyterLab would), the extension loaded and the
+benchmark agent started with ``%acp start -- python bench/agent.py``. Each round then:
+
+1. submits ``%%acp --no-wait`` with a prompt asking for ``--chunks`` chunks: the cell returns at once
+   and the reply streams into its widgets from the package's background thread (a waiting cell
+   would hold the kernel's queue until the turn ends, so no other cell could run meanwhile);
+2. while the reply streams, submits a trivial cell (``1``) every ``--gap`` seconds and times each
+   from sending the request to the kernel's reply: how long a user waits for a cell run mid-stream;
+3. counts the widget messages the kernel sent for the turn (``comm_msg``: the updates of the view's
+   widgets; ``comm_open`` / ``comm_close``: creating and closing them) until the view is replaced by
+   its static form. Before each long turn a one-chunk turn measures what every cell costs (its first
+   and last renders): the constant. ``comm_msg_per_s`` is (messages - constant) / the seconds the
+   turn streamed (``turn.duration_s``, read from the kernel afterwards).
+
+Usage: python bench/notebook.py [--chunks 20000] [--rounds 3] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import LoadMeter, bench_agent, emit, stats  # noqa: E402
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+TRIVIAL_CELL = "1"
+
+
+class Kernel:
+    """A kernel and the one client that reads its messages (iopub only: every reply is timed from there)."""
+
+    def __init__(self, cwd: str) -> None:
+        import jupyter_client
+
+        self.manager, self.client = jupyter_client.manager.start_new_kernel(kernel_name="python3", cwd=cwd)
+
+    def run(self, code: str, timeout: float = 120) -> dict[str, Any]:
+        """Execute ``code`` and wait until the kernel is idle again; its stdout, errors and expressions."""
+        msg_id = self.client.execute(code, user_expressions={})
+        out: dict[str, Any] = {"stdout": "", "errors": []}
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                out["stdout"] += msg["content"]["text"]
+            elif msg["msg_type"] == "error":
+                out["errors"].append(msg["content"]["evalue"])
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        if out["errors"]:
+            raise RuntimeError(f"kernel cell failed: {out['errors']}")
+        return out
+
+    def close(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+def _is_final(msg: dict[str, Any]) -> bool:
+    """The turn's output in its static form: the reply's text and no widget (an update of the live view, or
+    the first display itself when the turn ended before the view was shown)."""
+    if msg["msg_type"] not in ("update_display_data", "display_data"):
+        return False
+    data = msg["content"].get("data") or {}
+    return WIDGET_MIME not in data and "lorem" in str(data.get("text/markdown", ""))
+
+
+def one_turn(kernel: Kernel, chunks: int, gap: float, timeout: float = 300) -> dict[str, Any]:
+    """One streamed turn with trivial cells run meanwhile (see the module docstring)."""
+    client = kernel.client
+    counts = {"comm_msg": 0, "comm_open": 0, "comm_close": 0}
+    waits: list[float] = []
+    client.execute(f"%%acp --no-wait\nchunks={chunks}")
+    streaming = False
+    pending: tuple[str, float] | None = None
+    next_at = 0.0
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        now = time.monotonic()
+        kind = msg["msg_type"]
+        if kind in counts:
+            counts[kind] += 1
+            state = (msg["content"].get("data") or {}).get("state") or {}
+            if not streaming and state.get("outputs"):
+                streaming, next_at = True, now + gap  # the first chunks are on screen
+        if pending is not None and msg["parent_header"].get("msg_id") == pending[0] and kind == "status" \
+                and msg["content"]["execution_state"] == "idle":
+            waits.append(now - pending[1])
+            pending, next_at = None, now + gap
+        if _is_final(msg):
+            break
+        if streaming and pending is None and now >= next_at:
+            pending = (client.execute(TRIVIAL_CELL), time.monotonic())
+    if pending is not None:  # the last trivial cell still counts: wait for it
+        while True:
+            msg = client.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == pending[0] and msg["msg_type"] == "status" \
+                    and msg["content"]["execution_state"] == "idle":
+                waits.append(time.monotonic() - pending[1])
+                break
+    facts = json.loads(kernel.run(
+        "import json, acp_notebook\n_t = acp_notebook.current().turns[-1]\n"
+        "print(json.dumps({'duration_s': _t.duration_s, 'chars': len(_t.text), 'status': _t.status}))")["stdout"])
+    if facts["chars"] != chunks * 12 or facts["status"] != "done":
+        raise RuntimeError(f"the turn did not complete as expected: {facts}")
+    return {**counts, **facts, "waits": waits, "comm_msg_per_s": counts["comm_msg"] / facts["duration_s"]}
+
+
+def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.1) -> dict[str, Any]:
+    """``rounds`` long turns, each after a one-chunk turn that measures the messages every cell costs."""
+    meter = LoadMeter()
+    with tempfile.TemporaryDirectory(prefix="acpnb-bench-") as cwd:
+        kernel = Kernel(cwd)
+        try:
+            kernel.run("%load_ext acp_notebook\n%acp start --name bench -- " + shlex.join(bench_agent()))
+            one_turn(kernel, min(chunks, 2000), gap)  # warm-up: the view's code paths loaded
+            constants, turns = [], []
+            for _ in range(rounds):
+                constants.append(one_turn(kernel, 1, gap))
+                turns.append(one_turn(kernel, chunks, gap))
+        finally:
+            kernel.close()
+    waits = [w for t in turns for w in t["waits"]]
+    constant = statistics.median(c["comm_msg"] for c in constants)
+    streaming = [(t["comm_msg"] - constant) / t["duration_s"] for t in turns]
+    return {
+        "chunks": chunks, "rounds": rounds, "gap_s": gap,
+        "duration_s": stats([t["duration_s"] for t in turns]),
+        "comm_msg": stats([t["comm_msg"] for t in turns]),
+        "comm_msg_one_chunk_turn": constant,
+        "comm_open_close": stats([t["comm_open"] + t["comm_close"] for t in turns]),
+        "comm_msg_per_s_all": stats([t["comm_msg_per_s"] for t in turns]),
+        "comm_msg_per_s": stats(streaming),
+        "trivial_cell_wait_s": stats(waits) if waits else None,
+        "trivial_cell_wait_p90_s": sorted(waits)[int(0.9 * (len(waits) - 1))] if waits else None,
+        "trivial_cells": len(waits),
+        "median_trivial_cells_per_turn": statistics.median(len(t["waits"]) for t in turns),
+        "load": meter.done(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gap", type=float, default=0.1, help="seconds between two trivial cells")
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    result = run(args.chunks, args.rounds, args.gap)
+    emit(result, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

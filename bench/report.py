@@ -1,0 +1,183 @@
+"""The results table of bench/README.md, made from bench/results.json: one row per target of issue 16.
+
+``render_table(results)`` gives Markdown; ``update_readme(path, table)`` puts it between the
+README's ``<!-- results -->`` markers and leaves the hand-written text around it alone.
+``python bench/report.py`` redraws the README's table from the saved results.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+HERE = Path(__file__).resolve().parent
+
+
+def _get(data: Any, *path: Any) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def _ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.2f} ms"
+
+
+def _s(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.3f} s"
+
+
+def _x(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{ratio:.2f}x"
+
+
+def _mb(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / 2**20:.1f} MiB"
+
+
+# (benchmark, what, target text, value getter, shown as, met?)
+Row = tuple[str, str, str, Callable[[dict[str, Any]], Any], Callable[[Any], str], Callable[[Any], bool]]
+
+
+def _proxy(delay: str, *path: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda b: _get(b, "proxy", "by_delay", delay, "metrics", *path)
+
+
+def _relay(delay: str, *path: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda b: _get(b, "proxy", "by_delay", delay, "relay_metrics", *path)
+
+
+def _memory_note(b: dict[str, Any], case: str) -> Any:
+    return _get(b, "memory", case)
+
+
+def _memory_shown(found: Any) -> str:
+    if not found:
+        return "n/a"
+    many, few = found["many_chunks"], found["few_chunks"]
+    text = (f"{_mb(many['growth_median'])} for {many['chunks'] * many['turns']:,} chunks vs "
+            f"{_mb(few['growth_median'])} for {few['chunks'] * few['turns']:,} (text {found['text_chars'] / 2**20:.1f} "
+            f"MiB); outside agent.log {_mb(many['outside_log_median'])} vs {_mb(few['outside_log_median'])}")
+    marginal = found.get("marginal")
+    if marginal:
+        text += (f"; each chunk past {many['chunks']:,}: {marginal['bytes_per_chunk']:.0f} B "
+                 f"({marginal['text_bytes_per_chunk']} B of text)")
+    return text
+
+
+def _memory_met(found: Any) -> bool:
+    # "Grows with the text, not with the chunks": outside agent.log (bounded on its own), the many-chunk
+    # run costs at most 64 bytes more per extra chunk (an offset, allocator slack) than the same text in
+    # few chunks; where measured, a further chunk costs its text and at most 16 bytes more.
+    if not found:
+        return False
+    if found["outside_log_extra_bytes_per_chunk"] > 64:
+        return False
+    marginal = found.get("marginal")
+    return marginal is None or marginal["bytes_per_chunk"] <= marginal["text_bytes_per_chunk"] + 16
+
+
+def _log_shown(b: dict[str, Any]) -> Any:
+    found = _get(b, "memory", "long_turn", "many_chunks")
+    if not found:
+        return None
+    return found
+
+
+ROWS: list[Row] = [
+    ("1 client", "20,000-chunk turn, acp-notebook / bare SDK client", "<= 1.0x",
+     lambda b: _get(b, "client", "ratio"), _x, lambda v: v <= 1.0),
+    ("2 proxy", "added per request (set_config_option), zero-delay agent [a bare relay adds]", "<= +0.25 ms",
+     lambda b: (_proxy("0", "request", "added_ms_median")(b), _relay("0", "request", "added_ms_median")(b)),
+     lambda v: f"+{v[0]:.3f} ms [+{v[1]:.3f} ms]", lambda v: v[0] <= 0.25),
+    ("2 proxy", "per turn, zero-delay agent, proxied / direct [relay / direct]", "(reported)",
+     lambda b: (_proxy("0", "turn", "ratio_median")(b), _relay("0", "turn", "ratio_median")(b)),
+     lambda v: f"{_x(v[0])} [{_x(v[1])}]", lambda v: True),
+    ("2 proxy", "per turn, 20 ms/chunk agent, proxied / direct [relay / direct]", "<= 1.05x",
+     lambda b: (_proxy("0.02", "turn", "ratio_median")(b), _relay("0.02", "turn", "ratio_median")(b)),
+     lambda v: f"{_x(v[0])} [{_x(v[1])}]", lambda v: v[0] <= 1.05),
+    ("3 notebook", "widget messages (comm_msg) per second of streaming", "<= 30/s (+ a constant)",
+     lambda b: _get(b, "notebook", "comm_msg_per_s", "median"), lambda v: f"{v:.1f}/s", lambda v: v <= 30),
+    ("3 notebook", "a trivial cell run mid-stream waits (median; p90)", "< 200 ms",
+     lambda b: (_get(b, "notebook", "trivial_cell_wait_s", "median"), _get(b, "notebook", "trivial_cell_wait_p90_s")),
+     lambda v: f"{_ms(v[0])}; {_ms(v[1])}", lambda v: v[0] is not None and v[1] < 0.2),
+    ("4 sweeps", "8 runs of a 1 s reply at concurrency 8 / one run alone", "<= 1.5x",
+     lambda b: _get(b, "sweeps", "concurrency", "ratio"), _x, lambda v: v <= 1.5),
+    ("4 sweeps", "sweep machinery per trial beyond a bare SDK client (1,000 trials) [agent processes per sweep]",
+     "< 10 ms", lambda b: (_get(b, "sweeps", "per_trial", "overhead_per_trial_s"),
+                           _get(b, "sweeps", "per_trial", "agent_processes_per_sweep")),
+     lambda v: f"{_ms(v[0])} [{v[1]}]", lambda v: v[0] < 0.010),
+    ("5 start-up", "import acp_notebook (fresh process)", "< 0.3 s",
+     lambda b: _get(b, "startup", "import", "median"), _s, lambda v: v < 0.3),
+    ("5 start-up", "acpnb.start(\"demo\") to a ready session [the demo agent alone, spawn to initialize answer]",
+     "< 0.5 s", lambda b: (_get(b, "startup", "start", "median"), _get(b, "startup", "demo_agent_boot", "median")),
+     lambda v: f"{_s(v[0])} [{_s(v[1])}]", lambda v: v[0] < 0.5),
+    ("5 start-up", "import + start + session, acp-notebook / bare SDK client", "(reported)",
+     lambda b: _get(b, "startup", "import_and_start_vs_bare_sdk"), _x, lambda v: True),
+    ("6 memory", "RSS growth: one turn, 200,000 vs 2,000 chunks, same text", "grows with text",
+     lambda b: _memory_note(b, "long_turn"), _memory_shown, _memory_met),
+    ("6 memory", "RSS growth: 1,000 turns, 200 vs 2 chunks each, same text", "grows with text",
+     lambda b: _memory_note(b, "long_session"), _memory_shown, _memory_met),
+    ("6 memory", "agent.log after the 200,000-chunk turn (entries; estimated size)", "bounded",
+     _log_shown, lambda v: f"{v['log_entries']:,} entries; {_mb(v['log_bytes_estimate'])}",
+     lambda v: v["log_limit_bytes"] is not None and v["log_entries"] <= v["log_limit_entries"]
+     and (v["log_bytes_estimate"] or 0) <= v["log_limit_bytes"]),
+]
+
+
+def render_table(results: dict[str, Any]) -> str:
+    benchmarks = results.get("benchmarks", {})
+    lines = ["| # | measured | target | result | met |", "|---|---|---|---|---|"]
+    for group, what, target, get, shown, met in ROWS:
+        try:
+            value = get(benchmarks)
+        except (KeyError, TypeError):
+            value = None
+        if value is None or (isinstance(value, tuple) and value[0] is None):
+            continue  # not measured in this run (a subset, or the quick mode's other sizes)
+        try:
+            verdict = "yes" if met(value) else "**no**"
+        except (KeyError, TypeError):
+            verdict = "?"
+        lines.append(f"| {group} | {what} | {target} | {shown(value)} | {verdict} |")
+    info = results.get("machine", {})
+    packages = ", ".join(f"{k} {v}" for k, v in (info.get("packages") or {}).items())
+    loads = []
+    for name, found in benchmarks.items():
+        load = _get(found, "load", "load_average_start") or next(
+            (_get(d, "load", "load_average_start") for d in (_get(found, "by_delay") or {}).values()), None)
+        if load:
+            loads.append(f"{name} {load[0]}")
+    lines += ["", f"Machine: {info.get('cpu')}, {info.get('cores')} cores, {info.get('memory_gib')} GiB; "
+                  f"{info.get('os')}; Python {info.get('python')}; {packages}.",
+              f"Run: {results.get('started')} ({results.get('mode')} mode, commit {info.get('commit')}); "
+              f"1-minute load average as each benchmark started: {', '.join(loads) or 'n/a'}. "
+              f"Commands: `.venv/bin/python bench/run.py` (each script's own command is in results.json)."]
+    return "\n".join(lines)
+
+
+def update_readme(path: Path, table: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        text = text.rstrip() + f"\n\n## Results\n\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
+
+
+def main() -> int:
+    results = json.loads((HERE / "results.json").read_text(encoding="utf-8"))
+    table = render_table(results)
+    update_readme(HERE / "README.md", table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Suite-wide fixtures: the demo agent and the proxy keep their state in temporary directories.
+
+The demo agent writes every session to a file (see acp_notebook/demo/store.py) and the proxy
+remembers which agent session each of its sessions is bound to (acp_notebook/proxy/ids.py).
+Setting their state variables in os.environ for the whole run means every demo agent and proxy a
+test starts (directly, behind the proxy, or in a Jupyter kernel, all of which inherit the
+environment) writes there, never into the real home directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+DEMO_STATE_ENV = "ACP_NOTEBOOK_DEMO_STATE"  # acp_notebook.demo.store.STATE_ENV, without importing the package
+PROXY_STATE_ENV = "ACP_NOTEBOOK_PROXY_STATE"  # acp_notebook.proxy.ids.STATE_ENV
+
+
+@contextlib.contextmanager
+def _variable_pointing_at(variable: str, directory: Path) -> Iterator[Path]:
+    previous = os.environ.get(variable)
+    os.environ[variable] = str(directory)
+    try:
+        yield directory
+    finally:
+        if previous is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def demo_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The demo agent's state directory for this test run (a fresh temporary directory)."""
+    with _variable_pointing_at(DEMO_STATE_ENV, tmp_path_factory.mktemp("demo-state")) as state:
+        yield state
+
+
+@pytest.fixture(scope="session", autouse=True)
+def proxy_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The proxy's state directory for this test run."""
+    with _variable_pointing_at(PROXY_STATE_ENV, tmp_path_factory.mktemp("proxy-state")) as state:
+        yield state

@@ -1,0 +1,98 @@
+"""Record a session with each pinned real agent, offline, for replay (notebooks/recordings/NAME.acp.jsonl).
+
+    .venv/bin/python tests/interop/record_sessions.py [claude opencode codex gemini] [--out DIR]
+
+(`make recordings` runs it for all four.) Each agent runs as in the interop tests: installed by
+scripts/install-agents.sh, a fresh HOME, no network, its model calls answered by the scripted
+model server (model_server.py). The session: config options, a model switch (for opencode it
+adds the dependent `effort` option, which is then set), a streamed turn, a turn with thoughts, a
+turn that writes a file through a tool call after a permission request, and session/list, which
+carries the titles these agents give their sessions. Keys in the environment are masked by the
+recorder. The session's cwd is WORK, a fixed path, so the recorded prompts read the same on
+every machine that replays them.
+
+Agents change: re-run this after bumping a pinned version, and check the replay tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from agent_setups import AGENTS, home_env
+from model_server import ModelServer
+
+import acp_notebook as acpnb
+
+ROOT = Path(__file__).resolve().parents[2]
+WORK = Path("/tmp/acp-notebook-recording")
+TURN_TIMEOUT = 120.0
+
+
+def _opencode_models(session: acpnb.Session) -> None:
+    session.set("model", "interop/interop-model-large")  # a reasoning model: the `effort` option appears
+    session.set("effort", "high")
+
+
+def _claude_models(session: acpnb.Session) -> None:
+    session.set("model", "haiku")  # the mode stays "default", so the write asks for permission
+
+
+def _codex_models(session: acpnb.Session) -> None:
+    option = next((o for o in session.config if o.category == "thought_level"), None)
+    if option is not None and len(option.values) > 1:
+        session.set(option.id, option.values[-1])
+
+
+# What each recording does with the session's options before its turns.
+CONFIG_STEPS: dict[str, Callable[[acpnb.Session], None]] = {
+    "claude": _claude_models,
+    "opencode": _opencode_models,
+    "codex": _codex_models,
+    "gemini": lambda session: None,  # only the old `modes` field: read-only here
+}
+
+
+def record(name: str, out: Path, server: ModelServer) -> Path:
+    setup = AGENTS[name]
+    if not setup.installed():
+        raise SystemExit(f"{name}: {setup.package}@{setup.version} is not installed; run scripts/install-agents.sh")
+    if WORK.exists():
+        shutil.rmtree(WORK)
+    WORK.mkdir(parents=True)
+    path = out / f"{name}.acp.jsonl"
+    with tempfile.TemporaryDirectory(prefix=f"acp-rec-{name}-") as home:
+        spec = setup.spec(Path(home), server)
+        # gemini-cli cannot create files through the client's fs methods (FINDINGS 5.4): it writes them itself.
+        with acpnb.start(spec, cwd=WORK, inherit_env=False, env=home_env(Path(home)), record=path,
+                         permission="allow", timeout=90, fs=name != "gemini") as agent:
+            session = agent.new_session()
+            CONFIG_STEPS[name](session)
+            for prompt in ("say hi", "think tides", f"write {WORK}/notes.txt with hello world"):
+                session.prompt(prompt, timeout=TURN_TIMEOUT)
+            if agent.capabilities.get("sessionCapabilities", {}).get("list") is not None:
+                agent.list_sessions(str(WORK))
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("agents", nargs="*", default=list(AGENTS), help="default: all four")
+    parser.add_argument("--out", type=Path, default=ROOT / "notebooks" / "recordings")
+    args = parser.parse_args(argv)
+    unknown = [a for a in args.agents if a not in AGENTS]
+    if unknown:
+        parser.error(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join(AGENTS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with ModelServer() as server:
+        for name in args.agents:
+            print(f"{name}: recorded {record(name, args.out, server)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

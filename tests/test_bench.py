@@ -1,0 +1,80 @@
+"""The benchmarks keep working: ``bench/run.py --quick`` runs every one with tiny sizes, and its results have the
+shape the README's table is made from. No timing is asserted: the numbers of a quick run mean nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import report  # noqa: E402
+
+SUMMARY = {"median", "mean", "min", "max", "n"}
+
+
+def _summary(value: object) -> bool:
+    return isinstance(value, dict) and SUMMARY <= value.keys()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+@pytest.mark.timeout(660)
+def test_every_benchmark_runs_and_reports_its_machine(results: dict) -> None:
+    assert results["mode"] == "quick"
+    assert set(results["benchmarks"]) == {"client", "proxy", "notebook", "sweeps", "startup", "memory"}
+    machine = results["machine"]
+    assert machine["cores"] and machine["python"] and "agent-client-protocol" in machine["packages"]
+    for name, found in results["benchmarks"].items():
+        assert found["command"].startswith(".venv/bin/python bench/"), name
+        assert isinstance(found.get("load") or found.get("by_delay"), dict), name
+
+
+def test_side_by_side_benchmarks_report_both_sides_and_their_ratio(results: dict) -> None:
+    bench = results["benchmarks"]
+    client = bench["client"]
+    assert _summary(client["bare_sdk"]) and _summary(client["acp_notebook"]) and client["ratio"] > 0
+    per_trial = bench["sweeps"]["per_trial"]
+    assert _summary(per_trial["bare_sdk"]) and _summary(per_trial["sweep"]) and "overhead_per_trial_s" in per_trial
+    assert _summary(bench["sweeps"]["concurrency"]["concurrent"]) and bench["sweeps"]["concurrency"]["ratio"] > 0
+    for delay in bench["proxy"]["by_delay"].values():
+        for metric in ("request", "turn"):
+            assert {"direct_ms", "proxied_ms", "ratio_median", "added_ms_median"} <= delay["metrics"][metric].keys()
+
+
+def test_notebook_startup_and_memory_results_have_their_fields(results: dict) -> None:
+    bench = results["benchmarks"]
+    notebook = bench["notebook"]
+    assert _summary(notebook["comm_msg_per_s"]) and _summary(notebook["duration_s"])
+    assert notebook["trivial_cells"] >= 0
+    startup = bench["startup"]
+    assert _summary(startup["import"]) and _summary(startup["start"]) and _summary(startup["bare_sdk_start"])
+    assert startup["sdk_loaded"] in (True, False)
+    for case in ("long_turn", "long_session"):
+        found = bench["memory"][case]
+        for side in ("many_chunks", "few_chunks"):
+            assert {"growth_median", "rss_after", "log_entries", "log_limit_entries"} <= found[side].keys()
+        assert found["many_chunks"]["text_chars"] == found["few_chunks"]["text_chars"]
+
+
+def test_the_readme_table_is_made_from_the_results(results: dict, tmp_path: Path) -> None:
+    table = report.render_table(results)
+    assert table.startswith("| # | measured | target | result | met |")
+    assert "| 1 client |" in table and "Machine:" in table
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Benchmarks\n\nintro\n\n{report.START}\nold\n{report.END}\n\nafter\n", encoding="utf-8")
+    report.update_readme(readme, table)
+    text = readme.read_text(encoding="utf-8")
+    assert "old" not in text and table in text and text.endswith("after\n") and text.startswith("# Benchmarks")

@@ -1,0 +1,117 @@
+"""Each protocol constant and rule is written once, in acp_notebook/_protocol.py, and behaves as the spec says."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from acp_notebook import _protocol
+from acp_notebook._protocol import (
+    find_model_option,
+    join_agent_model,
+    legacy_option,
+    parse_bool_word,
+    split_agent_model,
+)
+
+PACKAGE = Path(_protocol.__file__).resolve().parent
+SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "_protocol.py")
+
+
+def _code_tokens(path: Path) -> list[tokenize.TokenInfo]:
+    """Tokens that are code: comments and docstrings/strings are left out by looking at NUMBER/NAME/OP only."""
+    return [t for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+            if t.type in (tokenize.NUMBER, tokenize.NAME, tokenize.OP)]
+
+
+def test_no_json_rpc_error_code_is_written_outside_the_protocol_module():
+    found = []
+    for path in SOURCES:
+        tokens = _code_tokens(path)
+        for minus, number in zip(tokens, tokens[1:]):
+            if minus.string == "-" and number.type == tokenize.NUMBER and number.string.isdigit() \
+                    and 32000 <= int(number.string) <= 32899:
+                found.append(f"{path.relative_to(PACKAGE)}:{number.start[0]}: -{number.string}")
+    assert not found, "use the names in acp_notebook/_protocol.py:\n" + "\n".join(found)
+
+
+def _trees():
+    for path in SOURCES:
+        yield path, ast.parse(path.read_text(), str(path))
+
+
+def test_the_rules_are_defined_only_in_the_protocol_module():
+    rules = {"find_model_option", "split_agent_model", "join_agent_model", "legacy_option", "client_version",
+             "parse_bool_word", "BOOLEAN_WORDS", "AUTH_REQUIRED", "AUTH_RETRIED_METHODS"}
+    found = []
+    for path, tree in _trees():
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            found += [f"{path.relative_to(PACKAGE)}:{node.lineno}: {n}" for n in names if n in rules]
+    assert not found, "\n".join(found)
+
+
+def test_the_package_version_and_the_model_rule_are_read_in_one_place():
+    found = []
+    for path, tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value == "acp-notebook"
+                                                  for a in node.args):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: the version lookup")
+            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == "model"
+                                                     for c in [node.left, *node.comparators]):
+                if "category" in ast.unparse(node):
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: which option is the model")
+    assert not found, "\n".join(found)
+
+
+def test_the_model_option_is_a_select_with_category_model_else_id_model():
+    mode = {"id": "mode", "category": "mode", "type": "select"}
+    assert find_model_option([mode]) is None
+    by_id = {"id": "model", "type": "select"}
+    by_category = {"id": "llm", "category": "model", "type": "select"}
+    assert find_model_option([mode, by_id, by_category]) is by_category
+    assert find_model_option([by_id]) is by_id
+    assert find_model_option([{"id": "model", "category": "model", "type": "boolean"}]) is None
+    assert find_model_option(None) is None
+
+
+@pytest.mark.parametrize(("value", "agents", "expected"), [
+    ("claude:opus", None, ("claude", "opus")),
+    ("q:org:model-b:latest", ["q"], ("q", "org:model-b:latest")),
+    ("a:vendor/x", ["a", "b"], ("a", "vendor/x")),
+    ("zz:fast", ["a"], None),
+    ("fast", None, None),
+    ("a:", None, None),
+    (":m", None, None),
+    (True, None, None),
+])
+def test_agent_model_ids_split_at_the_first_separator(value, agents, expected):
+    assert split_agent_model(value, agents) == expected
+    if expected is not None:
+        assert join_agent_model(*expected) == value
+
+
+def test_legacy_modes_and_models_become_select_options():
+    modes = {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code"}, {"x": 1}]}
+    option = legacy_option("mode", modes)
+    assert option == {"id": "mode", "name": "Mode", "category": "mode", "type": "select", "currentValue": "ask",
+                      "options": [{"value": "ask", "name": "Ask"}, {"value": "code", "name": "code"}]}
+    models = {"availableModels": [{"modelId": "m1", "name": "One", "description": "first"}]}
+    assert legacy_option("model", models)["currentValue"] == "m1"  # falls back to the first choice
+    assert legacy_option("mode", {"availableModes": []}) is None
+    assert legacy_option("mode", None) is None
+
+
+def test_on_off_words():
+    assert [parse_bool_word(w) for w in ("On", " yes", "1", "TRUE")] == [True] * 4
+    assert [parse_bool_word(w) for w in ("off", "No", "0", "false")] == [False] * 4
+    assert parse_bool_word("maybe") is None

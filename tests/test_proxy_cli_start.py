@@ -1,0 +1,61 @@
+"""`acp-notebook proxy` as a subprocess at start: plain words on stderr, no asyncio traceback."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+from typing import IO
+
+TIMEOUT = 30.0
+PROXY = [sys.executable, "-m", "acp_notebook.cli", "proxy"]
+
+
+def test_stdin_from_dev_null_gets_the_friendly_message_alone():
+    with open("/dev/null", "rb") as devnull:
+        done = subprocess.run([*PROXY, "--agent", "d=demo"], stdin=devnull, capture_output=True, text=True,
+                              timeout=TIMEOUT)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "acp-notebook proxy: ACP travels on stdin and stdout, which must be pipes, but stdin is /dev/null or "
+        "another device: start the proxy from an ACP client (such as acpnb.start_proxy or Zed)"]
+    assert done.stdout == ""
+
+
+def line_reader(stream: IO[str]) -> queue.Queue[str]:
+    """The lines of a subprocess's stream as they come (a thread reads them; "" at the end)."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def test_agents_that_cannot_be_found_are_named_at_start_before_any_client_speaks(tmp_path):
+    proxy = subprocess.Popen(
+        [*PROXY, "--agent", "bogus=nosuchagent", "--agent", "d=demo", "--agent", "local=./missing-agent.py --x"],
+        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stderr = line_reader(proxy.stderr)
+        first, second = stderr.get(timeout=TIMEOUT), stderr.get(timeout=TIMEOUT)
+        assert proxy.poll() is None  # still serving, waiting for a client on stdin
+        assert first.startswith("acp-notebook proxy: cannot find --agent bogus=nosuchagent: no agent is "
+                                "registered as 'nosuchagent' and no such command is on PATH (registered: ")
+        assert "demo" in first and first.rstrip().endswith("; serving without it")
+        assert second.rstrip() == ("acp-notebook proxy: cannot find --agent local: './missing-agent.py' is not on "
+                                   "PATH; serving without it")
+    finally:
+        proxy.stdin.close()  # end of stdin: the proxy stops
+        try:
+            proxy.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+            raise
+    rest = "".join(iter(lambda: stderr.get(timeout=TIMEOUT), ""))
+    assert proxy.returncode == 0
+    assert "Traceback" not in rest and "d=demo" not in rest  # the demo agent was found: not named
