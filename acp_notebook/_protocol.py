@@ -34,6 +34,7 @@ __all__ = [
     "legacy_option",
     "parse_bool_word",
     "split_agent_model",
+    "unknown_session",
 ]
 
 # The ACP major version this package speaks (the SDK's acp.meta.PROTOCOL_VERSION, without importing it).
@@ -48,6 +49,9 @@ INTERNAL_ERROR = -32603
 AUTH_REQUIRED = -32000
 RESOURCE_NOT_FOUND = -32002  # an unknown session id (both SDKs use it; the TypeScript one relies on it)
 REQUEST_CANCELLED = -32800  # the answer to a request cancelled with $/cancel_request
+
+# An unknown-session error names at most this many of the valid ids (in its message and its data).
+IDS_IN_ERRORS = 20
 
 # Requests an agent may answer with AUTH_REQUIRED before any session exists. A client (or the
 # proxy, for its backends) may then authenticate from the environment once and send them again.
@@ -141,3 +145,19 @@ def split_agent_model(value: Any, agents: Sequence[str] | None = None) -> tuple[
 
 def join_agent_model(agent: str, model: str) -> str:
     return f"{agent}{AGENT_MODEL_SEPARATOR}{model}"
+
+
+def unknown_session(session_id: Any, valid: Sequence[str], how: str = "") -> tuple[int, str, dict[str, Any]]:
+    """The error (code, message, data) an agent answers for a session id it does not know.
+
+    RESOURCE_NOT_FOUND, as both SDKs use it, with the valid ids in ``data.validSessionIds`` (at most
+    IDS_IN_ERRORS of them). ``how`` says in a few words which sessions the agent can reopen.
+    """
+    shown = list(valid[:IDS_IN_ERRORS])
+    names = ", ".join(shown) or "none"
+    if len(valid) > len(shown):
+        names += f" and {len(valid) - len(shown)} more"
+    message = f"Unknown session id {session_id!r}; valid session ids: {names}"
+    if how:
+        message += f" ({how})"
+    return RESOURCE_NOT_FOUND, message, {"sessionId": session_id, "validSessionIds": shown}

@@ -56,7 +56,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, RESOURCE_NOT_FOUND
+from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, unknown_session
 
 __all__ = ["CellAgent", "CellSession", "TurnCancelled", "boolean", "select"]
 
@@ -579,8 +579,7 @@ class _Wire:
 
         session = self._sessions.get(session_id)
         if session is None:
-            raise RequestError(RESOURCE_NOT_FOUND, f"unknown session {session_id!r}; open sessions: "
-                               f"{', '.join(self._sessions) or 'none'}", {"sessionId": session_id})
+            raise RequestError(*unknown_session(session_id, list(self._sessions)))
         return session
 
     # --- the SDK's agent interface ------------------------------------------------------

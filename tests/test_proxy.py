@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -216,11 +217,25 @@ def test_failed_and_slow_agents_are_left_out_and_named(proxy_factory):
     assert "x: cannot read my config" in meta["failed"]["x"] and "code 4" in meta["failed"]["x"]
     assert meta["pending"] == ["slow"] and meta["agents"]["slow"]["pending"] is True
     assert "did not answer within 5 s" in meta["agents"]["slow"]["error"]
+    # ...and the proxy's own log (its stderr) names both, for whoever runs it outside a notebook.
+    wait_for_stderr(proxy, "x: cannot read my config")
+    wait_for_stderr(proxy, "agent 'slow' did not answer within 5 s")
     with pytest.raises(acpnb.RpcError) as bad:
         proxy.request("session/set_config_option", {"sessionId": session.id, "configId": "model",
                                                      "value": "slow:vendor/model-a"})
     assert bad.value.code == -32602 and "d:fast, d:smart" in str(bad.value)
     assert session.prompt("Tell me about owls").stop_reason == "end_turn"
+
+
+def wait_for_stderr(agent: acpnb.Agent, needle: str, timeout: float = 10.0) -> None:
+    """Until a line of the agent's stderr holds ``needle`` (listening first, so no line slips between)."""
+    seen = threading.Event()
+    stop = agent.on_stderr(lambda line: needle in line and seen.set())
+    try:
+        assert any(needle in line for line in agent.stderr_tail(500)) or seen.wait(timeout), \
+            f"{needle!r} not on stderr: {agent.stderr_tail(20)}"
+    finally:
+        stop()
 
 
 def test_a_slow_agent_joins_the_model_list_after_the_probe_deadline(proxy_factory):
@@ -298,7 +313,7 @@ def test_list_load_resume_and_close_through_the_proxy(proxy_factory):
     with pytest.raises(acpnb.RpcError) as unknown:
         proxy.load_session("nobody:nothing")
     assert unknown.value.code == -32002 and unknown.value.not_found  # resource not found, as both SDKs use
-    assert set(unknown.value.data["valid"]) == {first_id, second_id}
+    assert set(unknown.value.data["validSessionIds"]) == {first_id, second_id}
 
 
 def test_updates_keep_wire_order_and_cancel_is_forwarded(proxy_factory):

@@ -24,11 +24,11 @@ from acp.router import MessageRouter, Route
 from acp.schema import ClientCapabilities
 from pydantic import ValidationError
 
-from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RESOURCE_NOT_FOUND, client_version
+from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, client_version, unknown_session
 from . import elicitation, replies, tasks
 from .filework import FileWork, TurnCancelled, client_error, parse_file_command
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
-from .session import DemoSession, Exchange, Turn, new_session_id
+from .session import DemoSession, Exchange, RunningTurn, new_session_id
 from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir
 
 __all__ = ["AGENT_NAME", "AUTH_METHOD_ID", "DemoAgent", "agent_version"]
@@ -42,7 +42,6 @@ CONTEXT_WINDOW = 128_000
 # Made-up prices (USD per demo token) so usage_update carries a cost that depends on the model.
 PRICE_PER_TOKEN: dict[str, float] = {"fast": 0.000002, "smart": 0.00001}
 LIST_PAGE_SIZE = 50
-IDS_IN_ERRORS = 20  # an unknown-session error names at most this many valid ids
 # How long close/delete wait for a cancelled turn to wind down before answering anyway.
 TURN_END_WAIT = 5.0
 
@@ -77,15 +76,7 @@ def _string_param(params: Any, key: str, method: str) -> str:
 
 
 def _unknown_session(session_id: str, valid: list[str]) -> RequestError:
-    shown = valid[:IDS_IN_ERRORS]
-    names = ", ".join(shown) or "none"
-    if len(valid) > len(shown):
-        names += f" and {len(valid) - len(shown)} more"
-    return RequestError(
-        RESOURCE_NOT_FOUND,
-        f"Unknown session id {session_id!r}; valid session ids: {names}",
-        {"sessionId": session_id, "validSessionIds": shown},
-    )
+    return RequestError(*unknown_session(session_id, valid))
 
 
 class DemoAgent:
@@ -461,7 +452,7 @@ class DemoAgent:
         if session.turn is not None:
             raise RequestError(INVALID_REQUEST, f"Session {session_id!r} is already running a prompt turn")
         text = _prompt_text(prompt)
-        turn = Turn()
+        turn = RunningTurn()
         session.turn = turn
         stop_reason = "end_turn"
         try:
@@ -480,7 +471,7 @@ class DemoAgent:
         self._save(session)
         return {"stopReason": stop_reason}
 
-    async def _pause(self, turn: Turn) -> None:
+    async def _pause(self, turn: RunningTurn) -> None:
         """The delay between streamed chunks (none before a turn's first chunk, so a reply
         starts at once); it ends early when the turn is cancelled."""
         if self.delay > 0 and turn.chunks_sent > 0:
@@ -493,7 +484,7 @@ class DemoAgent:
         if turn.cancelled.is_set():
             raise TurnCancelled
 
-    async def unless_cancelled(self, turn: Turn, awaitable: Awaitable[T]) -> T:
+    async def unless_cancelled(self, turn: RunningTurn, awaitable: Awaitable[T]) -> T:
         """Await a request to the client, abandoning it if the turn is cancelled first."""
         work = asyncio.ensure_future(awaitable)
         cancelled = asyncio.ensure_future(turn.cancelled.wait())
@@ -507,7 +498,7 @@ class DemoAgent:
             return work.result()
         raise TurnCancelled
 
-    async def _play_turn(self, session: DemoSession, text: str, turn: Turn) -> None:
+    async def _play_turn(self, session: DemoSession, text: str, turn: RunningTurn) -> None:
         settings = session.settings
         fell_back = False
         if "fallback" in text.lower() and settings.model == "smart":
@@ -528,7 +519,7 @@ class DemoAgent:
             turn.reply_sent += piece
         await self._finish_turn(session, text, reply, thoughts)
 
-    async def _reply(self, session: DemoSession, text: str, turn: Turn, *, fell_back: bool) -> str:
+    async def _reply(self, session: DemoSession, text: str, turn: RunningTurn, *, fell_back: bool) -> str:
         """The reply text, in the order listed in `replies`; file work and forms talk to the client first."""
         settings = session.settings
         command = parse_file_command(text)
@@ -546,7 +537,7 @@ class DemoAgent:
             return replies.task_reply(task, settings, fell_back=fell_back)
         return replies.chat_reply(text, settings, fell_back=fell_back)
 
-    async def _ask(self, session: DemoSession, turn: Turn) -> str:
+    async def _ask(self, session: DemoSession, turn: RunningTurn) -> str:
         """Send the form (elicitation/create) and put the answers in a sentence. Declined,
         cancelled and failed forms get a sentence too; the turn goes on either way."""
         voice = replies.VOICES[session.settings.tone]

@@ -19,7 +19,7 @@ from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
 from pydantic import ValidationError
 
 from . import replies
-from .session import DemoSession, Turn
+from .session import DemoSession, RunningTurn
 
 if TYPE_CHECKING:
     from .agent import DemoAgent
@@ -70,7 +70,7 @@ def client_error(exc: RequestError | ValidationError) -> str:
 class FileWork:
     """One file command inside a turn; `run` returns the sentence the reply reports."""
 
-    def __init__(self, agent: DemoAgent, session: DemoSession, command: FileCommand, turn: Turn) -> None:
+    def __init__(self, agent: DemoAgent, session: DemoSession, command: FileCommand, turn: RunningTurn) -> None:
         self.agent = agent
         self.session = session
         self.command = command

@@ -15,7 +15,7 @@ from typing import Any
 
 from .options import SessionSettings, choices_of
 
-__all__ = ["RECORD_VERSION", "DemoSession", "Exchange", "Turn", "new_session_id", "now_iso"]
+__all__ = ["RECORD_VERSION", "DemoSession", "Exchange", "RunningTurn", "new_session_id", "now_iso"]
 
 RECORD_FORMAT = "acp-notebook-demo-session"
 RECORD_VERSION = 1
@@ -40,7 +40,7 @@ class Exchange:
 
 
 @dataclass
-class Turn:
+class RunningTurn:
     """A running prompt turn; never saved."""
 
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
@@ -65,7 +65,7 @@ class DemoSession:
     cost: float = 0.0
     # Not saved: the running turn, and whether session/delete removed it (a finishing turn must not
     # write the file back).
-    turn: Turn | None = None
+    turn: RunningTurn | None = None
     deleted: bool = False
 
     def touch(self) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._protocol import AGENT_MODEL_SEPARATOR, find_model_option, legacy_option
+from .._protocol import AGENT_MODEL_SEPARATOR, find_model_option, join_agent_model, legacy_option
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -57,7 +57,7 @@ class AgentModels:
         return [choice.value for choice in self.choices]
 
     def prefixed(self, value: str) -> str:
-        return f"{self.agent}{SEPARATOR}{value}"
+        return join_agent_model(self.agent, value)
 
 
 def _flatten(entries: Iterable[Any]) -> list[ModelChoice]:

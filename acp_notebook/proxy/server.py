@@ -27,6 +27,7 @@ from .._protocol import (
     client_version,
     join_agent_model,
     split_agent_model,
+    unknown_session,
 )
 from .backend import DEFAULT_REQUEST_TIMEOUT, Backend, BackendConfig, BackendGone
 from .ids import BindingStore, decode_session_id, encode_session_id
@@ -57,9 +58,8 @@ def invalid_params(message: str, **data: Any) -> RequestError:
     return RequestError(INVALID_PARAMS, message, data or None)
 
 
-def unknown_session(session_id: Any, known: list[str]) -> RequestError:
-    return RequestError(RESOURCE_NOT_FOUND, f"unknown session id {session_id!r}; open sessions: "
-                                            f"{', '.join(known) or 'none'}", {"sessionId": session_id, "valid": known})
+def unknown_session_error(session_id: Any, known: list[str], how: str = "") -> RequestError:
+    return RequestError(*unknown_session(session_id, known, how))
 
 
 @dataclass
@@ -344,6 +344,9 @@ class ProxyServer:
                                           pending=True)
             task.add_done_callback(lambda finished, s=session: self._late_probe(s, finished))
         session.probes = {name: outcomes[name] for name in self.order}
+        for outcome in session.probes.values():
+            if outcome.error:
+                logger.warning("session/new %s: %s", session.id, outcome.error)
         if len(decode_session_id(session.id)) > 1:
             self.bindings.record_unbound(session.id)  # a later proxy can then offer all of them again
         available = session.available
@@ -546,7 +549,7 @@ class ProxyServer:
         session_id = params.get("sessionId")
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.closed:
-            raise unknown_session(session_id, [s.id for s in self.sessions.values() if not s.closed])
+            raise unknown_session_error(session_id, [s.id for s in self.sessions.values() if not s.closed])
         return session
 
     # --- config options ------------------------------------------------------------------
@@ -814,10 +817,9 @@ class ProxyServer:
         places = [p for i, p in enumerate(places) if p[0] in self.backends and p not in places[:i]]
         if not places:
             known = [s.id for s in self.sessions.values() if not s.closed]
-            raise RequestError(RESOURCE_NOT_FOUND, f"unknown session id {session_id!r}: the proxy knows the "
-                                                   "sessions it opened, those session/list shows (agent:id) and "
-                                                   "those its state directory remembers",
-                               {"sessionId": session_id, "valid": known})
+            raise unknown_session_error(session_id, known, "the proxy reopens the sessions it opened, those "
+                                                           "session/list shows (agent:id) and those its state "
+                                                           "directory remembers")
         return places
 
     async def _reopen(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -75,8 +75,13 @@ def _records(source: Any, syntax: Syntax) -> list[dict[str, Any]]:
     if not isinstance(source, Iterable) or isinstance(source, (bytes, Mapping)):
         raise TypeError(f"a dataset is a prompt, a list of prompts or dicts, a DataFrame or a file path, "
                         f"not {type(source).__name__}")
+    return _plain_records(source, "dataset", TypeError)
+
+
+def _plain_records(items: Iterable[Any], where: str, error: type[Exception]) -> list[dict[str, Any]]:
+    """Each item (a prompt, a dict or a Sample) as a plain record; ``error`` names the first that is none."""
     records = []
-    for number, item in enumerate(source):
+    for number, item in enumerate(items):
         if isinstance(item, Sample):
             records.append({"sample_id": item.id, "prompt": item.prompt, "target": item.target, **item.metadata})
         elif isinstance(item, str):
@@ -84,7 +89,7 @@ def _records(source: Any, syntax: Syntax) -> list[dict[str, Any]]:
         elif isinstance(item, Mapping):
             records.append(_plain_record(item))
         else:
-            raise TypeError(f"dataset item {number} is a {type(item).__name__}; items are prompts (str) or dicts")
+            raise error(f"{where} item {number} is a {type(item).__name__}; items are prompts (str) or dicts")
     return records
 
 
@@ -113,15 +118,7 @@ def _read_file(path: Path, syntax: Syntax) -> list[dict[str, Any]]:
             raise ValueError(f"{path}: not JSON ({exc.msg})") from None
         if not isinstance(records, list):
             raise ValueError(f"{path}: a JSON dataset is a list of prompts or objects")
-    out = []
-    for number, item in enumerate(records):
-        if isinstance(item, str):
-            out.append({"prompt": item})
-        elif isinstance(item, Mapping):
-            out.append(_plain_record(item))
-        else:
-            raise ValueError(f"{path}: item {number} is neither a prompt nor an object")
-    return out
+    return _plain_records(records, f"{path}:", ValueError)
 
 
 def _plain_record(record: Mapping[Any, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._protocol import parse_bool_word
 from .columns import (
     BOOL_COLUMNS,
     FLOAT_COLUMNS,
@@ -98,7 +99,7 @@ def _cell_value(column: str, cell: str | None) -> Any:
     if column in FLOAT_COLUMNS or column.startswith(SCORE_PREFIX):
         return float(cell)
     if column in BOOL_COLUMNS:
-        return cell.strip().lower() in ("true", "1", "yes")
+        return parse_bool_word(cell) is True
     if column in JSON_COLUMNS:
         return json.loads(cell)
     return cell
