@@ -4,7 +4,9 @@ Every operation is written once, as a coroutine that runs on the background loop
 (``_loop``). ``twins(core)`` derives the two public callables from it, the way
 jupyter_client derives its blocking methods: same parameters plus ``timeout``, same
 docstring, so ``help()`` shows both. Code already on the loop thread calls the core
-directly and never goes through the facade.
+directly, unless it wants the operation's default deadline: awaited on the loop thread, the
+awaitable twin only wraps the core in that deadline (no hop between threads), which is how the
+sweep's trials use the public API, as a user's script would.
 
 - the blocking twin waits on the loop from any other thread (a kernel cell, a script), with
   a deadline; a timeout or Ctrl-C cancels the core on the loop before returning;

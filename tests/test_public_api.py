@@ -54,3 +54,26 @@ def test_current_without_a_session_says_what_to_do(monkeypatch):
     with pytest.raises(acpnb.AcpError) as info:
         acpnb.current()
     assert "%acp start" in info.value.hint
+
+
+@pytest.mark.parametrize("owner, core, twins", [
+    (acpnb.Session, "_set", ("set", "aset")),
+    (acpnb.Session, "_prompt", ("prompt", "aprompt")),
+    (acpnb.Agent, "_new_session", ("new_session", "anew_session")),
+    (acpnb.Agent, "_authenticate", ("authenticate", "aauthenticate")),
+])
+def test_the_twins_carry_their_cores_signature_and_docstring(owner, core, twins):
+    """help() shows the same parameters (plus timeout) and the same text for both halves of a pair."""
+    import inspect
+
+    core_fn = getattr(owner, core)
+    expected = [name for name in inspect.signature(core_fn).parameters if name != "kwargs"]
+    for twin in (getattr(owner, name) for name in twins):
+        params = inspect.signature(twin).parameters
+        assert [name for name in params if name not in ("timeout", "kwargs")] == expected, twin.__name__
+        assert params["timeout"].kind is inspect.Parameter.KEYWORD_ONLY and params["timeout"].default is None
+        assert twin.__doc__.startswith(inspect.cleandoc(core_fn.__doc__)), twin.__name__
+        assert "timeout" in twin.__doc__.split(inspect.cleandoc(core_fn.__doc__), 1)[1]
+    blocking, awaitable = (getattr(owner, name) for name in twins)
+    assert not inspect.iscoroutinefunction(blocking) and inspect.iscoroutinefunction(awaitable)
+    assert (blocking.__name__, awaitable.__name__) == twins
