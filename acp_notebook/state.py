@@ -1,4 +1,7 @@
-"""SessionState: a session's config options, title/meta, usage and history as plain data with observers."""
+"""SessionState: a session's config options, title/meta, usage and history as plain data with observers.
+
+Threads: only the background loop thread mutates a SessionState (frames are applied in wire order
+there) and calls its observers; other threads read whole values that are replaced, never edited in place."""
 
 from __future__ import annotations
 

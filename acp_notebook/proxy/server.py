@@ -1,4 +1,8 @@
-"""The proxy's agent side: sessions, probing, binding to a backend, and forwarding frames both ways."""
+"""The proxy's agent side: sessions, probing, binding to a backend, and forwarding frames both ways.
+
+Threads: a proxy runs on one asyncio loop (its process's main loop, or an in-memory transport's), and
+everything here (the session table, bindings, probes, pending forwards) is read and mutated on that
+loop alone; backends call back on it too (only their stderr echo has a thread of its own)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ Every display says how many trials are done and failed, per model too, the time 
 estimate of the time left; when the sweep ends, one summary line. In a notebook the bar is shown
 through ``LiveDisplay``: its saved form is that line (text and HTML), not the widget's repr, and
 once the sweep is over the output is the final summary alone.
+
+Threads: ``start`` and ``close`` run on the caller's thread, ``finished``/``stopped`` on the
+background loop thread; each bar's own lock orders the counters and redraws between them.
 """
 
 from __future__ import annotations
