@@ -39,7 +39,8 @@ def limits() -> list[tuple[str, str]]:
          "deadline; prompts have none (`prompt(timeout=)` cancels the turn)"),
         ("Grace for a cancelled turn to end", f"{client.CANCEL_GRACE_S:g} s, then it is marked `cancelled`"),
         ("Permission decision", "`permission_timeout=` of `acpnb.start` (default: no limit), then `cancelled`"),
-        ("Frames kept in `agent.log`", f"{client.LOG_LIMIT:,}; the oldest tenth goes when it is full"),
+        ("Frames kept in `agent.log`", f"{client.LOG_LIMIT:,} frames and {client.LOG_LIMIT_BYTES // 2**20} MiB of "
+                                       "their estimated size; the oldest tenth goes when either is reached"),
         ("Agent stderr lines kept for errors", f"the last {STDERR_LINES_KEPT}"),
         ("Updates held for a session still being opened", f"{client.EARLY_UPDATES_KEPT} per session, "
          f"{client.EARLY_SESSIONS_KEPT} sessions"),
