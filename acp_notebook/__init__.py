@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ._lazy import lazy_names
 from ._protocol import client_version
-from .cellagent import CellAgent
-from .client import Agent, PermissionRequest, Session, areplay, astart, current, replay, start
-from .errors import (
-    AcpError,
-    AcpTimeoutError,
-    AgentClosedError,
-    AgentExitedError,
-    AgentStartError,
-    CapabilityError,
-    ConfigOptionError,
-    PermissionDenied,
-    ProtocolError,
-    ReplayMismatch,
-    RpcError,
-)
-from .launch import AgentSpec, agents, register
-from .magics.resume import resume
-from .proxy import start_proxy
-from .state import Choice, ConfigOption, ConfigOptions, SessionState
-from .sweep import SweepResult, load_run, sweep
-from .turn import ToolCall, Turn
+
+if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imported when first read
+    from .cellagent import CellAgent
+    from .client import Agent, PermissionRequest, Session, areplay, astart, current, replay, start
+    from .errors import (
+        AcpError,
+        AcpTimeoutError,
+        AgentClosedError,
+        AgentExitedError,
+        AgentStartError,
+        CapabilityError,
+        ConfigOptionError,
+        PermissionDenied,
+        ProtocolError,
+        ReplayMismatch,
+        RpcError,
+    )
+    from .launch import AgentSpec, agents, register
+    from .magics.resume import resume
+    from .proxy import start_proxy
+    from .state import Choice, ConfigOption, ConfigOptions, SessionState
+    from .sweep import SweepResult, load_run, sweep
+    from .turn import ToolCall, Turn
 
 __all__ = [
     "AcpError",
@@ -66,8 +69,30 @@ __all__ = [
     "sweep",
 ]
 
+# The subpackage acp_notebook.sweep is loaded now (its names are lazy too, so this is cheap), and the
+# attribute the import gave the package is dropped: `acpnb.sweep` is the function, read below, and no
+# later first import of the subpackage can put the module in its place.
+from . import sweep as _sweep_package  # noqa: E402,F401
 
-__version__ = client_version()
+del sweep
+
+# Where each public name lives. `import acp_notebook` imports none of these modules (nor the SDK):
+# the demo agent's process and a notebook that only loads the extension pay for what they use.
+__getattr__, __dir__ = lazy_names(__name__, globals(), {
+    **dict.fromkeys(("Agent", "PermissionRequest", "Session", "areplay", "astart", "current", "replay", "start"),
+                    ".client"),
+    **dict.fromkeys(("AcpError", "AcpTimeoutError", "AgentClosedError", "AgentExitedError", "AgentStartError",
+                     "CapabilityError", "ConfigOptionError", "PermissionDenied", "ProtocolError", "ReplayMismatch",
+                     "RpcError"), ".errors"),
+    **dict.fromkeys(("AgentSpec", "agents", "register"), ".launch"),
+    **dict.fromkeys(("Choice", "ConfigOption", "ConfigOptions", "SessionState"), ".state"),
+    **dict.fromkeys(("SweepResult", "load_run", "sweep"), ".sweep"),
+    **dict.fromkeys(("ToolCall", "Turn"), ".turn"),
+    "CellAgent": ".cellagent",
+    "resume": ".magics.resume",
+    "start_proxy": ".proxy",
+    "__version__": client_version,
+})
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from .core import AgentConnection, ConnectionState, transport_for
-from .routing import ReplyRouter
-from .transport import MemoryTransport, StdioTransport, Transport
+from .._sdk import defer_sdk_package
+
+defer_sdk_package()  # before any module here imports the SDK: its schema models load only if something reads them
+
+from .core import AgentConnection, ConnectionState, transport_for  # noqa: E402
+from .routing import ReplyRouter  # noqa: E402
+from .transport import MemoryTransport, StdioTransport, Transport  # noqa: E402
 
 __all__ = ["AgentConnection", "ConnectionState", "MemoryTransport", "ReplyRouter", "StdioTransport", "Transport",
            "transport_for"]

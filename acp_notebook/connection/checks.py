@@ -6,6 +6,10 @@ Two levels, both pure functions of decoded JSON (no I/O, no threads, no SDK impo
   answers under their ``id`` in a dict and reads ``error["code"]``; an unhashable id, an error
   that is not an object or a method that is not a string would raise inside its receive loop
   and end the connection. Such frames are dropped and reported instead.
+- ``init_result_problem``: is an ``initialize`` answer what the protocol requires (a protocol
+  version; capabilities, auth methods and agent info of the right shapes)? Checked here rather than
+  with the SDK's ``InitializeResponse`` model because importing the SDK's models costs about 0.35 s,
+  most of an agent's start, and nothing else on the client's path needs them.
 - ``update_problem`` / ``options_problem``: is a ``session/update`` payload (or a config option
   list) shaped the way the client's state and turns read it? Only the fields those read are
   checked, and only their JSON types, so agents that add fields or leave optional ones out are
@@ -19,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["frame_problem", "odd_current_values", "options_problem", "update_problem", "valid_id"]
+__all__ = ["frame_problem", "init_result_problem", "odd_current_values", "options_problem", "update_problem", "valid_id"]
 
 _CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
 _TOOL_CALLS = ("tool_call", "tool_call_update")
@@ -58,6 +62,42 @@ def error_problem(error: Any) -> str | None:
         return f"its error code is not an integer ({_kind(code)})"
     if not isinstance(error.get("message"), str):
         return f"its error message is not a string ({_kind(error.get('message'))})"
+    return None
+
+
+def init_result_problem(result: Any) -> str | None:
+    """Why an ``initialize`` result breaks the schema's InitializeResponse, or None. Only what the
+    schema requires is checked, so agents that add fields are never refused."""
+    if not isinstance(result, Mapping):
+        return f"the result is not an object ({_kind(result)})"
+    version = result.get("protocolVersion")
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= 0xFFFF:
+        missing = "protocolVersion" not in result
+        return "it has no protocolVersion" if missing else f"its protocolVersion is not a version number ({version!r})"
+    capabilities = result.get("agentCapabilities")
+    if capabilities is not None:
+        if not isinstance(capabilities, Mapping):
+            return f"its agentCapabilities is not an object ({_kind(capabilities)})"
+        problem = _optional(capabilities, ("loadSession",), bool) or _optional(
+            capabilities, ("promptCapabilities", "mcpCapabilities", "sessionCapabilities", "auth"), Mapping)
+        if problem:
+            return f"agentCapabilities: {problem}"
+    methods = result.get("authMethods")
+    if methods is not None:
+        if not _list_of_objects(methods):
+            return f"its authMethods is not a list of objects ({_kind(methods)})"
+        for method in methods:
+            if not isinstance(method.get("id"), str) or not isinstance(method.get("name"), str):
+                return f"an auth method lacks a string id or name: {dict(method)!r}"[:300]
+    info = result.get("agentInfo")
+    if info is not None:
+        if not isinstance(info, Mapping):
+            return f"its agentInfo is not an object ({_kind(info)})"
+        for key in ("name", "version"):
+            if not isinstance(info.get(key), str):
+                return f"its agentInfo has no string {key}"
+        if info.get("title") is not None and not isinstance(info["title"], str):
+            return f"its agentInfo title is not a string ({_kind(info['title'])})"
     return None
 
 

@@ -59,7 +59,7 @@ from ..errors import (
     _data_details,
 )
 from ..launch import AgentSpec, SpecLike, auth_hint, auto_auth_method, resolve_spec, spec_of
-from .checks import error_problem, frame_problem, valid_id
+from .checks import error_problem, frame_problem, init_result_problem, valid_id
 from .routing import Applier, ReplyRouter
 from .transport import EXCERPT_CHARS, DroppedFrame, MemoryTransport, StdioTransport, Transport
 
@@ -196,7 +196,8 @@ class AgentConnection:
                                   hint="Check that the program is installed and on PATH, and that cwd exists.",
                                   ) from exc
         # Imported after the agent was spawned, not before: the first start in a process pays for the
-        # SDK's import (about 0.4 s), and the agent boots on another core meanwhile.
+        # SDK's connection module (about 0.1 s; its schema models are not loaded, see _sdk.py), and the
+        # agent boots on another core meanwhile.
         from acp.connection import Connection
 
         self.transport.on_bad_frame = self._bad_frame
@@ -252,14 +253,10 @@ class AgentConnection:
             hint="Agents fetched by npx can take long on first start: pass a larger timeout.")
 
     def _checked_init(self, result: Any) -> dict[str, Any]:
-        from acp.schema import InitializeResponse
-        from pydantic import ValidationError
-
-        try:
-            InitializeResponse.model_validate(result)
-        except ValidationError as exc:
-            raise AgentStartError(f"agent '{self.name}' sent an invalid initialize result: {exc.errors()[:2]}",
-                                  command=self._command()) from exc
+        problem = init_result_problem(result)
+        if problem is not None:
+            raise AgentStartError(f"agent '{self.name}' sent an invalid initialize result: {problem}",
+                                  command=self._command())
         return dict(result)
 
     def _command(self) -> list[str]:

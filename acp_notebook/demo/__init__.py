@@ -13,7 +13,15 @@ with the session's first prompt, however many processes ago it was sent.
 
 from __future__ import annotations
 
-from .agent import DemoAgent
-from .server import main
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from .agent import DemoAgent
+    from .server import main
 
 __all__ = ["DemoAgent", "main"]
+
+# `python -m acp_notebook.demo` imports the SDK only once the process has set up how (server.main).
+__getattr__, __dir__ = lazy_names(__name__, globals(), {"DemoAgent": ".agent", "main": ".server"})

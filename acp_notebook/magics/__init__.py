@@ -16,8 +16,7 @@ Names are imported on first use (PEP 562): ``import acp_notebook`` imports this 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_names
 
 __all__ = [
     "AcpMagics", "Authenticate", "Cancel", "CellPrompt", "Help", "ListSessions", "LoadSession", "Logout",
@@ -26,28 +25,14 @@ __all__ = [
     "resume", "unload_ipython_extension",
 ]
 
-_HOMES = {
+__getattr__, __dir__ = lazy_names(__name__, globals(), {
     **dict.fromkeys(("Authenticate", "Cancel", "CellPrompt", "Help", "ListSessions", "LoadSession", "Logout",
                      "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop", "Use",
                      "default_alias", "parse_bool", "parse_cell_line", "parse_line", "COMMANDS", "help_text"),
-                    "grammar"),
+                    ".grammar"),
     **dict.fromkeys(("AcpMagics", "load_ipython_extension", "unload_ipython_extension", "magics_for",
-                     "magics_for_current_shell"), "magic"),
-    **dict.fromkeys(("TurnInterrupted", "acp_cell", "kernel_takes_comms_while_awaiting"), "cells"),
+                     "magics_for_current_shell"), ".magic"),
+    **dict.fromkeys(("TurnInterrupted", "acp_cell", "kernel_takes_comms_while_awaiting"), ".cells"),
     "SessionTable": "..widgets.sessions",
-    "resume": "resume",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(home if home.startswith("..") else f".{home}", __name__)
-    value = getattr(module, name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+    "resume": ".resume",
+})

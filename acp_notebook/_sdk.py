@@ -1,0 +1,60 @@
+"""The SDK's package registered without its package-level names until something reads them.
+
+Importing any module of the SDK (``acp.connection``) first runs ``acp/__init__.py``, and that
+builds every pydantic model of the protocol's schema: about 0.35 s on the build machine, most of
+``acpnb.start("demo")``. The client needs none of them on that path (it speaks through the SDK's
+``Connection`` and checks answers itself), so ``defer_sdk_package()`` registers the ``acp`` package
+without running its ``__init__``; later imports of its modules (``from acp.connection import
+Connection``) then load just those modules. The first read of a name of the
+package itself (``acp.PROTOCOL_VERSION``, ``from acp import Agent``, by us or by the user's own
+code) runs the real ``__init__`` into the same module object, so ``acp`` behaves as if imported
+the ordinary way, only later. If ``acp`` is already imported, nothing is changed.
+
+``acp_notebook.connection`` calls it when imported, before anything of the client imports the SDK.
+Any thread may call it; the package is set up under a lock and completed under another.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from typing import Any
+
+PACKAGE = "acp"
+
+_setting_up = threading.Lock()
+
+
+def defer_sdk_package() -> None:
+    """Register the SDK's package with its ``__init__`` left for later (see the module docstring)."""
+    if PACKAGE not in sys.modules:
+        with _setting_up:
+            if PACKAGE not in sys.modules:
+                _register_package()
+
+
+def _register_package() -> None:
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return  # not installed (or not a package): the first import of it raises the usual ImportError
+    package = importlib.util.module_from_spec(spec)
+    completing = threading.RLock()
+    state = {"complete": False, "running": False}
+
+    def __getattr__(name: str) -> Any:
+        with completing:
+            if not state["complete"] and not state["running"]:
+                state["running"] = True
+                try:
+                    spec.loader.exec_module(package)  # type: ignore[union-attr]
+                finally:
+                    state["running"] = False
+                state["complete"] = True
+        try:
+            return package.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}") from None
+
+    package.__getattr__ = __getattr__  # type: ignore[method-assign]
+    sys.modules[PACKAGE] = package
