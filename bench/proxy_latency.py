@@ -2,9 +2,10 @@
 
 The connections are open at once and turns go round them (the order rotated every turn), so
 machine noise hits all alike. The client is a bare SDK Connection (no acp-notebook client code),
-so the ratios are the proxy's own cost. A third path goes through bench/relay.py, a bare relay
-that only decodes and re-encodes each frame: what any extra Python process costs here, the floor
-under the proxy's figures.
+so the ratios are the proxy's own cost. Two more paths give the floors under the proxy's figures:
+bench/relay.py, a bare relay that only decodes and re-encodes each line (what any extra Python
+process costs here), and bench/sdk_relay.py, two SDK Connections forwarding requests, answers and
+notifications and nothing else (what any proxy on the SDK's JSON-RPC layer costs, as ours is).
 
 Measured per turn, on each path:
   request   round trip of session/set_config_option (the mode toggled, a small request/answer)
@@ -36,6 +37,7 @@ from acp.connection import Connection, StreamDirection, StreamEvent
 
 DEMO = [sys.executable, "-m", "acp_notebook.demo"]
 RELAY = PathLib(__file__).resolve().parent / "relay.py"
+SDK_RELAY = PathLib(__file__).resolve().parent / "sdk_relay.py"
 PROMPT = "Tell me about tide pools and the creatures that live in them, at some length please"
 CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk")
 METRICS = ("request", "ttfc", "chunk", "arrival", "turn")
@@ -144,15 +146,17 @@ def compare(base: Path, other: Path) -> dict[str, Any]:
 
 
 async def run(turns: int, delay: float, warmup: int) -> dict[str, Any]:
-    """Direct, through a bare relay (bench/relay.py: the floor of any Python proxy) and through the proxy,
-    round-robin with the order rotated every turn."""
+    """Direct, through a bare relay (bench/relay.py: the floor of any Python proxy), through an SDK relay
+    (bench/sdk_relay.py: the floor of a proxy on the SDK) and through the proxy, round-robin with the
+    order rotated every turn."""
     cwd = os.getcwd()
     demo = [*DEMO, "--delay", f"{delay:g}"]
     direct = Path("direct", demo)
     relay = Path("relay", [sys.executable, str(RELAY), json.dumps(demo)])
+    sdk_relay = Path("sdk relay", [sys.executable, str(SDK_RELAY), json.dumps(demo)])
     proxied = Path("proxied", [sys.executable, "-m", "acp_notebook.proxy",
                                "--agent", "a=" + json.dumps(demo), "--agent", "b=" + json.dumps(demo)])
-    paths = (direct, relay, proxied)
+    paths = (direct, relay, sdk_relay, proxied)
     try:
         for path in paths:
             await path.open(cwd)
@@ -167,7 +171,8 @@ async def run(turns: int, delay: float, warmup: int) -> dict[str, Any]:
         "turns": turns, "warmup": warmup, "delay_s": delay, "chunks_per_turn": statistics.fmean(direct.chunk_counts),
         "python": sys.version.split()[0], "machine": f"{platform.machine()} {os.cpu_count()} cpu",
         "metrics": compare(direct, proxied), "relay_metrics": compare(direct, relay),
-        "beyond_relay_metrics": compare(relay, proxied),
+        "sdk_relay_metrics": compare(direct, sdk_relay), "beyond_relay_metrics": compare(relay, proxied),
+        "beyond_sdk_relay_metrics": compare(sdk_relay, proxied),
     }
 
 
@@ -179,11 +184,14 @@ def report(results: dict[str, Any]) -> str:
     for name, m in results["metrics"].items():
         lines.append(f"{name:<8} {m['direct_ms']['median']:>10.3f} {m['proxied_ms']['median']:>11.3f} "
                      f"{m['added_ms_median']:>9.3f} {m['ratio_median']:>7.3f}   ({m['ratio_mean']:.3f})")
-    relay = results.get("relay_metrics")
-    if relay:
-        lines += ["", "a bare relay (bench/relay.py) against direct: the floor of any extra Python process",
-                  f"{'metric':<8} {'direct ms':>10} {'relay ms':>11} {'added ms':>9} {'ratio':>7}"]
-        for name, m in relay.items():
+    for key, what in (("relay_metrics", "a bare relay (bench/relay.py): the floor of any extra Python process"),
+                      ("sdk_relay_metrics", "an SDK relay (bench/sdk_relay.py): the floor of a proxy on the SDK")):
+        floor = results.get(key)
+        if not floor:
+            continue
+        lines += ["", f"{what}, against direct",
+                  f"{'metric':<8} {'direct ms':>10} {'floor ms':>11} {'added ms':>9} {'ratio':>7}"]
+        for name, m in floor.items():
             lines.append(f"{name:<8} {m['direct_ms']['median']:>10.3f} {m['proxied_ms']['median']:>11.3f} "
                          f"{m['added_ms_median']:>9.3f} {m['ratio_median']:>7.3f}")
     return "\n".join(lines)
