@@ -51,7 +51,8 @@ def test_side_by_side_benchmarks_report_both_sides_and_their_ratio(results: dict
     assert _summary(bench["sweeps"]["concurrency"]["concurrent"]) and bench["sweeps"]["concurrency"]["ratio"] > 0
     for delay in bench["proxy"]["by_delay"].values():
         for metric in ("request", "turn"):
-            assert {"direct_ms", "proxied_ms", "ratio_median", "added_ms_median"} <= delay["metrics"][metric].keys()
+            for floor in ("metrics", "relay_metrics", "sdk_relay_metrics"):
+                assert {"direct_ms", "proxied_ms", "ratio_median", "added_ms_median"} <= delay[floor][metric].keys()
 
 
 def test_notebook_startup_and_memory_results_have_their_fields(results: dict) -> None:
