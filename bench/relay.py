@@ -5,6 +5,8 @@ else: no JSON-RPC, no rewriting. bench/proxy_latency.py runs it beside the direc
 proxy, so the proxy's cost shows in two parts: what any extra process costs on this machine (two more
 pipe hops and wake-ups), and what the proxy does beyond that.
 
+It runs on the proxy's own event loop (``acp_notebook._loop.run_main``), so the paths compare alike.
+
 Usage: python bench/relay.py '["python", "-m", "acp_notebook.demo"]'
 """
 
@@ -13,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+
+from acp_notebook._loop import run_main
 
 LIMIT = 50 * 1024 * 1024
 
@@ -43,4 +47,4 @@ async def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:]))
+    run_main(main(sys.argv[1:]))

@@ -6,6 +6,8 @@ notifications come back the same way. No session ids are rewritten, no state is 
 logged. bench/proxy_latency.py runs it beside bench/relay.py (lines only) and the real proxy, so
 the proxy's cost splits into the extra process, the SDK's per-message work, and the proxy's own.
 
+It runs on the proxy's own event loop (``acp_notebook._loop.run_main``), so the paths compare alike.
+
 Usage: python bench/sdk_relay.py '["python", "-m", "acp_notebook.demo"]'
 """
 
@@ -19,6 +21,8 @@ from typing import Any
 from acp.connection import Connection
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.stdio import stdio_streams
+
+from acp_notebook._loop import run_main
 
 
 def _forwarder(peer: list[Connection]) -> Any:
@@ -45,4 +49,4 @@ async def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:]))
+    run_main(main(sys.argv[1:]))

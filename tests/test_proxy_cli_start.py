@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import subprocess
 import sys
 import threading
 from typing import IO
+
+import pytest
 
 TIMEOUT = 30.0
 PROXY = [sys.executable, "-m", "acp_notebook.cli", "proxy"]
@@ -59,3 +62,25 @@ def test_agents_that_cannot_be_found_are_named_at_start_before_any_client_speaks
     rest = "".join(iter(lambda: stderr.get(timeout=TIMEOUT), ""))
     assert proxy.returncode == 0
     assert "Traceback" not in rest and "d=demo" not in rest  # the demo agent was found: not named
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/maps")
+def test_the_proxy_process_answers_on_uvloop():
+    proxy = subprocess.Popen([*PROXY, "--agent", "d=demo"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+    try:
+        proxy.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                      "params": {"protocolVersion": 1, "clientCapabilities": {}}}) + "\n")
+        proxy.stdin.flush()
+        answer = json.loads(line_reader(proxy.stdout).get(timeout=TIMEOUT))
+        assert answer["id"] == 1 and answer["result"]["protocolVersion"] == 1
+        with open(f"/proc/{proxy.pid}/maps") as maps:
+            assert "uvloop" in maps.read()
+    finally:
+        proxy.stdin.close()
+        try:
+            proxy.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+            raise
+    assert proxy.returncode == 0

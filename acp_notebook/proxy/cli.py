@@ -23,6 +23,7 @@ from acp.connection import Connection, StreamDirection, StreamEvent
 from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.stdio import stdio_streams
 
+from .._loop import run_main
 from .._redact import Redactor
 from ..errors import AcpError
 from ..launch import AgentSpec, known_names, registered, resolve_spec
@@ -250,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in missing_agents(args.agents, args.cwd or os.getcwd()):
         print(f"acp-notebook proxy: cannot find {line}; serving without it", file=sys.stderr)
     try:
-        asyncio.run(serve(args.agents, probe_timeout=args.probe_timeout, start_timeout=args.start_timeout,
+        run_main(serve(args.agents, probe_timeout=args.probe_timeout, start_timeout=args.start_timeout,
                           trace=args.trace, cwd=args.cwd, state_dir=args.state_dir))
     except KeyboardInterrupt:
         return 130
