@@ -891,8 +891,9 @@ class Session:
                 turn.finish(answer["result"], self.state.model)
 
         try:
-            await self.agent._conn().request("session/prompt", {"sessionId": self.id, "prompt": blocks},
-                                             apply=answered, timeout=None)
+            with _loop.switch_interval.streaming():
+                await self.agent._conn().request("session/prompt", {"sessionId": self.id, "prompt": blocks},
+                                                 apply=answered, timeout=None)
         except asyncio.CancelledError:
             await self._cancel_running(turn)
             raise

@@ -6,8 +6,9 @@ benchmark agent started with ``%acp start -- python bench/agent.py``. Each round
 1. submits ``%%acp --no-wait`` with a prompt asking for ``--chunks`` chunks: the cell returns at once
    and the reply streams into its widgets from the package's background thread (a waiting cell
    would hold the kernel's queue until the turn ends, so no other cell could run meanwhile);
-2. while the reply streams, submits a trivial cell (``1``) every ``--gap`` seconds and times each
-   from sending the request to the kernel's reply: how long a user waits for a cell run mid-stream;
+2. while the reply streams, submits a trivial cell (``1``) as soon as the first chunks show and again
+   ``--gap`` seconds after each one is done, and times each from sending the request until the
+   kernel is idle again: how long a user waits for a cell run mid-stream;
 3. counts the widget messages the kernel sent for the turn (``comm_msg``: the updates of the view's
    widgets; ``comm_open`` / ``comm_close``: creating and closing them) until the view is replaced by
    its static form. Before each long turn a one-chunk turn measures what every cell costs (its first
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import shlex
 import statistics
 import sys
@@ -89,14 +91,26 @@ def one_turn(kernel: Kernel, chunks: int, gap: float, timeout: float = 300) -> d
     next_at = 0.0
     deadline = time.monotonic() + timeout
     while True:
-        msg = client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
         now = time.monotonic()
+        if now > deadline:
+            raise RuntimeError(f"the {chunks}-chunk turn did not end within {timeout} s")
+        # While a trivial cell is due, wait no longer than its time, so it is submitted when due.
+        due = streaming and pending is None
+        try:
+            msg = client.get_iopub_msg(timeout=max(0.001, (next_at if due else deadline) - now))
+        except queue.Empty:
+            msg = None
+        now = time.monotonic()
+        if msg is None:
+            if streaming and pending is None and now >= next_at:
+                pending = (client.execute(TRIVIAL_CELL), time.monotonic())
+            continue
         kind = msg["msg_type"]
         if kind in counts:
             counts[kind] += 1
             state = (msg["content"].get("data") or {}).get("state") or {}
             if not streaming and state.get("outputs"):
-                streaming, next_at = True, now + gap  # the first chunks are on screen
+                streaming, next_at = True, now  # the first chunks are on screen: the first cell goes now
         if pending is not None and msg["parent_header"].get("msg_id") == pending[0] and kind == "status" \
                 and msg["content"]["execution_state"] == "idle":
             waits.append(now - pending[1])
@@ -120,7 +134,7 @@ def one_turn(kernel: Kernel, chunks: int, gap: float, timeout: float = 300) -> d
     return {**counts, **facts, "waits": waits, "comm_msg_per_s": counts["comm_msg"] / facts["duration_s"]}
 
 
-def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.1) -> dict[str, Any]:
+def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.02) -> dict[str, Any]:
     """``rounds`` long turns, each after a one-chunk turn that measures the messages every cell costs."""
     meter = LoadMeter()
     with tempfile.TemporaryDirectory(prefix="acpnb-bench-") as cwd:
@@ -157,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--gap", type=float, default=0.1, help="seconds between two trivial cells")
+    parser.add_argument("--gap", type=float, default=0.02, help="seconds between two trivial cells")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     result = run(args.chunks, args.rounds, args.gap)

@@ -28,7 +28,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "client": ("client_stream.py", ["--chunks", "20000", "--rounds", "7"], ["--chunks", "300", "--rounds", "1"]),
     "proxy": ("proxy_latency.py", ["--turns", "200", "--delays", "0,0.02"],
               ["--turns", "3", "--warmup", "1", "--delays", "0,0.002"]),
-    "notebook": ("notebook.py", ["--chunks", "20000", "--rounds", "5"], ["--chunks", "300", "--rounds", "1"]),
+    "notebook": ("notebook.py", ["--chunks", "20000", "--rounds", "10"], ["--chunks", "300", "--rounds", "1"]),
     "sweeps": ("sweeps.py", ["--trials", "1000", "--rounds", "4", "--reply", "1.0"],
                ["--trials", "4", "--rounds", "1", "--reply", "0.05", "--concurrency-rounds", "1"]),
     "startup": ("startup.py", ["--rounds", "9"], ["--rounds", "1"]),

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._stdio import StdioError, open_stdio
 from .store import STATE_ENV, default_state_dir
 
 if TYPE_CHECKING:
@@ -72,9 +73,8 @@ def _shown_default() -> str:
 async def serve(agent: DemoAgent) -> None:
     """Speak ACP on this process's stdin/stdout until the client closes stdin."""
     import acp
-    from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 
-    reader, writer = await acp.stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    reader, writer = await open_stdio("the demo agent", "such as acpnb.start('demo') or Zed")
     # The protocol owns the stdout pipe now; anything printed by accident goes to stderr.
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
@@ -101,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(serve(agent))
     except KeyboardInterrupt:
         return 130
+    except StdioError as exc:
+        print(f"acp-notebook demo agent: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -371,7 +371,7 @@ Most commands take --agent NAME to act on an agent other than the current one.
 
 Configuration (%config AcpMagics.<option> = value): default_agent, permission ('ask' | 'allow' | 'deny'),
 permission_timeout, elicitation ('ask' | 'decline' | 'cancel' | a dict of answers), elicitation_timeout,
-wait ('auto' | 'always' | 'never'), stream_interval, timeout, turn_timeout, cwd.
+wait ('auto' | 'always' | 'never'), stream_interval, timeout, turn_timeout, cwd, switch_interval.
 
 A running %%acp cell stops at a kernel interrupt: the agent is sent session/cancel."""
 

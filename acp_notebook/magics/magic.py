@@ -19,9 +19,10 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import CaselessStrEnum, Dict, Float, Unicode, Union
+from traitlets import CaselessStrEnum, Dict, Float, Unicode, Union, observe
 from traitlets.config import Configurable
 
+from .. import _loop
 from ..errors import AcpError
 from ..widgets.display import finalize_all, flush_all
 from . import cells
@@ -80,11 +81,21 @@ class AcpMagics(Magics, Configurable):
     turn_timeout = Float(0.0, help="Seconds a %%acp turn may take before it is cancelled (0: no limit).").tag(
         config=True)
     cwd = Unicode("", help="Working directory for agents and sessions (default: the kernel's).").tag(config=True)
+    switch_interval = Float(
+        _loop.switch_interval.target, min=0.0,
+        help="The interpreter's thread switch interval (seconds) while a turn streams, so that cells run "
+             "meanwhile answer quickly (Python's default is 0.005; 0: leave it as it is).",
+    ).tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
+        _loop.switch_interval.target = self.switch_interval
         self.runner = Runner(self)
         self._in_async_cell = False
+
+    @observe("switch_interval")
+    def _switch_interval_changed(self, change: dict[str, Any]) -> None:
+        _loop.switch_interval.target = change["new"]
 
     # Kept as attributes of the magics: tests and notebooks reach the registry through them.
     @property

@@ -8,10 +8,8 @@ import contextlib
 import json
 import logging
 import os
-import selectors
 import shutil
 import signal
-import stat
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -20,11 +18,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from acp.connection import Connection, StreamDirection, StreamEvent
-from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
-from acp.stdio import stdio_streams
 
 from .._loop import run_main
 from .._redact import Redactor
+from .._stdio import StdioError, open_stdio
 from ..errors import AcpError
 from ..launch import AgentSpec, known_names, registered, resolve_spec
 from .backend import BackendConfig
@@ -120,37 +117,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class StdioError(RuntimeError):
-    """stdin/stdout cannot carry the protocol (a terminal, a file)."""
-
-
-def _check_stdio() -> None:
-    """Refuse, in plain words, stdin/stdout that asyncio cannot watch (a file, /dev/null).
-
-    asyncio takes /dev/null for a character device, accepts it, and only fails when it
-    registers it with epoll, inside a loop callback: its traceback would come out before
-    our message. Registering both streams with a throwaway selector first finds that out.
-    """
-    for fd, events, name in ((0, selectors.EVENT_READ, "stdin"), (1, selectors.EVENT_WRITE, "stdout")):
-        with selectors.DefaultSelector() as probe:
-            try:
-                probe.register(fd, events)
-            except (OSError, ValueError):
-                raise StdioError(f"ACP travels on stdin and stdout, which must be pipes, but {name} is "
-                                 f"{_describe(fd)}: start the proxy from an ACP client (such as "
-                                 "acpnb.start_proxy or Zed)") from None
-
-
-def _describe(fd: int) -> str:
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return "closed"
-    if stat.S_ISREG(mode):
-        return "a file"
-    return "/dev/null or another device" if stat.S_ISCHR(mode) else "not something asyncio can watch"
-
-
 def _program_found(program: str, cwd: str, env: Mapping[str, str]) -> bool:
     if os.sep in program:  # a path: the agent starts in cwd, so a relative one is relative to it
         path = os.path.join(cwd, program)
@@ -205,12 +171,7 @@ async def serve(agents: Sequence[BackendConfig], *, probe_timeout: float = DEFAU
     tracer = FrameTrace(open(trace, "a", encoding="utf-8")) if trace else None  # noqa: SIM115 - closed below
     server = ProxyServer(agents, cwd=cwd or os.getcwd(), probe_timeout=probe_timeout, start_timeout=start_timeout,
                          tracer=tracer, state_dir=Path(state_dir) if state_dir else None)
-    _check_stdio()
-    try:
-        reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-    except (ValueError, OSError) as exc:
-        raise StdioError(f"ACP travels on stdin and stdout, which must be pipes: start the proxy from an ACP "
-                         f"client (such as acpnb.start_proxy or Zed), not a terminal or a file ({exc})") from None
+    reader, writer = await open_stdio("the proxy", "such as acpnb.start_proxy or Zed")
     # stdout belongs to the protocol now; a stray print goes to stderr instead of corrupting it.
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     observers = [tracer.client_observer] if tracer is not None else []

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._stdio import StdioError, open_stdio
 from ..errors import ReplayMismatch
 from .engine import ReplayEngine
 from .format import Recording, RecordingError
@@ -34,10 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def serve(recording: Recording, *, speed: float | None = None) -> int:
     """Answer one client on this process's stdin/stdout from ``recording``; returns the number of mismatches."""
-    from acp import stdio_streams
-    from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
-
-    reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    reader, writer = await open_stdio("the replay", "such as acpx or Zed, with acp-notebook replay FILE as the agent")
     real_stdout, sys.stdout = sys.stdout, sys.stderr  # the protocol owns stdout now
     try:
         return await _answer(recording, speed, reader, writer)
@@ -88,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(serve(recording, speed=args.speed))
     except KeyboardInterrupt:
         return 130
+    except StdioError as exc:
+        print(f"acp-notebook replay: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"acp-notebook replay: {exc}", file=sys.stderr)
         return 2
