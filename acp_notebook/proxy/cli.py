@@ -213,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"acp-notebook proxy: cannot find {line}; serving without it", file=sys.stderr)
     try:
         run_main(serve(args.agents, probe_timeout=args.probe_timeout, start_timeout=args.start_timeout,
-                          trace=args.trace, cwd=args.cwd, state_dir=args.state_dir))
+                       trace=args.trace, cwd=args.cwd, state_dir=args.state_dir))
     except KeyboardInterrupt:
         return 130
     except StdioError as exc:

@@ -86,10 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(serve(recording, speed=args.speed))
     except KeyboardInterrupt:
         return 130
-    except StdioError as exc:
-        print(f"acp-notebook replay: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
+    except (StdioError, ValueError) as exc:
         print(f"acp-notebook replay: {exc}", file=sys.stderr)
         return 2
     return 0
