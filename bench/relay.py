@@ -41,9 +41,12 @@ async def main(argv: list[str]) -> None:
     agent = await asyncio.create_subprocess_exec(*json.loads(argv[0]), stdin=asyncio.subprocess.PIPE,
                                                  stdout=asyncio.subprocess.PIPE, limit=LIMIT)
     assert agent.stdin is not None and agent.stdout is not None
-    upstream = asyncio.ensure_future(_pump(stdin, agent.stdin))
-    await _pump(agent.stdout, stdout)
-    upstream.cancel()
+    downstream = asyncio.ensure_future(_pump(agent.stdout, stdout))
+    await _pump(stdin, agent.stdin)
+    # The client has gone (end of stdin): end the agent's input too, so it exits and so does this relay.
+    agent.stdin.close()
+    await agent.wait()
+    await downstream
 
 
 if __name__ == "__main__":

@@ -45,7 +45,12 @@ async def main(argv: list[str]) -> None:
     agent_side = Connection(_forwarder(to_client), agent.stdin, agent.stdout, listening=False)
     to_agent.append(agent_side)
     to_client.append(client_side)
-    await asyncio.gather(client_side.main_loop(), agent_side.main_loop())
+    agent_loop = asyncio.ensure_future(agent_side.main_loop())
+    await client_side.main_loop()
+    # The client has gone (end of stdin): end the agent's input too, so it exits and so does this relay.
+    agent.stdin.close()
+    await agent.wait()
+    await agent_loop
 
 
 if __name__ == "__main__":

@@ -79,3 +79,23 @@ def test_the_readme_table_is_made_from_the_results(results: dict, tmp_path: Path
     report.update_readme(readme, table)
     text = readme.read_text(encoding="utf-8")
     assert "old" not in text and table in text and text.endswith("after\n") and text.startswith("# Benchmarks")
+
+
+@pytest.mark.parametrize("relay", ["relay.py", "sdk_relay.py"])
+def test_a_relay_ends_when_its_client_does(relay: str) -> None:
+    """The client closing the relay's stdin ends the relay and its agent: the benchmark does not wait for a kill."""
+    agent = json.dumps([sys.executable, "-m", "acp_notebook.demo"])
+    process = subprocess.Popen([sys.executable, str(ROOT / "bench" / relay), agent], cwd=ROOT,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
+        process.stdin.flush()
+        answer = json.loads(process.stdout.readline())
+        assert answer["id"] == 0 and answer["result"]["protocolVersion"] == 1
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
