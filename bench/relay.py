@@ -41,9 +41,11 @@ async def main(argv: list[str]) -> None:
     agent = await asyncio.create_subprocess_exec(*json.loads(argv[0]), stdin=asyncio.subprocess.PIPE,
                                                  stdout=asyncio.subprocess.PIPE, limit=LIMIT)
     assert agent.stdin is not None and agent.stdout is not None
+    upstream = asyncio.ensure_future(_pump(stdin, agent.stdin))
     downstream = asyncio.ensure_future(_pump(agent.stdout, stdout))
-    await _pump(stdin, agent.stdin)
-    # The client has gone (end of stdin): end the agent's input too, so it exits and so does this relay.
+    await asyncio.wait((upstream, downstream), return_when=asyncio.FIRST_COMPLETED)
+    # The client or the agent has gone: end the agent's input, so it exits and so does this relay.
+    upstream.cancel()
     agent.stdin.close()
     await agent.wait()
     await downstream

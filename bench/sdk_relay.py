@@ -45,9 +45,11 @@ async def main(argv: list[str]) -> None:
     agent_side = Connection(_forwarder(to_client), agent.stdin, agent.stdout, listening=False)
     to_agent.append(agent_side)
     to_client.append(client_side)
+    client_loop = asyncio.ensure_future(client_side.main_loop())
     agent_loop = asyncio.ensure_future(agent_side.main_loop())
-    await client_side.main_loop()
-    # The client has gone (end of stdin): end the agent's input too, so it exits and so does this relay.
+    await asyncio.wait((client_loop, agent_loop), return_when=asyncio.FIRST_COMPLETED)
+    # The client or the agent has gone: end the agent's input, so it exits and so does this relay.
+    client_loop.cancel()
     agent.stdin.close()
     await agent.wait()
     await agent_loop

@@ -81,19 +81,29 @@ def test_the_readme_table_is_made_from_the_results(results: dict, tmp_path: Path
     assert "old" not in text and table in text and text.endswith("after\n") and text.startswith("# Benchmarks")
 
 
+
+INITIALIZE = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
+# An agent that answers one request and exits.
+ONE_ANSWER = [sys.executable, "-c", "import sys; sys.stdin.readline(); "
+              "print('{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":1}}', flush=True)"]
+
+
 @pytest.mark.parametrize("relay", ["relay.py", "sdk_relay.py"])
-def test_a_relay_ends_when_its_client_does(relay: str) -> None:
-    """The client closing the relay's stdin ends the relay and its agent: the benchmark does not wait for a kill."""
-    agent = json.dumps([sys.executable, "-m", "acp_notebook.demo"])
-    process = subprocess.Popen([sys.executable, str(ROOT / "bench" / relay), agent], cwd=ROOT,
+@pytest.mark.parametrize("gone", ["client", "agent"])
+def test_a_relay_ends_when_its_client_or_agent_does(relay: str, gone: str) -> None:
+    """The client closing the relay's stdin ends the relay and its agent, and an agent that exits ends the
+    relay: the benchmark never waits for a kill."""
+    agent = [sys.executable, "-m", "acp_notebook.demo"] if gone == "client" else ONE_ANSWER
+    process = subprocess.Popen([sys.executable, str(ROOT / "bench" / relay), json.dumps(agent)], cwd=ROOT,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
+        process.stdin.write(INITIALIZE)
         process.stdin.flush()
         answer = json.loads(process.stdout.readline())
         assert answer["id"] == 0 and answer["result"]["protocolVersion"] == 1
-        process.stdin.close()
+        if gone == "client":
+            process.stdin.close()
         assert process.wait(timeout=30) == 0
     finally:
         if process.poll() is None:
