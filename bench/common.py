@@ -8,6 +8,7 @@ the medians (and the median of the per-round ratios, which is steadier under bur
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
@@ -15,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,17 @@ def run_process(argv: Sequence[str], *, timeout: float = 600, env: dict[str, str
 def run_json(argv: Sequence[str], *, timeout: float = 600, env: dict[str, str] | None = None) -> Any:
     """Run a helper process that prints one JSON document on its last line of stdout, and return it."""
     return json.loads(run_process(argv, timeout=timeout, env=env).strip().splitlines()[-1])
+
+
+async def relay_until_either_ends(agent: asyncio.subprocess.Process, from_client: Awaitable[Any],
+                                  from_agent: Awaitable[Any]) -> None:
+    """Run a relay's two directions until its client (end of stdin) or its agent goes; then end the agent's
+    input, so it exits, and let its last output through. The relays never wait for a kill."""
+    upstream = asyncio.ensure_future(from_client)
+    downstream = asyncio.ensure_future(from_agent)
+    await asyncio.wait((upstream, downstream), return_when=asyncio.FIRST_COMPLETED)
+    upstream.cancel()
+    assert agent.stdin is not None
+    agent.stdin.close()
+    await agent.wait()
+    await downstream

@@ -15,8 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 from acp_notebook._loop import run_main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import relay_until_either_ends  # noqa: E402
 
 LIMIT = 50 * 1024 * 1024
 
@@ -41,14 +46,7 @@ async def main(argv: list[str]) -> None:
     agent = await asyncio.create_subprocess_exec(*json.loads(argv[0]), stdin=asyncio.subprocess.PIPE,
                                                  stdout=asyncio.subprocess.PIPE, limit=LIMIT)
     assert agent.stdin is not None and agent.stdout is not None
-    upstream = asyncio.ensure_future(_pump(stdin, agent.stdin))
-    downstream = asyncio.ensure_future(_pump(agent.stdout, stdout))
-    await asyncio.wait((upstream, downstream), return_when=asyncio.FIRST_COMPLETED)
-    # The client or the agent has gone: end the agent's input, so it exits and so does this relay.
-    upstream.cancel()
-    agent.stdin.close()
-    await agent.wait()
-    await downstream
+    await relay_until_either_ends(agent, _pump(stdin, agent.stdin), _pump(agent.stdout, stdout))
 
 
 if __name__ == "__main__":

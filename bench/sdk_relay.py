@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from acp.connection import Connection
@@ -23,6 +24,10 @@ from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.stdio import stdio_streams
 
 from acp_notebook._loop import run_main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import relay_until_either_ends  # noqa: E402
 
 
 def _forwarder(peer: list[Connection]) -> Any:
@@ -45,14 +50,7 @@ async def main(argv: list[str]) -> None:
     agent_side = Connection(_forwarder(to_client), agent.stdin, agent.stdout, listening=False)
     to_agent.append(agent_side)
     to_client.append(client_side)
-    client_loop = asyncio.ensure_future(client_side.main_loop())
-    agent_loop = asyncio.ensure_future(agent_side.main_loop())
-    await asyncio.wait((client_loop, agent_loop), return_when=asyncio.FIRST_COMPLETED)
-    # The client or the agent has gone: end the agent's input, so it exits and so does this relay.
-    client_loop.cancel()
-    agent.stdin.close()
-    await agent.wait()
-    await agent_loop
+    await relay_until_either_ends(agent, client_side.main_loop(), agent_side.main_loop())
 
 
 if __name__ == "__main__":

@@ -81,7 +81,6 @@ def test_the_readme_table_is_made_from_the_results(results: dict, tmp_path: Path
     assert "old" not in text and table in text and text.endswith("after\n") and text.startswith("# Benchmarks")
 
 
-
 INITIALIZE = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
 # An agent that answers one request and exits.
 ONE_ANSWER = [sys.executable, "-c", "import sys; sys.stdin.readline(); "
