@@ -58,6 +58,7 @@ def run_notebook(cells, tmp_path):
     )
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("nested", [False, True], ids=["plain-kernel", "nest_asyncio"])
 def test_kernel_with_and_without_nest_asyncio(tmp_path, nested):
     cells = (["import nest_asyncio\nnest_asyncio.apply()"] if nested else []) + CELLS
@@ -93,6 +94,7 @@ def test_close_leaves_no_pipe_or_thread_behind(tmp_path):
     assert done.stdout.split() == ["0", "[]"]
 
 
+@pytest.mark.kernel
 def test_kernel_shutdown_ends_the_agent(tmp_path):
     stdout = run_notebook(CELLS[:1] + ["print('PID', agent.pid)"], tmp_path)
     pid = int(stdout.split("PID ")[1].split()[0])

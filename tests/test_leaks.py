@@ -114,6 +114,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 
+@pytest.mark.kernel
 @pytest.mark.timeout(300)
 def test_acp_stop_and_kernel_shutdown_end_the_proxy_and_its_agents(tmp_path: Path) -> None:
     agent = " ".join([*FAULT_AGENT, "normal"])  # a command line, as %acp proxy takes it

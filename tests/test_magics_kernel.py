@@ -20,8 +20,9 @@ pytest.importorskip("ipykernel")
 
 from acp_notebook.magics.cells import kernel_takes_comms_while_awaiting  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not kernel_takes_comms_while_awaiting(),
-                                reason="needs ipykernel >= 7.4 (widget messages during awaiting cells)")
+pytestmark = [pytest.mark.kernel,
+              pytest.mark.skipif(not kernel_takes_comms_while_awaiting(),
+                                 reason="needs ipykernel >= 7.4 (widget messages during awaiting cells)")]
 
 CELL_TIMEOUT = 60.0
 

@@ -18,6 +18,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
+pytestmark = pytest.mark.kernel
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 

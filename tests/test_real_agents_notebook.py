@@ -17,7 +17,7 @@ from acp_notebook import launch
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-pytestmark = pytest.mark.interop  # its check cell starts the installed third-party agents
+pytestmark = [pytest.mark.interop, pytest.mark.kernel]  # its check cell starts the installed third-party agents
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "real-agents.ipynb"
 REAL = ("claude", "codex", "gemini", "opencode")

@@ -19,6 +19,8 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+
+pytestmark = pytest.mark.kernel
 nbconvert = pytest.importorskip("nbconvert")
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

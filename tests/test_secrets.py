@@ -107,6 +107,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 
+@pytest.mark.kernel
 def test_a_saved_notebook_never_holds_the_key(tmp_path: Path) -> None:
     command = " ".join(leaking())
     cells = ["%load_ext acp_notebook", f"%acp start -- {command}", "%%acp\ngo", "%acp log",

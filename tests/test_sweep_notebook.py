@@ -11,6 +11,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
+pytestmark = pytest.mark.kernel
+
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "sweeps.ipynb"
 
 

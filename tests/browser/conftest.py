@@ -36,11 +36,12 @@ def _browser_unavailable(reason: str) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Every test in this directory drives the browser: mark it so `-m "not browser"`
-    # deselects the lot.
+    # Every test in this directory drives the browser and JupyterLab's kernels: mark it so
+    # `-m "not browser"` (or "not kernel") deselects the lot.
     for item in items:
         if BROWSER_TESTS_DIR in item.path.parents:
             item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.kernel)
 
 
 @pytest.hookimpl(wrapper=True)
