@@ -754,6 +754,11 @@ class Session:
         return f"<acp Session {self.id} of {self.agent.name!r} title={self.title!r} model={self.model!r}>"
 
     # --- set -------------------------------------------------------------
+    def check_value(self, config_id: str, value: Any) -> ConfigOption:
+        """The option ``set(config_id, value)`` would change; raises the ConfigOptionError that ``set``
+        would raise for a value the session does not offer, without sending anything."""
+        return self._check_value(config_id, value)
+
     def _check_value(self, config_id: str, value: Any) -> ConfigOption:
         if self.closed:
             raise AgentClosedError(f"session {self.id} is closed")

@@ -534,7 +534,7 @@ def test_resume_in_the_same_kernel(shell, tmp_path):
     with capture_output():
         run(shell, "%acp start demo --name demo2")
         run(shell, "%acp use demo2")
-    with pytest.raises(UsageError, match="is not one of this notebook's sessions; recorded: session demo-"):
+    with pytest.raises(UsageError, match="no session 'nope' in the sessions recorded in .*; the newest: demo-"):
         run(shell, "%acp resume nope")
     with pytest.raises(UsageError, match="no notebook at"):
         run(shell, f"%acp resume --notebook {tmp_path}/missing.ipynb")

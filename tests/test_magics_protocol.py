@@ -124,12 +124,12 @@ def test_sessions_delete_removes_a_session_by_id_or_prefix_and_closes_its_panel(
         {"sessionId": first.id}]
     assert first.id not in [r.session_id for r in magics.runner.agents.records()]
 
-    with pytest.raises(UsageError, match=f"agent 'demo' has no session {first.id!r}"):
+    with pytest.raises(UsageError, match=f"no session {first.id!r} in agent 'demo''s sessions"):
         run(shell, f"%acp sessions --delete {first.id}")
     with capture_output():
         run(shell, "%acp new")
     third = acpnb.current()
-    with pytest.raises(UsageError, match="names 2 sessions"):
+    with pytest.raises(UsageError, match="'demo-' is the start of 2 session ids"):
         run(shell, "%acp sessions --delete demo-")
     with capture_output() as captured:
         run(shell, f"%acp sessions --delete {third.id}")  # the agent's current session

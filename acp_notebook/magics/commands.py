@@ -33,6 +33,7 @@ from ..widgets.sessions import SessionTable
 from . import grammar as g
 from .registry import AgentEntry, NotebookAgents, env_names, launch_of
 from .resume import choose_record, reopen, resume_note
+from .session_ids import resolve_session_id, unknown_session_id
 
 __all__ = ["Runner", "auth_methods_text"]
 
@@ -262,25 +263,61 @@ class Runner:
         self.agents.panel(entry, self.agents.session_of(entry)).show()
 
     def set_options(self, command: g.SetOptions) -> None:
+        """All or nothing where it can be known beforehand: every value is checked against the session's
+        options before any is sent. An option that only an earlier assignment of the line brings (a model's
+        thought level) is checked when its turn comes; a refusal then says what was applied and what not."""
         entry = self.agents.entry(command.alias)
         session = self.agents.session_of(entry)
+        try:
+            self._check_assignments(session, command.assignments)
+        except ConfigOptionError as exc:
+            raise self._explain_binding(entry, session, exc) from None
         before = set(session.config.ids())
-        changed = []
-        for option_id, text in command.assignments:
-            option = session.config.get(option_id)
-            value: str | bool = g.parse_bool(text, option_id) if option is not None and option.type == "boolean" \
-                else text
-            try:
-                session.set(option_id, value, timeout=self._timeout())
-            except ConfigOptionError as exc:
-                raise self._explain_binding(entry, session, exc) from None
-            changed.append(option_id)
-        self.agents.touch(entry, session)
-        config = session.config
-        lines = [f"{option_id} = {value_label(config[option_id])}" for option_id in changed if option_id in config]
-        lines += [f"new option: {o.id} = {value_label(o)}" for o in config if o.id not in before]
-        lines += [f"option gone: {gone}" for gone in sorted(before - set(config.ids()))]
-        print("\n".join(lines))
+        changed: list[str] = []
+        try:
+            for option_id, text in command.assignments:
+                try:
+                    value = self._typed_value(session, option_id, text)
+                    session.check_value(option_id, value)
+                    session.set(option_id, value, timeout=self._timeout())
+                except ConfigOptionError as exc:
+                    raise self._partly_applied(self._explain_binding(entry, session, exc), command, changed) from None
+                changed.append(option_id)
+        finally:
+            if changed:
+                self.agents.touch(entry, session)
+                config = session.config
+                lines = [f"{o} = {value_label(config[o])}" for o in changed if o in config]
+                lines += [f"new option: {o.id} = {value_label(o)}" for o in config if o.id not in before | set(changed)]
+                lines += [f"option gone: {gone}" for gone in sorted(before - set(config.ids()))]
+                print("\n".join(lines))
+
+    @staticmethod
+    def _typed_value(session: Session, option_id: str, text: str) -> str | bool:
+        option = session.config.get(option_id)
+        return g.parse_bool(text, option_id) if option is not None and option.type == "boolean" else text
+
+    def _check_assignments(self, session: Session, assignments: tuple[tuple[str, str], ...]) -> None:
+        """Raise for the first value the session's options refuse now (nothing has been sent yet). An id the
+        session does not have passes only after another assignment, which may bring it."""
+        for index, (option_id, text) in enumerate(assignments):
+            if index > 0 and option_id not in session.config:
+                continue
+            session.check_value(option_id, self._typed_value(session, option_id, text))
+
+    @staticmethod
+    def _partly_applied(error: ConfigOptionError, command: g.SetOptions, changed: list[str]) -> ConfigOptionError:
+        """``error`` as is when nothing was applied yet, else saying which assignments were and which were not."""
+        if not changed:
+            return error
+        pairs = [f"{o}={t}" for o, t in command.assignments]
+        applied, rest = pairs[:len(changed)], pairs[len(changed):]
+        error.message = (f"%acp set applied {' '.join(applied)}, then stopped: {error.message}. "
+                         f"Not applied: {' '.join(rest)}")
+        kept = (error.hint or "").replace("The session's settings are unchanged.", "").strip()
+        error.hint = (kept + " " if kept else "") + "The panel shows the settings in force."
+        error.args = (error.message,)
+        return error
 
     def _explain_binding(self, entry: AgentEntry, session: Session, error: ConfigOptionError) -> ConfigOptionError:
         """A refused model of another agent, through the proxy: say that the session is tied to one agent."""
@@ -323,28 +360,47 @@ class Runner:
                                    and entry.agent.connection.supports("delete"))
         table.show()
 
+    @staticmethod
+    def _known_ids(entry: AgentEntry, listed: list[dict[str, Any]]) -> dict[str, str]:
+        """The agent's sessions (listed, and open here), newest first: id -> its title."""
+        rows = sorted(listed, key=lambda s: str(s.get("updatedAt") or ""), reverse=True)
+        known = {str(s.get("sessionId")): str(s.get("title") or "") for s in rows if s.get("sessionId")}
+        for session in entry.agent.sessions:
+            known.setdefault(session.id, session.title or "")
+        return known
+
     def _delete_session(self, entry: AgentEntry, wanted: str, listed: list[dict[str, Any]]) -> None:
         """``%acp sessions --delete ID``: session/delete for the session named by ID or a unique prefix of it."""
-        known = {str(s.get("sessionId")): s for s in listed} | {s.id: {"sessionId": s.id, "title": s.title}
-                                                                for s in entry.agent.sessions}
-        matches = [wanted] if wanted in known else [sid for sid in known if sid.startswith(wanted)]
-        if len(matches) > 1:
-            raise UsageError(f"%acp sessions --delete: {wanted!r} names {len(matches)} sessions "
-                             f"({', '.join(sorted(matches))}); give more of the id")
-        if not matches:
-            raise UsageError(f"%acp sessions --delete: agent {entry.alias!r} has no session {wanted!r} "
-                             "(%acp sessions lists them)")
-        session_id = matches[0]
-        title = known[session_id].get("title")
+        known = self._known_ids(entry, listed)
+        session_id = resolve_session_id(wanted, known, "%acp sessions --delete")
+        if session_id is None:
+            raise unknown_session_id(wanted, known, "%acp sessions --delete", f"agent {entry.alias!r}'s sessions",
+                                     "%acp sessions lists them all.")
+        title = known[session_id]
         entry.agent.delete_session(session_id, timeout=self._timeout())
         self.agents.forget_session(entry, session_id, "deleted with %acp sessions --delete")
         print(f"Deleted session {session_id}" + (f" ({title!r})" if title else "") + ".")
 
     def load_session(self, command: g.LoadSession) -> None:
+        """``%acp load ID``: the session named by ID or a unique prefix of it, among the agent's (when it can
+        list them; otherwise the id goes to the agent as typed)."""
         entry = self.agents.entry(command.alias)
-        existing = next((s for s in entry.agent.sessions if s.id == command.session_id), None)
-        session = existing or entry.agent.load_session(command.session_id, self._cwd(None), timeout=self._timeout())
-        self.open(entry, session)
+        where, hint = f"agent {entry.alias!r}'s sessions", "%acp sessions lists them all."
+        can_list = entry.agent.connection is not None and entry.agent.connection.supports("list")
+        known = self._known_ids(entry, self._listed(entry))
+        session_id = resolve_session_id(command.session_id, known, "%acp load")
+        if session_id is None and can_list:
+            raise unknown_session_id(command.session_id, known, "%acp load", where, hint)
+        session_id = session_id or command.session_id
+        existing = next((s for s in entry.agent.sessions if s.id == session_id and not s.closed), None)
+        if existing is None:
+            try:
+                existing = entry.agent.load_session(session_id, self._cwd(None), timeout=self._timeout())
+            except RpcError as exc:
+                if not exc.not_found:
+                    raise
+                raise unknown_session_id(session_id, known, "%acp load", where, hint) from None
+        self.open(entry, existing)
 
     def show_log(self, command: g.ShowLog) -> None:
         from ..widgets.inspector import ProtocolInspector

@@ -324,7 +324,7 @@ COMMANDS: tuple[Verb, ...] = (
         ("%acp sessions --delete ID", "delete a session for good (session/delete; an id prefix will do)"),
     )),
     Verb("load", _one_with_agent("ID"), lambda a: LoadSession(a.target, a.alias), (
-        ("%acp load ID", "reopen a past session (the agent replays it)"),
+        ("%acp load ID", "reopen a past session (the agent replays it; an id prefix will do)"),
     )),
     Verb("resume", _resume_arguments, lambda a: Resume(a.session_id, a.notebook, a.alias,
                                                        _pairs(a.env, "KEY=VALUE", "resume"), a.timeout), (

@@ -19,16 +19,9 @@ from typing import Any
 from ..client import Agent, Session
 from ..errors import AcpError, CapabilityError, RpcError
 from .records import SessionRecord, latest_records, notebook_path, read_notebook_records
+from .session_ids import resolve_session_id, unknown_session_id, usage_error
 
 __all__ = ["choose_record", "reopen", "resume", "resume_note"]
-
-
-def _usage_error(message: str) -> Exception:
-    try:
-        from IPython.core.error import UsageError
-    except ImportError:  # pragma: no cover - IPython is a dependency; outside a shell a ValueError reads the same
-        return ValueError(message)
-    return UsageError(message)
 
 
 def _notebook_records(notebook: str | None, user_ns: Mapping[str, Any] | None) -> tuple[list[SessionRecord], str]:
@@ -38,12 +31,12 @@ def _notebook_records(notebook: str | None, user_ns: Mapping[str, Any] | None) -
         return [], "this kernel (it does not know its notebook's file: pass --notebook PATH)"
     if not path.is_file():
         if notebook:
-            raise _usage_error(f"%acp resume: no notebook at {path}")
+            raise usage_error(f"%acp resume: no notebook at {path}")
         return [], f"this kernel and {path} (not saved yet)"
     try:
         return read_notebook_records(path), f"{path} and this kernel"
     except (OSError, ValueError) as exc:
-        raise _usage_error(f"%acp resume: cannot read {path}: {exc}") from None
+        raise usage_error(f"%acp resume: cannot read {path}: {exc}") from None
 
 
 def choose_record(session_id: str | None, notebook: str | None, known: Sequence[SessionRecord],
@@ -52,17 +45,18 @@ def choose_record(session_id: str | None, notebook: str | None, known: Sequence[
     saved, where = _notebook_records(notebook, user_ns)
     records = latest_records([*saved, *known])
     if not records:
-        raise _usage_error(f"%acp resume: no session to resume: none is recorded in {where}. "
+        raise usage_error(f"%acp resume: no session to resume: none is recorded in {where}. "
                            "Save the notebook after using a session, or start one with %acp start demo")
     if session_id is None:
         return max(records.values(), key=lambda r: r.at)
-    matches = [r for sid, r in records.items() if sid == session_id] or \
-              [r for sid, r in records.items() if sid.startswith(session_id)]
-    if len(matches) != 1:
-        listed = "; ".join(r.describe() for r in sorted(records.values(), key=lambda r: -r.at))
-        why = "is ambiguous" if matches else "is not one of this notebook's sessions"
-        raise _usage_error(f"%acp resume: {session_id!r} {why}; recorded: {listed}")
-    return matches[0]
+    newest = sorted(records.values(), key=lambda r: -r.at)
+    known = {r.session_id: " ".join(p for p in (repr(r.title) if r.title else "", f"of {r.alias}") if p)
+             for r in newest}
+    chosen = resolve_session_id(session_id, known, "%acp resume")
+    if chosen is None:
+        raise unknown_session_id(session_id, known, "%acp resume", f"the sessions recorded in {where}",
+                                 "%acp sessions lists the current agent's own.")
+    return records[chosen]
 
 
 def reopen(agent: Agent, record: SessionRecord, timeout: float | None) -> tuple[Session, str]:
