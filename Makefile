@@ -23,11 +23,13 @@ install: $(VENV)/.installed-all
 
 install-dev: $(VENV)/.installed-dev
 
-# The main job, offline: a guided run of the demo agent, then the quickstart notebook executed in a real kernel.
+# The main job, offline: a guided run of the demo agent, then the quickstart notebook executed in a real kernel
+# (its kernel shut down at the end; the demo sessions of both kept in temporary directories). JupyterLab
+# comes with the [all] extra that `install` installs, so the command printed last works as it is.
 demo: install
 	$(BIN)/acp-notebook tour
 	$(BIN)/python scripts/run-notebook.py notebooks/quickstart.ipynb
-	@echo "Executed notebook: notebooks/quickstart.out.ipynb (open it in JupyterLab: $(BIN)/jupyter lab)"
+	@echo "Open it in JupyterLab: $(BIN)/jupyter lab notebooks/quickstart.out.ipynb"
 
 # Everything the tests need (Debian's chromium, the pinned npm agents), then the whole suite.
 test: install-dev

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
@@ -36,7 +37,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module_name, function_name, _ = SUBCOMMANDS[name]
     runner: Callable[[list[str]], int | None] = getattr(import_module(module_name), function_name)
-    return int(runner(rest) or 0)
+    try:
+        return int(runner(rest) or 0)
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): nothing is wrong, so no traceback. Python would also
+        # complain when it flushes stdout at exit, hence stdout pointed at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

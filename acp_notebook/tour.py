@@ -1,8 +1,14 @@
-"""`acp-notebook tour`: a guided terminal run of an agent (the demo by default) through the public API."""
+"""`acp-notebook tour`: a guided terminal run of an agent (the demo by default) through the public API.
+
+The tour's demo agent keeps its sessions in the tour's temporary directory, deleted at the end, so a
+tour never adds to the user's own list of demo sessions (``acp-notebook demo-agent --help`` says
+where those are kept).
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -26,6 +32,13 @@ def _options_table(options: ConfigOptions) -> str:
     return "\n".join(lines)
 
 
+def _shown_command(name: str, command: Sequence[str]) -> str:
+    if name == "demo":
+        return ("`acp-notebook demo-agent`, keeping its sessions in this tour's temporary directory "
+                "(deleted at the end)")
+    return f"`{shlex.join(command)}`"
+
+
 def _stream_to(out: Any):
     def on_event(event: StateEvent) -> None:
         if event.kind != "update":
@@ -45,15 +58,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = sys.stdout
     spec: Any = args.agent
-    if args.agent == "demo":
-        spec = [sys.executable, "-m", "acp_notebook.demo", "--delay", str(args.delay)]
     with tempfile.TemporaryDirectory(prefix="acp-tour-") as workdir:
+        if args.agent == "demo":
+            spec = [sys.executable, "-m", "acp_notebook.demo", "--delay", str(args.delay),
+                    "--state-dir", str(Path(workdir, "demo-sessions"))]
         Path(workdir, "notes.txt").write_text("tide pools\nlighthouses\nvolcanoes\n")
         try:
             with start(spec, cwd=workdir, permission="allow", name=args.agent) as agent:
                 info = agent.info
                 print(f"1. Started {info.get('title') or info.get('name')} {info.get('version', '')} "
-                      f"(ACP v{agent.protocol_version}) as `{' '.join(agent.command)}`", file=out)
+                      f"(ACP v{agent.protocol_version}) as {_shown_command(args.agent, agent.command)}", file=out)
                 session = agent.new_session()
                 print(f"2. New session {session.id}; the agent's config options, in its order:", file=out)
                 print(_options_table(session.config), file=out)

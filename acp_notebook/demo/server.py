@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._stdio import StdioError, open_stdio
+from .._stdio import StdioError, brief_bad_lines, open_stdio
 from .store import STATE_ENV, default_state_dir
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ async def serve(agent: DemoAgent) -> None:
     """Speak ACP on this process's stdin/stdout until the client closes stdin."""
     import acp
 
-    reader, writer = await open_stdio("the demo agent", "such as acpnb.start('demo') or Zed")
+    reader, writer = await open_stdio("the demo agent", "such as acpnb.start('demo') or Zed", screen=True)
     # The protocol owns the stdout pipe now; anything printed by accident goes to stderr.
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except argparse.ArgumentTypeError as exc:
             parser.error(f"${DELAY_ENV}: {exc}")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-notebook-demo: %(levelname)s %(message)s")
+    brief_bad_lines()
     with _lean_model_building():
         from .agent import DemoAgent  # imports the SDK and its schema models
     agent = DemoAgent(delay=delay, legacy=args.legacy, require_auth=args.require_auth, state_dir=args.state_dir)

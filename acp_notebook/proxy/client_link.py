@@ -20,6 +20,8 @@ import json
 import logging
 from typing import Any
 
+from .._stdio import read_line
+
 __all__ = ["ClientLink"]
 
 logger = logging.getLogger(__name__)
@@ -60,17 +62,7 @@ class ClientLink:
             return message
 
     async def _read_line(self) -> bytes:
-        pieces: list[bytes] = []
-        try:
-            while True:
-                try:
-                    pieces.append(await self._reader.readuntil(b"\n"))
-                    return b"".join(pieces)
-                except asyncio.LimitOverrunError as exc:
-                    pieces.append(await self._reader.readexactly(exc.consumed))
-        except asyncio.IncompleteReadError as exc:
-            pieces.append(exc.partial)
-            return b"".join(pieces)
+        return await read_line(self._reader)
 
     async def close(self) -> None:
         """Flush what is written; stdout itself stays open until the process ends."""
