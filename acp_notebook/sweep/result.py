@@ -27,7 +27,8 @@ from .columns import (
     score_column,
     scorer_names_in,
 )
-from .stats import Interval, mean_interval, percentile, sign_test, wilson_interval
+from .stats import (Interval, bootstrap_mean_interval, paired_proportions_interval, percentile, sign_test,
+                    wilson_interval)
 from .store import read_results, rows_to_csv
 
 __all__ = ["Comparison", "SweepResult", "SweepSummary", "load_run"]
@@ -42,7 +43,8 @@ def score_interval(rows: Sequence[Mapping[str, Any]], scorer: str, *, errors_as_
     """The mean score with its 95% interval.
 
     With one 0/1 score per sample, the Wilson interval of the proportion; otherwise (repeats, graded
-    scores) Student's t over the per-sample means, because trials of one sample are not independent.
+    scores) a seeded percentile bootstrap over the per-sample means, because trials of one sample are
+    not independent (its bounds stay within the scores' range, unlike a t interval on few samples).
     Failed trials are left out, or count as 0 with ``errors_as_zero``.
     """
     column = score_column(scorer)
@@ -58,7 +60,7 @@ def score_interval(rows: Sequence[Mapping[str, Any]], scorer: str, *, errors_as_
     values = [v for group in by_sample.values() for v in group]
     if all(v in (0.0, 1.0) for v in values) and all(len(g) == 1 for g in by_sample.values()):
         return wilson_interval(int(sum(values)), len(values))
-    return mean_interval([math.fsum(g) / len(g) for g in by_sample.values()])
+    return bootstrap_mean_interval([math.fsum(g) / len(g) for g in by_sample.values()])
 
 
 # --- summary ---------------------------------------------------------------------------------
@@ -178,8 +180,10 @@ def summarise(rows: Sequence[Mapping[str, Any]], models: Sequence[str], scorers:
 class Comparison:
     """Model ``a`` against model ``b`` on one scorer, over the samples both were scored on.
 
-    ``difference`` is mean(a) - mean(b) over those samples, with a 95% t interval over the paired
-    per-sample differences; ``p_value`` is the exact two-sided sign test on which model did better
+    ``difference`` is mean(a) - mean(b) over those samples, with a 95% interval that stays within
+    what a difference can be: on 0/1 scores Newcombe's hybrid score interval for paired proportions
+    (``interval`` = "newcombe"), otherwise a seeded percentile bootstrap of the per-sample
+    differences ("bootstrap"); see acp_notebook.sweep.stats. ``p_value`` is the exact two-sided sign test on which model did better
     per sample (on 0/1 scores with one trial per sample this is the exact McNemar test).
     """
 
@@ -197,6 +201,7 @@ class Comparison:
     ties: int
     p_value: float
     test: str
+    interval: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,8 +210,9 @@ class Comparison:
         if not self.samples:
             return f"{self.a} vs {self.b} on {self.scorer}: no sample was scored for both"
         interval = f" [{self.low:+.3f}, {self.high:+.3f}]" if self.low is not None else ""
+        method = {"newcombe": ", Newcombe", "bootstrap": ", bootstrap"}.get(self.interval, "")
         return (f"{self.a} vs {self.b} on {self.scorer}, {self.samples} shared samples: {self.mean_a:.3f} vs "
-                f"{self.mean_b:.3f}, difference {self.difference:+.3f}{interval} (95% CI); {self.a} better on "
+                f"{self.mean_b:.3f}, difference {self.difference:+.3f}{interval} (95% CI{method}); {self.a} better on "
                 f"{self.a_better}, {self.b} better on {self.b_better}, {self.ties} ties; {self.test} "
                 f"p = {self.p_value:.3g}")
 
@@ -236,11 +242,15 @@ def compare(rows: Sequence[Mapping[str, Any]], a: str, b: str, scorer: str) -> C
     test = "exact McNemar" if binary else "exact sign test"
     if not shared:
         return Comparison(a, b, scorer, 0, None, None, None, None, None, 0, 0, 0, 1.0, test)
-    interval = mean_interval(differences)
+    if binary:
+        both = sum(1 for s in shared if left[s] == right[s] == 1.0)
+        interval = paired_proportions_interval(both, a_better, b_better, len(shared) - both - a_better - b_better)
+    else:
+        interval = bootstrap_mean_interval(differences)
     return Comparison(a, b, scorer, len(shared), math.fsum(left[s] for s in shared) / len(shared),
                       math.fsum(right[s] for s in shared) / len(shared), interval.estimate, interval.low,
                       interval.high, a_better, b_better, len(shared) - a_better - b_better,
-                      sign_test(a_better, b_better), test)
+                      sign_test(a_better, b_better), test, interval.method)
 
 
 def _require_pandas():

@@ -1,20 +1,34 @@
 """The statistics of sweep summaries and comparisons, in plain Python: intervals, percentiles, a paired test.
 
-Why no numpy/scipy: every quantity here has a well-known closed form or a short exact sum (the
-Wilson score interval, Student's t through the regularised incomplete beta function, the exact
-binomial sign test, which on 0/1 scores is the exact McNemar test), so a sweep's summary needs
-no extra install. Pure functions, safe from any thread.
+Every interval for scores stays within what the scores can be, however few the samples:
+- a 0/1 score's rate: the Wilson score interval;
+- two models' paired 0/1 scores: Newcombe's hybrid score interval for the difference of paired
+  proportions (method 10 of Newcombe 1998, "Improved confidence intervals for the difference
+  between binomial proportions based on paired data"): the two Wilson intervals combined with the
+  pairs' correlation, always within [-1, 1];
+- graded scores (and means over repeats), one model or a paired difference: a percentile bootstrap
+  over the samples, with a fixed seed so a summary reads the same each time; its bounds are means
+  of observed values, so they never leave the scores' range.
+Student's t (``mean_interval``) remains for quantities without bounds. The sign test is exact
+(on 0/1 scores, the exact McNemar test).
+
+Why no numpy/scipy: each of these is a closed form, a short exact sum or a few thousand resamples,
+so a sweep's summary needs no extra install. Pure functions, safe from any thread.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Interval", "mean_interval", "percentile", "sign_test", "t_quantile", "wilson_interval"]
+__all__ = ["Interval", "bootstrap_mean_interval", "mean_interval", "paired_proportions_interval", "percentile",
+           "sign_test", "t_quantile", "wilson_interval"]
 
 Z_95 = 1.959963984540054  # the standard normal's 97.5th percentile
+BOOTSTRAP_RESAMPLES = 4000
+BOOTSTRAP_SEED = 20260
 
 
 @dataclass(frozen=True)
@@ -123,6 +137,50 @@ def mean_interval(values: Sequence[float]) -> Interval:
     variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
     half = t_quantile(0.975, n - 1) * math.sqrt(variance / n)
     return Interval(mean, mean - half, mean + half, n, "t")
+
+
+def paired_proportions_interval(both: int, only_a: int, only_b: int, neither: int, z: float = Z_95) -> Interval:
+    """The difference rate(a) - rate(b) of paired 0/1 outcomes, with Newcombe's hybrid score interval (method 10).
+
+    The counts are the pairs' 2x2 table: both 1, only a 1, only b 1, both 0. Each rate gets its
+    Wilson interval; the two are combined ("square and add") with phi, the pairs' correlation,
+    estimated as Newcombe does: (both*neither - only_a*only_b - n/2) / sqrt(product of the margins)
+    when the cross-product exceeds n/2, 0 between 0 and n/2, unadjusted below 0, and 0 when a margin
+    is empty.
+    """
+    n = both + only_a + only_b + neither
+    if n <= 0:
+        raise ValueError("a paired difference needs at least one pair")
+    a, b = wilson_interval(both + only_a, n, z), wilson_interval(both + only_b, n, z)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    cross = both * neither - only_a * only_b
+    phi = 0.0
+    if margins:
+        phi = (cross - n / 2) / math.sqrt(margins) if cross > n / 2 else min(cross, 0) / math.sqrt(margins)
+    difference = a.estimate - b.estimate
+    below_a, above_a = a.estimate - a.low, a.high - a.estimate
+    below_b, above_b = b.estimate - b.low, b.high - b.estimate
+    low = difference - math.sqrt(max(0.0, below_a ** 2 - 2 * phi * below_a * above_b + above_b ** 2))
+    high = difference + math.sqrt(max(0.0, above_a ** 2 - 2 * phi * above_a * below_b + below_b ** 2))
+    return Interval(difference, max(-1.0, low), min(1.0, high), n, "newcombe")
+
+
+def bootstrap_mean_interval(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                            seed: int = BOOTSTRAP_SEED) -> Interval:
+    """The mean with a 95% percentile bootstrap interval: the 2.5th and 97.5th percentiles of the means of
+    ``resamples`` resamples (with replacement) of ``values``. Seeded, so the same values give the same
+    interval; the bounds lie between the smallest and the largest value. One value: no interval."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("a mean needs at least one value")
+    mean = math.fsum(values) / n
+    if n == 1:
+        return Interval(mean, None, None, 1, "bootstrap")
+    rng = random.Random(seed)
+    means = [math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples)]
+    low, high = percentile(means, 2.5), percentile(means, 97.5)
+    # A mean of values is within their range; rounding in the sums must not put a bound a hair outside.
+    return Interval(mean, max(min(values), low), min(max(values), high), n, "bootstrap")
 
 
 def sign_test(wins: int, losses: int) -> float:
