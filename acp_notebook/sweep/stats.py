@@ -180,7 +180,10 @@ def bootstrap_mean_interval(values: Sequence[float], *, resamples: int = BOOTSTR
     means = [math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples)]
     low, high = percentile(means, 2.5), percentile(means, 97.5)
     # A mean of values is within their range; rounding in the sums must not put a bound a hair outside.
-    return Interval(mean, max(min(values), low), min(max(values), high), n, "bootstrap")
+    def within(bound: float) -> float:
+        return min(max(bound, min(values)), max(values))
+
+    return Interval(mean, within(low), within(high), n, "bootstrap")
 
 
 def sign_test(wins: int, losses: int) -> float:
