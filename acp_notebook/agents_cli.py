@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from html import escape
 from pathlib import Path
 
+from . import _term
 from .client import Agent, Session, start
 from .errors import AcpError, ConfigOptionError, RpcError
 from .launch import AgentSpec, agents, registered
@@ -62,12 +63,17 @@ class CheckTable(list):
     def rows(self) -> list[list[str]]:
         return [result.row() for result in self]
 
+    def text(self, columns: int | None = None) -> str:
+        """The table within ``columns`` characters (default: the terminal's width), long cells wrapped."""
+        columns = columns or _term.width()
+        lines = [_term.table(HEADERS, self.rows(), columns, wrapped=range(1, len(HEADERS)))]
+        if any("*" in o for r in self for o in r.config_options):
+            lines.append(_term.wrap("(* = from the old modes/models fields: mode through session/set_mode, "
+                                    "model read-only)", columns))
+        return "\n".join(lines)
+
     def __str__(self) -> str:
-        rows = [HEADERS, *self.rows()]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS) - 1)]
-        lines = ["  ".join([*(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])), row[-1]]) for row in rows]
-        legend = "(* = from the old modes/models fields: mode through session/set_mode, model read-only)"
-        return "\n".join(lines + ([legend] if any("*" in o for r in self for o in r.config_options) else []))
+        return self.text()
 
     def __repr__(self) -> str:
         return str(self)
@@ -191,13 +197,9 @@ def check_agents(names: Iterable[str] | None = None, *, timeout: float = DEFAULT
 
 
 def _print_registry() -> None:
-    rows = [("name", "installed", "runs via", "command", "missing")]
-    for status in agents().values():
-        rows.append((status.name, "yes" if status.installed else "no", status.how, shlex.join(status.command),
-                     status.missing or "-"))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row in rows:
-        print("  ".join([*(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])), row[4]]))
+    rows = [[status.name, "yes" if status.installed else "no", status.how, shlex.join(status.command),
+             status.missing or "-"] for status in agents().values()]
+    print(_term.table(["name", "installed", "runs via", "command", "missing"], rows, wrapped={2, 3, 4}))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,6 +222,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown agent(s): {', '.join(unknown)} (known: {', '.join(agents())})")
     table = check_agents(args.names, timeout=args.timeout)
-    print(json.dumps(table.to_json(), indent=1) if args.json else table)
+    print(json.dumps(table.to_json(), indent=1) if args.json else table.text())
     failed = [r.name for r in table if r.installed and not r.ok]
     return 1 if failed else 0

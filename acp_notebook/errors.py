@@ -41,11 +41,15 @@ class AcpError(Exception):
         return f"{self.message}\nHint: {self.hint}" if self.hint else self.message
 
     # IPython calls this instead of formatting a traceback (see IPython's
-    # InteractiveShell.showtraceback); a user gets one screen, not 40 frames.
+    # InteractiveShell.showtraceback); a user gets one screen, not 40 frames. Coloured only where
+    # colours are wanted: not with NO_COLOR, IPython's NoColor scheme, or output to a file.
     def _render_traceback_(self) -> list[str]:
-        lines = [f"\x1b[31m{type(self).__name__}\x1b[0m: {self.message}"]
+        from ._term import colour_on
+
+        red, dim, plain = ("\x1b[31m", "\x1b[2m", "\x1b[0m") if colour_on() else ("", "", "")
+        lines = [f"{red}{type(self).__name__}{plain}: {self.message}"]
         if self.hint:
-            lines.append(f"\x1b[2mHint: {self.hint}\x1b[0m")
+            lines.append(f"{dim}Hint: {self.hint}{plain}")
         return lines
 
 

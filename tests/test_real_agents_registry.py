@@ -257,7 +257,7 @@ def test_check_of_the_demo_agent():
     assert row.ok and row.starts.startswith("yes (") and row.session_new.startswith("yes (")
     assert row.config_options == ["model", "mode", "tone", "show_thoughts"]
     assert row.set_works == "yes: model=smart" and row.auth == "none needed"
-    text = str(table)
+    text = table.text(400)  # wide enough for every cell on one line
     assert text.splitlines()[0].split() == ["agent", "version", "starts", "session/new", "config", "options",
                                             "set", "works", "auth"]
     assert "<th>session/new</th>" in table._repr_html_() and "yes: model=smart" in table._repr_html_()
@@ -287,7 +287,7 @@ def test_agents_cli_check_json_and_usage_errors(tmp_path):
     assert done.returncode == 0, done.stderr  # a missing agent is not a failure of the check
     demo, claude = json.loads(done.stdout)
     assert demo["ok"] and demo["set_works"] == "yes: model=smart" and not claude["installed"]
-    listed = run_cli(env=env)
+    listed = run_cli(env={**env, "COLUMNS": "400"})  # a terminal wide enough for every cell on one line
     assert listed.returncode == 0 and "missing" in listed.stdout.splitlines()[0]
     assert "the package: Install it with `npm install -g @zed-industries/claude-agent-acp@0.23.1`" in listed.stdout
     assert run_cli("--check", "nobody").returncode == 2

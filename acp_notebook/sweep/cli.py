@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import _term
+
 __all__ = ["build_parser", "main", "read_prompts"]
 
 EPILOG = """\
@@ -32,17 +34,19 @@ exit status: 0 when the sweep ran (some trials may have failed; see the summary)
 failed, 2 on a usage error, 130 when interrupted.
 
 examples:
-  acp-notebook sweep --model demo:fast --model demo:smart --prompt hello --repeats 3
-  acp-notebook sweep --dataset tasks.jsonl --model demo:fast --model demo:smart --scorer numeric \\
-      --scorer includes --out runs/arith --compare demo:smart demo:fast --plot scores.png
-  acp-notebook sweep --agent "acp-notebook proxy --agent a=demo --agent b=demo" --model a:fast \\
-      --model b:smart --prompt hello
+  acp-notebook sweep --model demo:fast --model demo:smart --prompt hello \\
+      --repeats 3
+  acp-notebook sweep --dataset tasks.jsonl --model demo:fast \\
+      --model demo:smart --scorer numeric --scorer includes --out runs/arith \\
+      --compare demo:smart demo:fast --plot scores.png
+  acp-notebook sweep --model a:fast --model b:smart --prompt hello \\
+      --agent "acp-notebook proxy --agent a=demo --agent b=demo"
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="acp-notebook sweep", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="acp-notebook sweep", epilog=EPILOG, formatter_class=_term.ParagraphHelpFormatter,
         description="Send a dataset's prompts to several agent:model ids, score the replies, and summarise "
                     "accuracy, latency, tokens and cost per model.")
     add = parser.add_argument
@@ -208,21 +212,24 @@ def _report(result: Any, args: argparse.Namespace) -> None:
         print(json.dumps({"summary": list(summary), "comparisons": [c.to_dict() for c in comparisons],
                           "out": args.out, "stopped": result.metadata.get("stopped")}, indent=1))
         return
-    print(summary)
+    columns = _term.width()
+    print(summary.text(columns))
     print()
     for comparison in comparisons:
-        print(comparison)
+        print(_term.wrap(str(comparison), columns))
     failed = len(result.failed)
     line = f"{len(result)} trials: {len(result) - failed} ok, {failed} failed"
     if result.metadata.get("skipped"):
         line += f" ({result.metadata['skipped']} resumed from {args.out})"
     if args.out:
         line += f"; results in {args.out}"
-    print(line)
+    print(_term.wrap(line, columns))
     if result.metadata.get("stopped"):
-        print(f"stopped early: {result.metadata['stopped']}; run the same command with a larger --budget to go on")
+        print(_term.wrap(f"stopped early: {result.metadata['stopped']}; run the same command with a larger "
+                         "--budget to go on", columns))
     for row in result.failed[:5]:
-        print(f"  {row['model']} sample {row['sample_id']} repeat {row['repeat']}: {row['error']}")
+        print(_term.wrap(f"  {row['model']} sample {row['sample_id']} repeat {row['repeat']}: {row['error']}",
+                         columns, indent="    "))
     if failed > 5:
         print(f"  ... {failed - 5} more (see the error column)")
     if args.plot:

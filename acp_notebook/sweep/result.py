@@ -27,6 +27,7 @@ from .columns import (
     score_column,
     scorer_names_in,
 )
+from .. import _term
 from .stats import (Interval, bootstrap_mean_interval, paired_proportions_interval, percentile, sign_test,
                     wilson_interval)
 from .store import read_results, rows_to_csv
@@ -93,17 +94,14 @@ class SweepSummary(list):
                     getters.append(lambda row, column=column: _format(column, row.get(column)))
         return header, [[get(row) for get in getters] for row in self]
 
-    def __str__(self) -> str:
+    def text(self, columns: int | None = None) -> str:
+        """The table within ``columns`` characters (default: the terminal's width); figures are never
+        broken: columns that do not fit continue in a block below, which repeats the model."""
         header, cells = self._table()
-        table = [header, *cells]
-        widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-        lines = []
-        for number, line in enumerate(table):
-            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(line, widths))).rstrip())
-            if number == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        return _term.table(header, cells, columns, right=range(1, len(header)), rule=True)
+
+    def __str__(self) -> str:
+        return self.text()
 
     def __repr__(self) -> str:
         return str(self)
