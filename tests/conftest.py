@@ -18,6 +18,7 @@ import pytest
 
 DEMO_STATE_ENV = "ACP_NOTEBOOK_DEMO_STATE"  # acp_notebook.demo.store.STATE_ENV, without importing the package
 PROXY_STATE_ENV = "ACP_NOTEBOOK_PROXY_STATE"  # acp_notebook.proxy.ids.STATE_ENV
+SESSION_STORE_ENV = "ACPNB_STATE_DIR"  # acp_notebook.magics.store.STATE_ENV: the magics' session store
 
 
 @contextlib.contextmanager
@@ -44,4 +45,11 @@ def demo_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def proxy_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The proxy's state directory for this test run."""
     with _variable_pointing_at(PROXY_STATE_ENV, tmp_path_factory.mktemp("proxy-state")) as state:
+        yield state
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_store_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The magics' session store for this test run (kernels started by tests inherit it)."""
+    with _variable_pointing_at(SESSION_STORE_ENV, tmp_path_factory.mktemp("session-store")) as state:
         yield state

@@ -6,7 +6,9 @@ The package, by job:
 - ``commands``: the Runner that carries the commands out;
 - ``cells``: the %%acp cell machinery (awaiting cells, interrupts, the input transformer);
 - ``registry``: the notebook's agents, sessions, panels and session records;
-- ``records`` / ``resume``: what the saved notebook remembers, and reopening it after a restart;
+- ``records`` / ``store`` / ``resume`` / ``resumable`` / ``restore``: what the saved notebook and the local
+  session store remember, reopening a session after a restart, listing them, and putting back lost settings;
+- ``session_ids``: ids or their prefixes in resume, load and sessions --delete;
 - ``hints``: advice in magic syntax;
 - ``magic``: the thin AcpMagics class and the extension's load/unload hooks.
 

@@ -23,7 +23,7 @@ from IPython.display import display
 
 from ..client import PermissionRequest, Session
 from ..client import start as start_agent
-from ..errors import AcpError, ConfigOptionError, RpcError
+from ..errors import AcpError, AgentStartError, ConfigOptionError, RpcError
 from ..launch import auth_hint
 from ..widgets.chat import TurnView
 from ..widgets.forms import FormAsker
@@ -31,8 +31,10 @@ from ..widgets.labels import bound_agent, value_label
 from ..widgets.permission import PermissionAsker
 from ..widgets.sessions import SessionTable
 from . import grammar as g
+from .records import notebook_path
 from .registry import AgentEntry, NotebookAgents, env_names, launch_of
-from .resume import choose_record, reopen, resume_note
+from .restore import restore_options
+from .resume import choose_record, reopen, resumable, resume_note
 from .session_ids import resolve_session_id, unknown_session_id
 
 __all__ = ["Runner", "auth_methods_text"]
@@ -77,13 +79,14 @@ class Runner:
 
     def __init__(self, magics: Any) -> None:
         self.magics = magics
-        self.agents = NotebookAgents(lambda: magics.default_agent)
+        self.agents = NotebookAgents(lambda: magics.default_agent, notebook=self._notebook)
         self.last_view: TurnView | None = None  # the view of the latest %%acp cell
         self._handlers = {
             g.Start: self.start, g.Proxy: self.proxy, g.ShowPanel: self.show_panel, g.SetOptions: self.set_options,
             g.NewSession: self.new_session, g.ListSessions: self.list_sessions, g.LoadSession: self.load_session,
             g.ShowLog: self.show_log, g.Stop: self.stop, g.Use: self.use, g.Cancel: self.cancel,
-            g.Authenticate: self.authenticate, g.Logout: self.logout, g.Resume: self.resume,
+            g.Authenticate: self.authenticate, g.Logout: self.logout,
+            g.Resume: lambda c: self.list_resumable(c) if c.listing else self.resume(c),
             g.Help: lambda _c: print(g.help_text()),
         }
 
@@ -91,6 +94,9 @@ class Runner:
         self._handlers[type(command)](command)
 
     # --- helpers ---------------------------------------------------------------------
+    def _notebook(self) -> Any:
+        return notebook_path(getattr(getattr(self.magics, "shell", None), "user_ns", None))
+
     def _timeout(self, explicit: float | None = None) -> float:
         return explicit or self.magics.timeout
 
@@ -213,13 +219,15 @@ class Runner:
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def resume(self, command: g.Resume) -> Session:
-        """Restart the agent of one of the notebook's sessions and reopen the session (see resume.py)."""
+        """Restart the agent of one of the notebook's sessions, reopen the session and put back the option
+        values the agent lost (see resume.py, restore.py)."""
         shell = getattr(self.magics, "shell", None)
         record = choose_record(command.session_id, command.notebook, self.agents.records(),
                                getattr(shell, "user_ns", None))
         alias = command.alias or record.alias
         entry = self.agents.agents.get(alias)
         open_here = entry.sessions.get(record.session_id) if entry is not None else None
+        restored = ""
         if entry is not None and entry.agent.running and open_here is not None and not open_here.closed:
             how = "already open here"
             session = open_here
@@ -229,12 +237,18 @@ class Runner:
                                  f"resumed one its own: %acp resume {record.session_id} --name {alias}2")
             if entry is None or not entry.agent.running:
                 entry = self._restart(record, alias, command)
-            session, how = reopen(entry.agent, record, self._timeout(command.timeout))
+            session, how = reopen(entry.agent, record, self._timeout(command.timeout), gone=self.agents.mark_gone)
+            restored = restore_options(session, record.options, self._timeout(command.timeout)).line()
         self.agents.use(alias)
         self.open(entry, session, title_hint=record.title, show=False)
-        print(resume_note(record, how, dict(command.env)))
+        print("\n".join(line for line in (resume_note(record, how, dict(command.env)), restored) if line))
         self.agents.panel(entry, session).show()
         return session
+
+    def list_resumable(self, command: g.Resume) -> None:
+        """``%acp resume --list``: every session this kernel could resume, newest first."""
+        shell = getattr(self.magics, "shell", None)
+        display(resumable(command.notebook, self.agents.records(), getattr(shell, "user_ns", None)), raw=True)
 
     def _restart(self, record: Any, alias: str, command: g.Resume) -> AgentEntry:
         if "object" in record.launch:
@@ -247,14 +261,21 @@ class Runner:
                              f"the start; run it again with %acp start --replay {path}")
         env = dict(command.env) or None
         timeout = self._timeout(command.timeout)
-        if "proxy" in record.launch:
-            from ..proxy import start_proxy
+        try:
+            if "proxy" in record.launch:
+                from ..proxy import start_proxy
 
-            agent = start_proxy(dict(record.launch["proxy"]), cwd=record.agent_cwd, env=env, timeout=timeout,
-                                name=alias)
-        else:
-            spec = record.launch.get("argv") or record.launch["spec"]
-            agent = start_agent(spec, cwd=record.agent_cwd, env=env, timeout=timeout, name=alias)
+                agent = start_proxy(dict(record.launch["proxy"]), cwd=record.agent_cwd, env=env, timeout=timeout,
+                                    name=alias)
+            else:
+                spec = record.launch.get("argv") or record.launch["spec"]
+                agent = start_agent(spec, cwd=record.agent_cwd, env=env, timeout=timeout, name=alias)
+        except AgentStartError as exc:
+            raise AgentStartError(
+                f"%acp resume: agent {alias!r} ({record.start_line()}) could not be started again to reopen "
+                f"{record.describe()}: {exc.message}", command=exc.command, exit_code=exc.exit_code,
+                hint="Is it still installed? `acp-notebook agents` lists the agents found on this machine; once it "
+                     f"starts, %acp resume {record.session_id} reopens the session.") from None
         return self.agents.adopt(alias, agent, dict(record.launch), record.env_names)
 
     # --- the session panel and settings ----------------------------------------------

@@ -119,6 +119,7 @@ class Resume:
     alias: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     timeout: float | None = None
+    listing: bool = False  # --list: show the resumable sessions instead
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,14 @@ def _resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", "-n", dest="alias")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--timeout", type=float)
+    parser.add_argument("--list", dest="listing", action="store_true")
+
+
+def _build_resume(args: argparse.Namespace) -> Resume:
+    if args.listing and (args.session_id or args.alias or args.env):
+        raise UsageError("%acp resume --list shows the resumable sessions: give no ID, --name or --env with it")
+    return Resume(args.session_id, args.notebook, args.alias, _pairs(args.env, "KEY=VALUE", "resume"), args.timeout,
+                  listing=args.listing)
 
 
 def _stop_arguments(parser: argparse.ArgumentParser) -> None:
@@ -326,10 +335,11 @@ COMMANDS: tuple[Verb, ...] = (
     Verb("load", _one_with_agent("ID"), lambda a: LoadSession(a.target, a.alias), (
         ("%acp load ID", "reopen a past session (the agent replays it; an id prefix will do)"),
     )),
-    Verb("resume", _resume_arguments, lambda a: Resume(a.session_id, a.notebook, a.alias,
-                                                       _pairs(a.env, "KEY=VALUE", "resume"), a.timeout), (
-        ("%acp resume", "after a kernel restart: restart the agent and reopen this notebook's last session"),
-        ("%acp resume ID", "... or the session ID (see the notebook's saved outputs)"),
+    Verb("resume", _resume_arguments, _build_resume, (
+        ("%acp resume", "after a kernel restart (saved or not): restart the agent and reopen this notebook's last "
+                        "session, with the settings it had"),
+        ("%acp resume ID", "... or the session ID (an id prefix will do)"),
+        ("%acp resume --list", "the sessions you can resume: agent, title, when, where, model"),
     )),
     Verb("log", _log_arguments, _build_log, (
         ("%acp log", "the protocol inspector: every frame, live, JSON on demand"),

@@ -2,10 +2,11 @@
 
 A record says how to get the session back after the kernel is gone: how its agent was started
 (a registered name, a command line, or the proxy and its agents), the directories, the
-session id, its last title and when it was last used. Panels and turn outputs carry it under
+session id, its last title, the option values in force (in the agent's order, so that a
+reopened session can get back those its agent lost) and when it was last used. Panels and turn outputs carry it under
 ``metadata["acp_notebook"]["session"]``, kept current by ``update_display`` like the rest of
-the output, so the saved ``.ipynb`` holds the latest record of each session. ``%acp resume``
-reads them back from the notebook file.
+the output, so the saved ``.ipynb`` holds the latest record of each session. The same records
+go to the local session store at once (store.py). ``%acp resume`` reads both back.
 
 Never saved: environment values (``--env`` may carry keys); only their names, so resume can
 say which to pass again. Plain data and file reading; no IPython, no widgets; any thread.
@@ -42,13 +43,20 @@ class SessionRecord:
     title: str | None = None
     closed: bool = False
     at: float = 0.0  # when the session was last opened or prompted (time.time())
+    options: tuple[tuple[str, str | bool], ...] = ()  # (option id, value) in force, in the agent's order
     version: int = field(default=RECORD_VERSION)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["launch"] = dict(self.launch)
         data["env_names"] = list(self.env_names)
+        data["options"] = [[option_id, value] for option_id, value in self.options]
         return data
+
+    @property
+    def model(self) -> str | None:
+        """The recorded value of the option with id ``model`` (for listings)."""
+        return next((str(value) for option_id, value in self.options if option_id == "model"), None)
 
     @classmethod
     def from_json(cls, data: Any) -> SessionRecord | None:
@@ -65,7 +73,8 @@ class SessionRecord:
                    cwd=str(data.get("cwd") or os.getcwd()), agent_cwd=str(data.get("agent_cwd") or os.getcwd()),
                    env_names=tuple(str(n) for n in data.get("env_names") or ()),
                    title=data.get("title") if isinstance(data.get("title"), str) else None,
-                   closed=bool(data.get("closed")), at=float(data.get("at") or 0.0))
+                   closed=bool(data.get("closed")), at=float(data.get("at") or 0.0),
+                   options=_options(data.get("options")))
 
     def metadata(self) -> dict[str, Any]:
         """The output metadata that carries this record."""
@@ -90,6 +99,14 @@ class SessionRecord:
         """One line for messages: id, title and agent."""
         title = f' "{self.title}"' if self.title else ""
         return f"session {self.session_id}{title} of {self.alias}"
+
+
+def _options(data: Any) -> tuple[tuple[str, str | bool], ...]:
+    """The recorded option values; pairs of another shape are left out (older or foreign records)."""
+    if not isinstance(data, list):
+        return ()
+    return tuple((pair[0], pair[1]) for pair in data if isinstance(pair, list) and len(pair) == 2
+                 and isinstance(pair[0], str) and isinstance(pair[1], (str, bool)))
 
 
 def notebook_path(user_ns: Mapping[str, Any] | None = None) -> Path | None:

@@ -1,18 +1,26 @@
 """The notebook's agents: which agents this kernel started, under which names, their sessions, their
 panels, and the records that let a later kernel reopen those sessions.
 
-Threads: every method that changes the registry runs on the kernel thread (the magics).
-Two things are read from the background loop thread, while outputs are published: the
-session records (``metadata_for``) and the title hints. Those live in dicts guarded by
-``_lock`` and are replaced, never mutated, by the kernel thread.
+Every record is also written at once to the local session store (store.py), and again when
+the session's title or option values change, so a later kernel can resume it unsaved.
+
+Threads: every method that changes the agents runs on the kernel thread (the magics).
+The session records are read on the background loop thread while outputs are published
+(``metadata_for``) and rewritten there when the agent changes a title or an option
+(``_on_state``); they, and the title hints, live in dicts guarded by ``_lock`` and are
+replaced, never mutated.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,6 +30,7 @@ from ..client import Agent, Session, set_current
 from ..widgets.labels import agent_label
 from ..widgets.panel import SessionPanel
 from .records import SessionRecord
+from .store import SessionStore, open_store
 
 __all__ = ["AgentEntry", "NotebookAgents", "env_names", "launch_of"]
 
@@ -46,8 +55,11 @@ class AgentEntry:
 class NotebookAgents:
     """The agents of this notebook, the current one, and a record of every session opened here."""
 
-    def __init__(self, default_agent: Callable[[], str]) -> None:
+    def __init__(self, default_agent: Callable[[], str], notebook: Callable[[], Path | None] = lambda: None) -> None:
         self._default_agent = default_agent
+        self._notebook = notebook  # the notebook this kernel runs for, when it knows
+        self._store: SessionStore | None = None
+        self._watched: dict[str, Callable[[], None]] = {}  # session id -> stop observing its state
         self.agents: dict[str, AgentEntry] = {}
         self.current_alias: str | None = None
         self._lock = threading.Lock()
@@ -127,10 +139,12 @@ class NotebookAgents:
         """``session`` becomes the agent's session (and the notebook's, if the agent is current)."""
         entry.session = session
         entry.sessions[session.id] = session
-        self.touch(entry, session, title=title_hint)
         if title_hint:
             with self._lock:
                 self._title_hints = {**self._title_hints, session.id: title_hint}
+        self._store = open_store()  # here, on the kernel thread: a warning lands in this cell
+        self.touch(entry, session, title=title_hint)
+        self._watch(entry, session)
         if self.current_alias == entry.alias:
             set_current(session)
 
@@ -145,27 +159,68 @@ class NotebookAgents:
 
     def touch(self, entry: AgentEntry, session: Session, *, title: str | None = None) -> None:
         """Record that the session was used now (opened, prompted, changed)."""
-        record = SessionRecord(
-            session_id=session.id, alias=entry.alias, launch=entry.launch, cwd=session.cwd,
-            agent_cwd=entry.agent.cwd, env_names=entry.env_names, title=session.title or title, at=time.time())
+        self._record(entry, session, at=time.time(), title=title, closed=False)
+
+    def _record(self, entry: AgentEntry, session: Session, *, at: float | None = None, title: str | None = None,
+                closed: bool | None = None) -> None:
+        """Rewrite the session's record from its state (any thread); the store gets it too. The title is the
+        agent's, else the one recorded before (a resumed session keeps its name until the agent sends one)."""
         with self._lock:
+            known = self._records.get(session.id)
+            record = SessionRecord(
+                session_id=session.id, alias=entry.alias, launch=entry.launch, cwd=session.cwd,
+                agent_cwd=entry.agent.cwd, env_names=entry.env_names,
+                title=session.title or title or (known.title if known else None),
+                closed=closed if closed is not None else bool(known and known.closed),
+                at=at if at is not None else (known.at if known else time.time()),
+                options=tuple((o.id, o.value) for o in session.config if not o.read_only))
             self._records = {**self._records, session.id: record}
+        self._save(record)
+
+    def _save(self, record: SessionRecord) -> None:
+        if self._store is not None:
+            notebook = self._notebook()
+            self._store.save(record, notebook=str(notebook) if notebook else None, workdir=os.getcwd(),
+                             kernel_id=_kernel_id())
+
+    def _watch(self, entry: AgentEntry, session: Session) -> None:
+        """Rewrite the record when the agent changes the session's title or options (loop thread)."""
+        if session.id in self._watched:
+            self._watched.pop(session.id)()
+
+        def changed(event: Any) -> None:
+            if event.kind in ("config", "info") and not session.closed:
+                self._record(entry, session)
+
+        self._watched[session.id] = session.state.observe(changed)
 
     def forget_session(self, entry: AgentEntry, session_id: str, reason: str) -> None:
-        """The agent deleted a session: its record is dropped (``%acp resume`` here will not pick it, and
-        the panel's last output no longer carries it) and its panel shows it closed, saying ``reason``.
+        """The agent deleted a session: its record is dropped (``%acp resume`` will not pick it, here or in the
+        store, and the panel's last output no longer carries it) and its panel shows it closed, saying ``reason``.
         The agent's current session, if it was this one, stays closed: the magics then say to open a new one."""
         with self._lock:
+            record = self._records.get(session_id)
             self._records = {sid: r for sid, r in self._records.items() if sid != session_id}
+        if record is not None and self._store is not None:
+            self._store.forget(record)
         panel = entry.panels.get(session_id)
         if panel is not None:
             panel.close(reason)
 
+    def mark_gone(self, record: SessionRecord) -> None:
+        """The record's agent no longer has its session: the store stops offering it first."""
+        store = self._store or open_store()
+        if store is not None:
+            store.mark_gone(record)
+
     def _mark_closed(self, session_id: str) -> None:
         with self._lock:
             record = self._records.get(session_id)
-            if record is not None:
-                self._records = {**self._records, session_id: replace(record, closed=True)}
+            if record is None:
+                return
+            record = replace(record, closed=True)
+            self._records = {**self._records, session_id: record}
+        self._save(record)
 
     def title_hint(self, session: Session) -> str | None:
         with self._lock:
@@ -203,6 +258,21 @@ class NotebookAgents:
             len(named), f"its {len(named)} sessions ({', '.join(named)})")
         label = agent_label(sessions[0]) if sessions else entry.agent.name
         return f"Stopped agent '{entry.alias}' ({label}) and closed {what}; its panels show it closed."
+
+
+@functools.cache
+def _kernel_id() -> str | None:
+    """This kernel's id (its connection file is kernel-ID.json), when it runs under Jupyter. A process
+    that has not imported ipykernel is no kernel: nothing is imported for the question."""
+    if "ipykernel" not in sys.modules:
+        return None
+    try:
+        from ipykernel.connect import get_connection_file
+
+        name = Path(get_connection_file()).stem
+    except Exception:  # an IPython without a kernel app: there is no id to record
+        return None
+    return name.removeprefix("kernel-") or None
 
 
 def launch_of(spec: Any) -> dict[str, Any]:

@@ -1,9 +1,13 @@
 """Resuming a notebook's session after a kernel restart: ``%acp resume`` and ``acpnb.resume()``.
 
-Which session: the one named, else the one used last, among the records the notebook keeps
-in its saved outputs (records.py) and those of this kernel. How: start its agent again the
-way it was started, then ``session/resume`` if the agent offers it, else ``session/load``,
-else say plainly that this agent cannot reopen sessions.
+Which session: the one named (an id or a unique prefix), else the one used last among the
+records of this notebook: those its saved outputs keep (records.py), those of this kernel, and
+those of the local session store (store.py) for this notebook; newest wins. A kernel that
+knows no notebook (jupyter console, nbclient, a script) takes the store's sessions started in
+its working directory. A session whose agent no longer had it is not picked without its id.
+How: start its agent again the way it was started, then ``session/resume`` if the agent
+offers it, else ``session/load``, else say plainly that this agent cannot reopen sessions;
+then put back the option values the agent lost (restore.py).
 
 This module is imported by ``import acp_notebook`` (for ``acpnb.resume``): it must not import
 IPython or ipywidgets at module level. Runs on the calling thread (the kernel thread in a
@@ -12,55 +16,79 @@ notebook); the agent's I/O runs on the background loop as for every call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..client import Agent, Session
 from ..errors import AcpError, CapabilityError, RpcError
 from .records import SessionRecord, latest_records, notebook_path, read_notebook_records
+from .resumable import resumable_rows, resumable_table
 from .session_ids import resolve_session_id, unknown_session_id, usage_error
+from .store import StoredSession, open_store
 
-__all__ = ["choose_record", "reopen", "resume", "resume_note"]
+__all__ = ["choose_record", "reopen", "resumable", "resume", "resume_note"]
 
 
-def _notebook_records(notebook: str | None, user_ns: Mapping[str, Any] | None) -> tuple[list[SessionRecord], str]:
+def _notebook_records(path: Path | None, explicit: bool) -> tuple[list[SessionRecord], str]:
     """Records saved in the notebook file, and where they were looked for (for messages)."""
-    path = Path(notebook).expanduser() if notebook else notebook_path(user_ns)
     if path is None:
-        return [], "this kernel (it does not know its notebook's file: pass --notebook PATH)"
+        return [], f"this kernel or the session store for {os.getcwd()} (this kernel knows no notebook file)"
     if not path.is_file():
-        if notebook:
+        if explicit:
             raise usage_error(f"%acp resume: no notebook at {path}")
-        return [], f"this kernel and {path} (not saved yet)"
+        return [], f"this kernel, the session store and {path} (not saved yet)"
     try:
-        return read_notebook_records(path), f"{path} and this kernel"
+        return read_notebook_records(path), f"{path}, this kernel and the session store"
     except (OSError, ValueError) as exc:
         raise usage_error(f"%acp resume: cannot read {path}: {exc}") from None
+
+
+def _stored(path: Path | None, everywhere: bool) -> list[StoredSession]:
+    """The store's rows: all of them, else this notebook's, else (no notebook) this working directory's."""
+    store = open_store()
+    if store is None:
+        return []
+    if everywhere:
+        return store.sessions()
+    return store.sessions(notebook=str(path)) if path is not None else store.sessions(workdir=os.getcwd())
 
 
 def choose_record(session_id: str | None, notebook: str | None, known: Sequence[SessionRecord],
                   user_ns: Mapping[str, Any] | None) -> SessionRecord:
     """The record to resume: ``session_id`` (or a unique prefix of it), else the most recently used."""
-    saved, where = _notebook_records(notebook, user_ns)
-    records = latest_records([*saved, *known])
-    if not records:
-        raise usage_error(f"%acp resume: no session to resume: none is recorded in {where}. "
-                           "Save the notebook after using a session, or start one with %acp start demo")
+    path = Path(notebook).expanduser() if notebook else notebook_path(user_ns)
+    saved, where = _notebook_records(path, explicit=bool(notebook))
+    stored = _stored(path, everywhere=session_id is not None)
+    records = latest_records([*saved, *(row.record for row in stored), *known])
+    gone = {row.record.session_id for row in stored if row.gone}
     if session_id is None:
-        return max(records.values(), key=lambda r: r.at)
+        if not set(records) - gone:
+            raise usage_error(f"%acp resume: no session to resume: none is recorded in {where}. "
+                              "Start one with %acp start demo; %acp resume --list shows every session recorded")
+        return max((r for sid, r in records.items() if sid not in gone), key=lambda r: r.at)
     newest = sorted(records.values(), key=lambda r: -r.at)
-    known = {r.session_id: " ".join(p for p in (repr(r.title) if r.title else "", f"of {r.alias}") if p)
-             for r in newest}
-    chosen = resolve_session_id(session_id, known, "%acp resume")
+    described = {r.session_id: " ".join(p for p in (repr(r.title) if r.title else "", f"of {r.alias}") if p)
+                 for r in newest}
+    chosen = resolve_session_id(session_id, described, "%acp resume")
     if chosen is None:
-        raise unknown_session_id(session_id, known, "%acp resume", f"the sessions recorded in {where}",
-                                 "%acp sessions lists the current agent's own.")
+        raise unknown_session_id(session_id, described, "%acp resume", f"the sessions recorded in {where}",
+                                 "%acp resume --list shows them.")
     return records[chosen]
 
 
-def reopen(agent: Agent, record: SessionRecord, timeout: float | None) -> tuple[Session, str]:
-    """Reopen the record's session on ``agent``: (the session, the method that did it)."""
+def resumable(notebook: str | None, known: Sequence[SessionRecord], user_ns: Mapping[str, Any] | None) -> Any:
+    """The mime bundle of ``%acp resume --list``: every session recorded in the store, the notebook and here."""
+    path = Path(notebook).expanduser() if notebook else notebook_path(user_ns)
+    saved, _where = _notebook_records(path, explicit=bool(notebook))
+    return resumable_table(resumable_rows(_stored(path, everywhere=True), saved, known, path))
+
+
+def reopen(agent: Agent, record: SessionRecord, timeout: float | None,
+           gone: Callable[[SessionRecord], None] = lambda _record: None) -> tuple[Session, str]:
+    """Reopen the record's session on ``agent``: (the session, the method that did it). When the agent no
+    longer has the session, ``gone(record)`` is told before the error is raised."""
     connection = agent.connection
     methods = [m for m, capability in (("session/resume", "resume"), ("session/load", "load"))
                if connection is not None and connection.supports(capability)]
@@ -76,8 +104,10 @@ def reopen(agent: Agent, record: SessionRecord, timeout: float | None) -> tuple[
             return call(record.session_id, record.cwd, timeout=timeout), method
         except RpcError as exc:
             if exc.not_found:
-                raise AcpError(f"agent '{record.alias}' no longer has {record.describe()} ({exc.rpc_message})",
-                               hint=f"Start a new session: %acp new --agent {record.alias}") from None
+                gone(record)
+                raise AcpError(f"agent '{record.alias}' no longer has {record.describe()}",
+                               hint=f"Start a new session: %acp new --agent {record.alias} (%acp resume will not "
+                                    "pick this one again unless you name it).") from None
             last = exc  # e.g. resume advertised but not implemented: try load
     assert last is not None
     raise last
