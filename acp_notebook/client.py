@@ -531,6 +531,7 @@ class Agent:
             raise CapabilityError(
                 f"agent '{self.name}' does not support {method} (it did not advertise it in initialize)",
                 hint="agent.capabilities shows what this agent offers.",
+                hints={"magic": "%acp log --method initialize shows what the agent offers."},
             )
 
     async def _authenticate(self, method_id: str) -> dict[str, Any]:
@@ -557,14 +558,16 @@ class Agent:
         method = self._auth_method(method_id)
         if method.get("type") != "terminal":
             raise AcpError(f"{method_id!r} is not a terminal login of agent '{self.name}'",
-                           hint="agent.auth_methods lists each method's type.")
+                           hint="agent.auth_methods lists each method's type.",
+                           hints={"magic": "%acp auth lists each method and how to use it."})
         return terminal_login_command(self.command, method)
 
     async def _logout(self) -> dict[str, Any]:
         """Log out of the agent (where it offers ``logout``); new sessions then need authentication."""
         if (self.capabilities.get("auth") or {}).get("logout") is None:
             raise CapabilityError(f"agent '{self.name}' does not offer logout",
-                                  hint="agent.capabilities['auth'] shows what it offers.")
+                                  hint="agent.capabilities['auth'] shows what it offers.",
+                                  hints={"magic": "%acp log --method initialize shows what the agent offers."})
         result = await self._conn().request("logout", {})
         return result if isinstance(result, dict) else {}
 

@@ -1,9 +1,17 @@
-"""The AcpError tree, and how its members render in a notebook."""
+"""The AcpError tree, and how its members render in a notebook.
+
+An error's hint is advice in the syntax of where the user is: Python (``acpnb.start([...])``),
+the magics (``%acp start -- python agent.py``) or the command line (``acp-notebook agents``).
+Each error carries its hint for every surface it has one for (``hints``, filled where it is
+raised; a class's default hint has its forms in ``surface_hints``); the surface that shows
+the error picks its own with ``in_terms_of(surface)``, the one place a form is chosen. A
+surface without a form of its own shows the Python one. Plain data; any thread.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from ._protocol import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 
@@ -19,7 +27,10 @@ __all__ = [
     "ProtocolError",
     "ReplayMismatch",
     "RpcError",
+    "SURFACES",
 ]
+
+SURFACES = ("python", "magic", "cli")
 
 
 class AcpError(Exception):
@@ -30,12 +41,34 @@ class AcpError(Exception):
     """
 
     hint: str = ""
+    # The class's default hint in the other surfaces' syntax ({"magic": ..., "cli": ...}).
+    surface_hints: ClassVar[Mapping[str, str]] = {}
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, hints: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
         if hint is not None:
             self.hint = hint
+        self.surface = "python"
+        self.hints = {"python": self.hint, **(hints or {})}
+        if hint is None:  # the class's default hint: its forms for the other surfaces come with it
+            self.hints = {**self.surface_hints, **self.hints}
+
+    def hint_for(self, surface: str) -> str:
+        """The hint in ``surface``'s syntax ("python", "magic", "cli"); the Python form where it has none."""
+        hints = {**getattr(self, "hints", {}), getattr(self, "surface", "python"): self.hint}
+        return hints.get(surface, hints.get("python", self.hint))
+
+    def in_terms_of(self, surface: str) -> AcpError:
+        """This error, its ``hint`` now in ``surface``'s syntax (what ``str()`` and IPython show); returns it."""
+        if surface not in SURFACES:
+            raise ValueError(f"surface must be one of {', '.join(SURFACES)}, not {surface!r}")
+        if not hasattr(self, "hints"):
+            self.hints = {}
+        self.hints[self.surface] = self.hint  # a hint assigned since (error.hint = ...) is kept as that surface's
+        self.hint = self.hint_for(surface)
+        self.surface = surface
+        return self
 
     def __str__(self) -> str:
         return f"{self.message}\nHint: {self.hint}" if self.hint else self.message
@@ -64,17 +97,20 @@ class AgentStartError(AcpError):
         exit_code: int | None = None,
         stderr_tail: Sequence[str] = (),
         hint: str | None = None,
+        hints: Mapping[str, str] | None = None,
     ) -> None:
         self.command = list(command)
         self.exit_code = exit_code
         self.stderr_tail = list(stderr_tail)
-        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint)
+        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint, hints=hints)
 
 
 class AgentExitedError(AcpError):
     """The agent process ended while a request or turn was waiting on it."""
 
-    hint = "Start the agent again (acpnb.start(...) or %acp start); its last stderr lines are above."
+    hint = "Start the agent again with acpnb.start(...); its last stderr lines are above."
+    surface_hints = {"magic": "Start it again with %acp start, then %acp resume reopens its last session.",
+                     "cli": "Run the command again; the agent's last stderr lines are above."}
 
     def __init__(
         self,
@@ -83,16 +119,18 @@ class AgentExitedError(AcpError):
         exit_code: int | None = None,
         stderr_tail: Sequence[str] = (),
         hint: str | None = None,
+        hints: Mapping[str, str] | None = None,
     ) -> None:
         self.exit_code = exit_code
         self.stderr_tail = list(stderr_tail)
-        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint)
+        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint, hints=hints)
 
 
 class AgentClosedError(AcpError):
     """The agent or session was closed by the user and cannot be used any more."""
 
     hint = "Start a new agent with acpnb.start(...) or open a new session."
+    surface_hints = {"magic": "Start it again with %acp start, or open a new session with %acp new."}
 
 
 class ProtocolError(AcpError):
@@ -102,7 +140,8 @@ class ProtocolError(AcpError):
 class RpcError(AcpError):
     """The agent answered a request with a JSON-RPC error."""
 
-    def __init__(self, code: int, message: str, data: Any = None, *, method: str = "", hint: str | None = None):
+    def __init__(self, code: int, message: str, data: Any = None, *, method: str = "", hint: str | None = None,
+                 hints: Mapping[str, str] | None = None):
         self.code = code
         self.rpc_message = message
         self.data = data
@@ -112,13 +151,18 @@ class RpcError(AcpError):
         details = _data_details(data)
         if details:
             text += f" ({details})"
+        hints = dict(hints or {})
         if hint is None and code == AUTH_REQUIRED:
             hint = "The agent needs authentication: see agent.auth_methods and call agent.authenticate(method_id)."
+            hints.setdefault("magic", "The agent needs authentication: %acp auth lists its methods, %acp auth METHOD "
+                                      "uses one.")
+            hints.setdefault("cli", "The agent needs a key or a login: acp-notebook agents says which.")
         if hint is None and code == METHOD_NOT_FOUND:
             hint = "This agent does not implement that method."
         if hint is None and code == RESOURCE_NOT_FOUND:
             hint = "The agent does not know that session (any more): list them with agent.list_sessions()."
-        super().__init__(text, hint=hint)
+            hints.setdefault("magic", "The agent does not know that session (any more): %acp sessions lists them.")
+        super().__init__(text, hint=hint, hints=hints)
 
     @property
     def auth_required(self) -> bool:
@@ -162,6 +206,9 @@ class AcpTimeoutError(AcpError, TimeoutError):
     """A request or turn did not finish within its timeout."""
 
     hint = "Pass a larger timeout=, or check that the agent is still running (agent.log shows the frames)."
+    surface_hints = {"magic": "Give it longer (--timeout SECONDS, or %config AcpMagics.timeout = 120) and check with "
+                              "%acp log that the agent still answers.",
+                     "cli": "Give it longer with --timeout SECONDS."}
 
 
 class ConfigOptionError(AcpError, ValueError):
@@ -175,11 +222,12 @@ class ConfigOptionError(AcpError, ValueError):
         value: Any = None,
         valid: Sequence[Any] = (),
         hint: str | None = None,
+        hints: Mapping[str, str] | None = None,
     ) -> None:
         self.config_id = config_id
         self.value = value
         self.valid = list(valid)
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint, hints=hints)
 
 
 class CapabilityError(AcpError):

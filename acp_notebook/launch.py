@@ -81,7 +81,7 @@ class AgentSpec:
         if self.npm_package and shutil.which("npx"):
             return ["npx", "-y", self.npm_package, *self.args]
         raise AgentStartError(f"cannot start agent '{self.name}': {self.missing_package()}",
-                              command=self.command, hint=self.install_hint())
+                              command=self.command, hint=self.install_hint(), hints=self.install_hints())
 
     def missing_package(self) -> str:
         if self.npm_package:
@@ -94,6 +94,14 @@ class AgentSpec:
                     f"acp-notebook checkout run `scripts/install-agents.sh {self.name}`; with Node.js installed, "
                     "npx fetches it on the first start.")
         return f"Put '{self.program}' on PATH, or register the agent with its full command."
+
+    def install_hints(self) -> dict[str, str]:
+        """``install_hint`` for the magics and the command line, where an agent is not registered but started."""
+        if self.npm_package:
+            return {}  # the same advice everywhere
+        return {"magic": f"Put '{self.program}' on PATH, or start it by its full command: %acp start -- "
+                         f"/path/to/{self.program}",
+                "cli": f"Put '{self.program}' on PATH, or give its full command line instead of '{self.name}'."}
 
     def status(self) -> AgentStatus:
         installed = self.installed_command()
@@ -438,6 +446,10 @@ def resolve_spec(spec: SpecLike, env: Mapping[str, str] | None = None) -> tuple[
                 command=[spec],
                 hint=f"Use a registered name ({known}), a command list such as ['python', 'agent.py'], "
                      "or acpnb.register(name, command).",
+                hints={"magic": f"Use a registered name ({known}), or run any ACP agent by its command: "
+                                "%acp start -- python agent.py (acp-notebook agents lists what is installed).",
+                       "cli": f"Use a registered name ({known}) or an ACP agent's command line; "
+                              "`acp-notebook agents` lists the registered agents and what each needs."},
             )
     argv = _argv(spec)  # type: ignore[arg-type]
     return Path(argv[0]).name, argv, dict(env or {})

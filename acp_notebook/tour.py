@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{[p.chosen for p in turn.permissions]}; reply: {turn.text.strip()[:100]}", file=out)
                 print(f"7. {len(agent.log)} protocol frames were exchanged; agent.log has each one.", file=out)
         except AcpError as exc:
-            print(f"tour failed: {exc}", file=sys.stderr)
+            print(f"tour failed: {exc.in_terms_of('cli')}", file=sys.stderr)
             return 1
     return 0
 

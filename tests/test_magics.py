@@ -471,7 +471,8 @@ def test_hints_of_the_magics_are_magics(shell):
     with pytest.raises(acpnb.AgentStartError) as raised:
         run(shell, f"%acp start --timeout 1 -- {sys.executable} {AGENTS}/fault_agent.py silent")
     assert "did not answer initialize within 1 s" in raised.value.message
-    assert "--timeout SECONDS, e.g. %acp start claude --timeout 180" in raised.value.hint
+    assert "Give a slow one longer: %acp start --timeout SECONDS -- COMMAND" in raised.value.hint
+    assert "npx" not in raised.value.hint  # the first-start advice is for agents fetched by npx
     with pytest.raises(UsageError, match=r"%acp start demo \(or %acp resume"):
         run(shell, "%acp new")
     with pytest.raises(UsageError, match=r"%acp start -- python agent.py"):

@@ -42,7 +42,7 @@ import inspect
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from .._protocol import AUTH_REQUIRED, AUTH_RETRIED_METHODS, INTERNAL_ERROR, INVALID_REQUEST
@@ -110,6 +110,24 @@ def transport_for(spec: SpecLike | Transport | Any, *, cwd: str, env: Mapping[st
                  "with the SDK's agent methods (initialize, new_session, prompt).")
     name = getattr(agent, "name", None) or type(agent).__name__
     return str(name), MemoryTransport(agent), dict(os.environ)
+
+
+NPX_RUNNERS = frozenset({"npx", "bunx", "pnpx"})
+
+
+def _silent_start_hints(command: Sequence[str]) -> dict[str, Any]:
+    """The hints of an agent that did not answer initialize: a first npx start is slow (a download);
+    any other agent may not speak ACP, or may need longer."""
+    if command and os.path.basename(command[0]) in NPX_RUNNERS:
+        return {"hint": "Agents fetched by npx can take long on first start: pass a larger timeout.",
+                "hints": {"magic": "Agents fetched by npx can take long on first start: give it longer with --timeout "
+                                   "SECONDS, e.g. %acp start claude --timeout 180 (before the -- of a command line).",
+                          "cli": "Agents fetched by npx can take long on first start: `acp-notebook agents --check "
+                                 "NAME --timeout 180` lets the download finish once."}}
+    question = "Is it an ACP agent (it must answer initialize on stdin/stdout)? Its stderr, if any, is above."
+    return {"hint": f"{question} A slow one needs a larger timeout=.",
+            "hints": {"magic": f"{question} Give a slow one longer: %acp start --timeout SECONDS -- COMMAND.",
+                      "cli": f"{question} Give a slow one longer with --timeout SECONDS where the command has it."}}
 
 
 def _sdk_default_environment() -> dict[str, str]:
@@ -249,8 +267,7 @@ class AgentConnection:
                 hint="Is this an ACP agent? Some need a flag (e.g. `gemini --acp`) or a login first.")
         raise AgentStartError(
             f"agent '{self.name}' did not answer initialize within {timeout:g} s",
-            command=self._command(), stderr_tail=self.stderr_tail(),
-            hint="Agents fetched by npx can take long on first start: pass a larger timeout.")
+            command=self._command(), stderr_tail=self.stderr_tail(), **_silent_start_hints(self._command()))
 
     def _checked_init(self, result: Any) -> dict[str, Any]:
         problem = init_result_problem(result)
@@ -294,7 +311,9 @@ class AgentConnection:
             if isinstance(exc.data, dict) and STAND_IN_KEY in exc.data:
                 raise ProtocolError(f"agent '{self.name}' answered {method} with {exc.data[STAND_IN_KEY]}",
                                     hint="Nothing was changed by this answer; the agent's log (agent.log) notes the "
-                                         "frame. Try again, or report it to the agent's authors.") from None
+                                         "frame. Try again, or report it to the agent's authors.",
+                                    hints={"magic": "Nothing was changed by this answer; %acp log shows the frame. "
+                                                    "Try again, or report it to the agent's authors."}) from None
             error = self._rpc_error(exc, method)
             if error.auth_required and auth_retry and method in AUTH_RETRIED_METHODS \
                     and await self.authenticate_from_env():
@@ -317,8 +336,11 @@ class AgentConnection:
         message = self.redactor.text(str(exc.args[0] if exc.args else exc))
         if isinstance(exc.data, dict) and ReplayMismatch.DATA_KEY in exc.data:  # a replay that diverged
             return ReplayMismatch(message, where=exc.data[ReplayMismatch.DATA_KEY], method=method)
-        hint = auth_hint(self.spec, self.auth_methods, command=self._command()) if exc.code == AUTH_REQUIRED else None
-        return RpcError(exc.code, message, self.redactor.data(exc.data), method=method, hint=hint)
+        hint, hints = None, None
+        if exc.code == AUTH_REQUIRED:
+            hint = auth_hint(self.spec, self.auth_methods, command=self._command())
+            hints = {"magic": auth_hint(self.spec, self.auth_methods, how="%acp auth METHOD", command=self._command())}
+        return RpcError(exc.code, message, self.redactor.data(exc.data), method=method, hint=hint, hints=hints)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification; silently dropped when the agent is not running (nothing awaits it)."""

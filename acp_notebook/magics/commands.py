@@ -3,7 +3,7 @@
 ``Runner`` reads its settings from the AcpMagics it serves (timeouts, permission mode, cwd)
 and keeps the notebook's agents in a ``NotebookAgents`` registry. Errors leave here in magic
 syntax: bad input is a ``UsageError``; an agent's failure is an ``AcpError`` whose hint is
-rewritten by ``hints.in_magic_terms`` when it would otherwise show Python.
+shown with its hint in magic syntax (``AcpError.in_terms_of("magic")``, see errors.py).
 
 Threads: everything here runs on the kernel thread. The exceptions are the session policies
 for permission requests and forms (``session_policy``, ``session_form_policy``), which the

@@ -452,6 +452,8 @@ def default_alias(argv: Sequence[str]) -> str:
     if program.startswith("python"):
         if "-m" in rest[:-1]:
             return rest[rest.index("-m") + 1].split(".")[-1]
+        if "-c" in rest:  # the code given to -c is no name: the agent is the program
+            return program
         script = next((a for a in rest if not a.startswith("-")), None)
         if script:
             return os.path.splitext(os.path.basename(script))[0]

@@ -28,7 +28,6 @@ from ..widgets.display import finalize_all, flush_all
 from . import cells
 from .commands import Runner
 from .grammar import CellPrompt, help_text, parse_cell_line, parse_line
-from .hints import in_magic_terms
 
 __all__ = ["AcpMagics", "load_ipython_extension", "magics_for", "magics_for_current_shell",
            "unload_ipython_extension"]
@@ -124,7 +123,7 @@ class AcpMagics(Magics, Configurable):
                 return self.runner.run(parse_line(line))
             return self.run_cell(parse_cell_line(line), cell)
         except AcpError as error:
-            raise in_magic_terms(error) from None
+            raise error.in_terms_of("magic") from None
 
     def should_wait(self, command: CellPrompt) -> bool:
         if command.wait is not None:
@@ -153,7 +152,7 @@ class AcpMagics(Magics, Configurable):
             if wait:
                 await cells.await_view(view)
         except AcpError as error:
-            raise in_magic_terms(error) from None
+            raise error.in_terms_of("magic") from None
 
     # --- the cell transformer --------------------------------------------------------
     def async_cells_supported(self) -> bool:

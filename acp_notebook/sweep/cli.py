@@ -255,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run_blocking(state, bar)
     except (AcpError, ImportError, RuntimeError) as exc:  # RuntimeError: a Ray cluster out of reach
-        print(f"acp-notebook sweep: {exc}", file=sys.stderr)
+        print(f"acp-notebook sweep: {exc.in_terms_of('cli') if isinstance(exc, AcpError) else exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\nacp-notebook sweep: interrupted" + (f"; finished trials are in {args.out}, run the same command "
