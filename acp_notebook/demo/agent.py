@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, client_version, unknown_session
 from . import elicitation, replies, tasks
-from .filework import FileWork, TurnCancelled, client_error, parse_file_command
+from .filework import FileWork, TurnCancelled, client_error, parse_file_command, run_edit
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
 from .session import DemoSession, Exchange, RunningTurn, new_session_id
 from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir
@@ -94,7 +94,7 @@ class DemoAgent:
     turn), then usage_update. Which reply a prompt gets is listed in `replies`: file commands run
     plan -> tool_call -> session/request_permission -> fs/*; "ask me ..." sends an
     elicitation/create form; "what did I say first?" answers from the session's history;
-    "What is A OP B?" follows the contract in `tasks`; a prompt containing "fallback" while smart
+    file edits and "What is A OP B?" follow the contracts in `tasks`; a prompt containing "fallback" while smart
     switches to fast and pushes config_option_update.
 
     Sessions are files in a state directory (see `store`), so load, resume, list and delete work
@@ -532,6 +532,10 @@ class DemoAgent:
         if replies.asks_what_was_said_first(text):
             earlier = [exchange.user for exchange in session.history]
             return replies.recall_reply(earlier, settings, fell_back=fell_back)
+        edit = tasks.parse_edit(text)
+        if edit is not None:
+            sentence = await run_edit(self, session, edit, turn)
+            return replies.outcome_reply(settings, sentence, fell_back=fell_back)
         task = tasks.parse_task(text)
         if task is not None:
             return replies.task_reply(task, settings, fell_back=fell_back)

@@ -1,5 +1,6 @@
 """The demo agent's file work: "read PATH" and "write TEXT to PATH" run as plan -> tool_call ->
-session/request_permission -> fs/* on the client -> tool_call_update.
+session/request_permission -> fs/* on the client -> tool_call_update; an edit (`tasks.parse_edit`) is
+a read and a write, or a write alone, each done that way.
 
 A client request that fails (an error answer, or an answer that does not parse) marks the tool
 call `failed` with the reason and ends the work with a sentence saying what failed; the turn goes
@@ -18,13 +19,14 @@ from acp import RequestError
 from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
 from pydantic import ValidationError
 
-from . import replies
+from . import replies, tasks
 from .session import DemoSession, RunningTurn
 
 if TYPE_CHECKING:
     from .agent import DemoAgent
 
-__all__ = ["PERMISSION_OPTIONS", "FileCommand", "FileWork", "TurnCancelled", "client_error", "parse_file_command"]
+__all__ = ["PERMISSION_OPTIONS", "FileCommand", "FileWork", "TurnCancelled", "client_error", "parse_file_command",
+           "run_edit"]
 
 PERMISSION_OPTIONS = [
     PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
@@ -84,6 +86,7 @@ class FileWork:
         self.title = f"{'Read' if self.reading else 'Write'} {command.path}"
         self.kind = "read" if self.reading else "edit"
         self.method = "fs/read_text_file" if self.reading else "fs/write_text_file"
+        self.content: str | None = None  # what a read returned
         self.diff = [{"type": "diff", "path": self.path, "newText": command.text}]
         self.steps = [
             f"Ask permission to {command.action} {command.path}",
@@ -186,6 +189,7 @@ class FileWork:
                     self.turn, client.read_text_file(session_id=session_id, path=self.path)
                 )
                 await self._settle("completed", response.content)
+                self.content = response.content
                 lines = replies.plural(len(response.content.splitlines()), "line")
                 sentence = self.voice.read_ok.format(path=self.command.path, lines=lines)
             else:
@@ -202,3 +206,20 @@ class FileWork:
             )
         await self._plan(done=len(self.steps))
         return sentence
+
+
+async def run_edit(agent: DemoAgent, session: DemoSession, edit: tasks.Edit, turn: RunningTurn) -> str:
+    """An edit as file work (the contract in `tasks`): the sentence the reply reports."""
+    model = session.settings.model
+    if edit.action == "create" or model != "smart":  # fast writes without reading (on purpose, see `tasks`)
+        text = tasks.edited_text(edit, None, model) or ""
+        return await FileWork(agent, session, FileCommand("write", edit.path, text), turn).run()
+    reading = FileWork(agent, session, FileCommand("read", edit.path), turn)
+    sentence = await reading.run()
+    if reading.content is None:
+        return sentence  # the read failed or was refused; the sentence says so
+    text = tasks.edited_text(edit, reading.content, model)
+    if text is None:
+        return f"{sentence} {replies.VOICES[session.settings.tone].edit_missing.format(old=edit.old, path=edit.path)}"
+    written = await FileWork(agent, session, FileCommand("write", edit.path, text), turn).run()
+    return f"{sentence} {written}"

@@ -2,7 +2,8 @@
 
 Which reply a prompt gets (the agent checks in this order): "read PATH" / "write TEXT to PATH"
 (file work), a prompt starting with "ask me" (a form), a prompt asking "what did I say first?"
-(answered from the session's history, also after the session was loaded in a new process), a
+(answered from the session's history, also after the session was loaded in a new process), a file
+edit ("In PATH, replace `OLD` with `NEW`", "Create PATH containing `TEXT`"; see `tasks`), a
 ``What is A OP B?`` question (see `tasks`), and otherwise the ordinary chat reply. Pure functions.
 """
 
@@ -44,6 +45,7 @@ class Voice:
     form_cancelled: str
     form_failed: str
     no_form: str
+    edit_missing: str
 
 
 VOICES: dict[str, Voice] = {
@@ -70,6 +72,7 @@ VOICES: dict[str, Voice] = {
         form_cancelled="The questions were cancelled, so I have no answers.",
         form_failed="I could not ask my questions: the form failed ({error}).",
         no_form="I would ask you a few questions, but this client cannot show forms (no elicitation.form capability).",
+        edit_missing="I did not find `{old}` in {path}, so I changed nothing.",
     ),
     "pirate": Voice(
         fast='Arr, ye said: "{quote}". Short answer, matey: aye, {words}.',
@@ -94,6 +97,7 @@ VOICES: dict[str, Voice] = {
         form_cancelled="The questions were called off, arr, so I have no answers.",
         form_failed="Arr, I could not ask me questions: the form failed ({error}).",
         no_form="I'd ask ye a few questions, arr, but this client cannot show forms (no elicitation.form capability).",
+        edit_missing="Arr, there be no `{old}` in {path}, so I changed nothin'.",
     ),
 }
 

@@ -17,15 +17,26 @@ The contract (evaluation sweeps and their tests rely on it; change it only toget
   (``6 * 7`` answers ``43``); division by zero still answers ``Answer: undefined``.
 
 So a dataset of half ``+``/``-`` questions and half ``*``/``/`` questions scores 50% with ``fast``
-and 100% with ``smart``. Pure functions; no state.
+and 100% with ``smart``.
+
+File edits (agentic tasks in a workspace; ``notebooks/tasks/`` relies on them): a prompt containing
+``In PATH, replace `OLD` with `NEW``` or ``Create [the file] PATH containing `TEXT``` (backticks as
+shown, keywords in any case, the first such sentence counts) is an edit, done through the client's
+fs methods with a permission request for each. ``create`` writes TEXT and a newline, for both models.
+``replace``: ``smart`` reads PATH and writes it back with every OLD replaced by NEW (OLD missing: it
+says so and writes nothing); ``fast`` is careless on purpose: it writes NEW and a newline as the whole
+file, without reading it. So a task that adds a file passes with both models, and one that changes a
+line in a larger file passes with ``smart`` only. Pure functions; no state.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["ANSWER_PREFIX", "UNDEFINED", "Task", "answer_line", "correct_answer", "model_answer", "parse_task"]
+__all__ = ["ANSWER_PREFIX", "UNDEFINED", "Edit", "Task", "answer_line", "correct_answer", "edited_text", "model_answer",
+           "parse_edit", "parse_task"]
 
 ANSWER_PREFIX = "Answer: "
 UNDEFINED = "undefined"
@@ -78,3 +89,37 @@ def model_answer(task: Task, model: str) -> int | None:
 
 def answer_line(answer: int | None) -> str:
     return f"{ANSWER_PREFIX}{UNDEFINED if answer is None else answer}"
+
+
+_REPLACE = re.compile(r"\bin\s+`?(?P<path>[^\s`,]+?)`?\s*,\s*replace\s+`(?P<old>[^`\n]+)`\s+with\s+`(?P<new>[^`\n]*)`",
+                      re.IGNORECASE)
+_CREATE = re.compile(r"\bcreate\s+(?:the\s+file\s+|a\s+file\s+|file\s+)?`?(?P<path>[^\s`]+?)`?\s+containing\s+"
+                     r"`(?P<new>[^`\n]*)`", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Edit:
+    action: Literal["replace", "create"]
+    path: str      # as written; relative paths are inside the session's cwd
+    old: str = ""  # replace: the text to find
+    new: str = ""  # replace: its replacement; create: the file's text
+
+
+def parse_edit(prompt: str) -> Edit | None:
+    """The first edit sentence in the prompt (see the contract above), or None."""
+    found = [(m.start(), action, m) for action, pattern in (("replace", _REPLACE), ("create", _CREATE))
+             if (m := pattern.search(prompt)) is not None]
+    if not found:
+        return None
+    _, action, match = min(found, key=lambda item: item[0])
+    old = match["old"] if action == "replace" else ""
+    return Edit(action, match["path"], old, match["new"])
+
+
+def edited_text(edit: Edit, current: str | None, model: str) -> str | None:
+    """What `model` writes to the file: None when smart cannot find the text to replace."""
+    if edit.action == "create" or model != "smart":
+        return edit.new + "\n"
+    if current is None or edit.old not in current:
+        return None
+    return current.replace(edit.old, edit.new)

@@ -1,6 +1,7 @@
 """Sweeps: a dataset's prompts across agent:model ids, scored, summarised with intervals, kept in run directories.
 
-``acpnb.sweep`` is the entry point; the scorers, the Ray executor and the result types are here.
+``acpnb.sweep`` is the entry point; the scorers (text scorers and checks run in each trial's workspace),
+Harbor task folders (``tasks``), the Ray executor and the result types are here.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:  # at run time each name is imported when first read (acp_notebook/_lazy.py)
+    from .checks import CheckError, command, file_contains
     from .cli import main
     from .columns import COLUMN_SOURCES
     from .dataset import Sample, load_dataset
@@ -30,10 +32,12 @@ if TYPE_CHECKING:  # at run time each name is imported when first read (acp_note
         scorer,
     )
     from .stats import percentile, sign_test, wilson_interval
+    from .taskdirs import TaskSet, tasks
     from .trial import ModelNotInForce, Trial, plan_trials, trial_id
 
 __all__ = [
     "COLUMN_SOURCES",
+    "CheckError",
     "Comparison",
     "LocalExecutor",
     "ModelNotInForce",
@@ -45,11 +49,14 @@ __all__ = [
     "Scorer",
     "SweepResult",
     "SweepSummary",
+    "TaskSet",
     "TextProgress",
     "Trial",
     "WidgetProgress",
     "asweep",
+    "command",
     "exact",
+    "file_contains",
     "includes",
     "json_field",
     "load_dataset",
@@ -63,12 +70,15 @@ __all__ = [
     "scorer",
     "sign_test",
     "sweep",
+    "tasks",
     "trial_id",
     "wilson_interval",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), {
     "main": ".cli",
+    **dict.fromkeys(("CheckError", "command", "file_contains"), ".checks"),
+    **dict.fromkeys(("TaskSet", "tasks"), ".taskdirs"),
     "COLUMN_SOURCES": ".columns",
     **dict.fromkeys(("Sample", "load_dataset"), ".dataset"),
     "LocalExecutor": ".executors",

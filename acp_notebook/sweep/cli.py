@@ -29,6 +29,11 @@ exact, includes, numeric, numeric=TOLERANCE, regex=PATTERN, json=FIELD, graded=A
 
 --out DIR keeps a run directory (rows.jsonl, manifest.json, trajectories/); running the same command
 again runs only the trials not done yet. --out FILE.jsonl/.csv/.json keeps just the rows.
+`acp-notebook sweep show DIR [ROW]` prints one trial: prompt, steps, tool calls, scores and diff.
+
+agentic tasks: --tasks DIR reads Harbor task folders (each trial works in a copy of the task's
+environment/ and is graded by its tests/test.sh, locally: no container runtime is used);
+--workspace DIR gives every trial a fresh copy of DIR, graded by --check COMMAND (exit code 0 = pass).
 
 exit status: 0 when the sweep ran (some trials may have failed; see the summary), 1 when every trial
 failed, 2 on a usage error, 130 when interrupted.
@@ -41,6 +46,11 @@ examples:
       --compare demo:smart demo:fast --plot scores.png
   acp-notebook sweep --model a:fast --model b:smart --prompt hello \\
       --agent "acp-notebook proxy --agent a=demo --agent b=demo"
+  acp-notebook sweep --tasks notebooks/tasks --model demo:fast \\
+      --model demo:smart --out runs/tasks --export-atif runs/tasks-atif \\
+      --export-inspect runs/tasks.eval
+  acp-notebook sweep --workspace repo/ --prompt "fix the failing test" \\
+      --check "pytest -q" --model claude:haiku
 """
 
 
@@ -58,6 +68,24 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--prompts", dest="prompts_file", metavar="FILE",
                         help="prompts, one per line (blank and # lines skipped); '-' reads stdin")
     source.add_argument("--dataset", "-d", metavar="FILE", help="a .jsonl, .json or .csv dataset")
+    source.add_argument("--tasks", metavar="DIR", help="a folder of task folders in Harbor's layout (instruction.md, "
+                                                       "task.toml, tests/test.sh, environment/), graded by their tests")
+    add("--on-invalid", choices=("skip", "error"), default="skip",
+        help="with --tasks: skip folders that are not tasks (named on stderr), or refuse them (default skip)")
+    add("--workspace", "-w", metavar="DIR", help="every trial works in a fresh copy of DIR (a git worktree for a "
+                                                  "repository); the session's cwd is that copy")
+    add("--setup", metavar="COMMAND", help="a shell command run in each workspace before the turn")
+    add("--check", action="append", default=[], metavar="COMMAND",
+        help="grade each trial by COMMAND's exit code in its workspace (score column named after the program); "
+             "repeatable")
+    add("--check-timeout", type=_number(False), default=120.0, metavar="SECONDS",
+        help="a --check running longer is killed and its row is an error (default 120)")
+    add("--keep-workspaces", action="store_true", help="keep each trial's workspace (in the run directory)")
+    add("--keep-sessions", action="store_true", help="leave the trials' sessions in the agent's session list")
+    add("--workspace-limit-mb", type=_number(False), default=1024.0, metavar="MB",
+        help="refuse a workspace larger than this (default 1024)")
+    add("--export-atif", metavar="DIR", help="write each trial's trajectory in ATIF (Harbor's format) to DIR")
+    add("--export-inspect", metavar="PATH", help="write an Inspect AI eval log (.eval), one per model")
     add("--template", "-t", metavar="TEXT", help="the prompt built from each sample's fields, e.g. 'What is {a}+{b}?'")
     add("--scorer", "-s", action="append", dest="scorers", default=[], metavar="SPEC",
         help="score each reply: exact, includes, numeric[=TOL], regex=PATTERN, json=FIELD, graded=AGENT:MODEL")
@@ -77,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="another option to set after the model, e.g. thought_level=high (repeatable)")
     add("--out", "-o", metavar="PATH", help="a run directory (or a .jsonl/.csv/.json file); an existing one resumes")
     add("--retry-failed", action="store_true", help="when resuming, run the failed trials again too")
-    add("--permission", choices=("deny", "allow"), default="deny", help="answer to permission requests (deny)")
+    add("--permission", choices=("deny", "allow"), help="answer to permission requests (default: allow inside a "
+                                                        "trial's workspace, deny elsewhere)")
     add("--cwd", metavar="DIR", help="working directory for the agents and sessions")
     add("--agent", metavar="SPEC", help="sweep this one agent (a registered name or a command line, e.g. the "
                                         "proxy); the model ids are then its own model values")
@@ -155,6 +184,7 @@ def _sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
     """The sweep's arguments from the command line; raises ValueError (or OSError) with a usage message."""
     from .. import launch
     from .ray_executor import RayExecutor
+    from .checks import command
     from .scorers import parse_scorer
 
     from .hints import CLI
@@ -163,8 +193,12 @@ def _sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
         if not command:
             raise ValueError(f"--register wants NAME=COMMAND, got {name}=")
         launch.register(name, command)
-    if args.dataset:
-        dataset: Any = Path(args.dataset)
+    if args.tasks:
+        from .taskdirs import tasks
+
+        dataset: Any = tasks(args.tasks, on_invalid=args.on_invalid)
+    elif args.dataset:
+        dataset = Path(args.dataset)
     else:
         dataset = args.prompts or read_prompts(args.prompts_file)
         if not dataset:
@@ -179,13 +213,16 @@ def _sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("--executor ray needs Ray: pip install 'acp-notebook[ray]'") from None
     return {
         "dataset": dataset, "models": args.models, "prompt": args.template,
-        "scorers": [parse_scorer(spec, extract=args.extract, syntax=CLI) for spec in args.scorers],
+        "scorers": [parse_scorer(spec, extract=args.extract, syntax=CLI) for spec in args.scorers] + [
+            command(check, timeout=args.check_timeout) for check in args.check],
         "repeats": args.repeats, "concurrency": args.concurrency,
         "agent_concurrency": _agent_caps(args.agent_concurrency), "timeout": args.timeout,
         "retries": args.retries, "backoff": args.backoff, "budget": args.budget,
         "config": dict(_pairs(args.config, "--config", "ID=VALUE")), "permission": args.permission,
         "cwd": args.cwd, "out": args.out, "retry_failed": args.retry_failed, "executor": executor,
-        "agent": args.agent,
+        "agent": args.agent, "workspace": args.workspace, "setup": args.setup,
+        "keep_workspaces": args.keep_workspaces, "keep_sessions": args.keep_sessions,
+        "workspace_limit_mb": args.workspace_limit_mb,
     }
 
 
@@ -201,6 +238,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
         raise ValueError("--compare compares scores: add a --scorer")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise ValueError("--plot needs matplotlib: pip install 'acp-notebook[plot]'")
+    for flag, module in (("--export-atif", "atif"), ("--export-inspect", "inspect_ai")):
+        if getattr(args, flag[2:].replace("-", "_")) and importlib.util.find_spec(module) is None:
+            raise ValueError(f"{flag} needs the {module} package: pip install 'acp-notebook[eval]'")
+    if (args.export_atif or args.export_inspect) and not args.out:
+        raise ValueError("--export-atif and --export-inspect read the trials' recordings: add --out DIR")
 
 
 def _report(result: Any, args: argparse.Namespace) -> None:
@@ -236,9 +278,43 @@ def _report(result: Any, args: argparse.Namespace) -> None:
         print(f"plot saved to {args.plot}")
 
 
+def show_main(argv: Sequence[str]) -> int:
+    """`acp-notebook sweep show RUN_DIR [ROW]`: one trial's conversation, tool calls, scores and diff."""
+    parser = argparse.ArgumentParser(
+        prog="acp-notebook sweep show", description="Show one trial of a sweep's run directory: the prompt, the "
+                                                    "agent's steps and tool calls, the scores and the workspace diff.")
+    parser.add_argument("run", metavar="RUN_DIR", help="a sweep's run directory (--out DIR)")
+    parser.add_argument("row", metavar="ROW", nargs="?", default="0",
+                        help="the row's number (0 is the first) or a trial id (a unique prefix will do); default 0")
+    args = parser.parse_args(list(argv))
+    from .result import load_run
+
+    try:
+        result = load_run(args.run)
+        result.show(int(args.row) if args.row.isdigit() else args.row)
+    except (ValueError, KeyError, IndexError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+        if isinstance(exc, IndexError):
+            message = f"no row {args.row}: the run has {len(result.rows)} rows (0-{len(result.rows) - 1})"
+        parser.error(str(message))
+    return 0
+
+
+def _export(result: Any, args: argparse.Namespace) -> None:
+    if args.export_atif:
+        written = result.export_atif(args.export_atif)
+        print(f"ATIF trajectories: {len(written)} file(s) in {args.export_atif}")
+    if args.export_inspect:
+        written = result.export_inspect(args.export_inspect)
+        print(f"Inspect eval logs: {', '.join(str(p) for p in written)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["show"]:
+        return show_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(argv)
 
     from ..errors import AcpError
     from .runner import prepare, run_blocking
@@ -262,4 +338,5 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                      "again to go on" if args.out else ""), file=sys.stderr)
         return 130
     _report(result, args)
+    _export(result, args)
     return 1 if len(result) and not result.ok else 0

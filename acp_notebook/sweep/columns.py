@@ -21,10 +21,11 @@ __all__ = [
 _LEAD = ("model", "sample_id", "repeat", "status")  # then score_<name> for every scorer
 _MEASURES = ("duration_s", "ttft_s", "input_tokens", "output_tokens", "total_tokens", "cost", "text")
 _AFTER = ("error", "target")  # then the dataset's metadata columns
-_TAIL = ("prompt", "stop_reason", "attempts", "started_at", "ended_at")
+_TAIL = ("prompt", "stop_reason", "attempts", "started_at", "ended_at", "workspace", "files_changed", "diff")
 _FULL_ONLY = ("trial_id", "sample_index", "agent", "model_value", "confirmed_model", "model_at_end")  # explanations
 _FULL_TAIL = ("thoughts", "timed_out", "tool_calls", "thought_tokens", "cached_read_tokens", "cached_write_tokens",
-              "context_used", "context_size", "currency", "session_id", "config", "trajectory")
+              "context_used", "context_size", "currency", "session_id", "config", "trajectory", "workspace_method",
+              "workspace_commit", "workspace_path")
 
 FIXED_COLUMNS: tuple[str, ...] = _LEAD + _MEASURES + _AFTER + _TAIL + _FULL_ONLY + _FULL_TAIL
 # Shown by to_pandas() without full=True (score, explanation and metadata columns are placed by ordered_columns).
@@ -34,7 +35,7 @@ IDENTITY_COLUMNS = frozenset(_LEAD)
 
 INT_COLUMNS = frozenset({"repeat", "sample_index", "attempts", "input_tokens", "output_tokens", "thought_tokens",
                          "total_tokens", "cached_read_tokens", "cached_write_tokens", "context_used", "context_size",
-                         "tool_calls"})
+                         "tool_calls", "files_changed"})
 FLOAT_COLUMNS = frozenset({"duration_s", "ttft_s", "cost"})
 BOOL_COLUMNS = frozenset({"timed_out"})
 JSON_COLUMNS = frozenset({"config"})
@@ -87,6 +88,13 @@ COLUMN_SOURCES: Mapping[str, str] = {
     "session_id": "the session the trial ran in (agent-assigned; differs between runs)",
     "config": "{option id: value} in force when the prompt was sent",
     "trajectory": "the trial's session as a recording (acpnb.replay plays it), relative to the run directory",
+    "workspace": "the directory the trial worked in a fresh copy of (workspace= or the sample's workspace field; "
+                 "empty for an empty directory)",
+    "files_changed": "how many files the trial's workspace diff touches",
+    "diff": "the workspace's diff against its start (after setup), relative to the run directory",
+    "workspace_method": "how the copy was made: worktree (git), copy (cp --reflink=auto) or empty",
+    "workspace_commit": "for a git worktree, the commit it was made from",
+    "workspace_path": "where the trial's copy was (deleted after grading unless keep_workspaces=True)",
 }
 
 

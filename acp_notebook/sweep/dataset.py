@@ -6,6 +6,7 @@ Everything here runs on the caller's thread before a sweep starts; samples are f
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import math
@@ -24,6 +25,7 @@ __all__ = ["DATASET_SUFFIXES", "Sample", "dataset_fingerprint", "is_dataset_path
 ID_FIELDS = ("sample_id", "id")
 PROMPT_FIELDS = ("prompt", "input")
 TARGET_FIELD = "target"
+WORKSPACE_FIELD = "workspace"
 DATASET_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 
 
@@ -36,6 +38,9 @@ class Sample:
     target: Any = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     index: int = 0
+    # The directory each trial of this sample works in a fresh copy of ("" for an empty one); None: the
+    # sweep's workspace= (if any). From the record's ``workspace`` field.
+    workspace: str | None = None
 
 
 def is_dataset_path(source: Any) -> bool:
@@ -83,7 +88,10 @@ def _plain_records(items: Iterable[Any], where: str, error: type[Exception]) -> 
     records = []
     for number, item in enumerate(items):
         if isinstance(item, Sample):
-            records.append({"sample_id": item.id, "prompt": item.prompt, "target": item.target, **item.metadata})
+            record = {"sample_id": item.id, "prompt": item.prompt, "target": item.target, **item.metadata}
+            if item.workspace is not None:
+                record[WORKSPACE_FIELD] = item.workspace
+            records.append(record)
         elif isinstance(item, str):
             records.append({"prompt": item})
         elif isinstance(item, Mapping):
@@ -140,6 +148,7 @@ def _sample(record: dict[str, Any], index: int, template: str | None, syntax: Sy
     fields = dict(record)
     given_id = next((fields.pop(k) for k in ID_FIELDS if k in fields), None)
     target = fields.pop(TARGET_FIELD, None)
+    workspace = _workspace_field(fields.pop(WORKSPACE_FIELD)) if WORKSPACE_FIELD in fields else None
     if template is not None:
         text = _fill(template, {**record, TARGET_FIELD: target}, index, syntax)
     else:
@@ -155,7 +164,19 @@ def _sample(record: dict[str, Any], index: int, template: str | None, syntax: Sy
     sample_id = str(given_id).strip() if given_id is not None else ""
     if given_id is not None and not sample_id:
         raise ValueError(f"sample {index} has an empty id; give it one, or drop the id field to derive ids")
-    return Sample(id=sample_id, prompt=text, target=target, metadata=fields, index=index)
+    return Sample(id=sample_id, prompt=text, target=target, metadata=fields, index=index, workspace=workspace)
+
+
+def _workspace_field(value: Any) -> str:
+    """A record's workspace: a directory (absolute once read), or "" (None, empty) for an empty directory."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"a sample's workspace field names a directory, not {value!r}")
+    path = Path(os.fspath(value)).expanduser().resolve()
+    if not path.is_dir():
+        raise ValueError(f"a sample's workspace {str(value)!r} is not a directory")
+    return str(path)
 
 
 def _fill(template: str, values: Mapping[str, Any], index: int, syntax: Syntax) -> str:
@@ -193,7 +214,7 @@ def _with_unique_ids(samples: Sequence[Sample]) -> list[Sample]:
             number += 1
             candidate = f"{base}-{number}"
         taken.add(candidate)
-        out.append(Sample(candidate, sample.prompt, sample.target, sample.metadata, sample.index))
+        out.append(dataclasses.replace(sample, id=candidate))
     return out
 
 

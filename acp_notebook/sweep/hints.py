@@ -34,6 +34,9 @@ PYTHON: Syntax = {
     "executor": "executor=",
     "ray_with_agent": "with executor='ray' each worker starts its own agents: pass agent= a registry name or "
                       "a command line, not a started Agent",
+    "workspace": "workspace=",
+    "setup": "setup=",
+    "workspace_limit": "workspace_limit_mb=",
 }
 
 CLI: Syntax = {
@@ -57,4 +60,7 @@ CLI: Syntax = {
     "executor": "--executor",
     "ray_with_agent": "with --executor ray each worker starts its own agents: --agent must be a registry name "
                       "or a command line",
+    "workspace": "--workspace ",
+    "setup": "--setup",
+    "workspace_limit": "--workspace-limit-mb",
 }

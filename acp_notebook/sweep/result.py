@@ -388,6 +388,42 @@ class SweepResult:
         Path(path).write_text(text, encoding="utf-8")
         return None
 
+    def export_atif(self, directory: str | os.PathLike[str]) -> list[Path]:
+        """Each trial's trajectory in ATIF (Harbor's Agent Trajectory Interchange Format) as
+        ``DIR/<trial id>.json``, built with the ``atif`` package's models; steps come from the run directory's
+        recordings. Needs ``pip install 'acp-notebook[eval]'``. Returns the files written."""
+        from .export import export_atif
+
+        return export_atif(self, directory)
+
+    def export_inspect(self, path: str | os.PathLike[str]) -> list[Path]:
+        """An Inspect AI eval log (``inspect view`` opens it, ``inspect_ai.log.read_eval_log`` reads it) per
+        model: ``path`` for one model, ``<stem>-<model>.eval`` beside it for several (inside it, if ``path`` is
+        a directory). Needs ``pip install 'acp-notebook[eval]'``. Returns the files written."""
+        from .export import export_inspect
+
+        return export_inspect(self, path)
+
+    def trial(self, row: int | str | Mapping[str, Any]) -> dict[str, Any]:
+        """A row by position, by trial id (or a unique prefix of one), or the row itself."""
+        if isinstance(row, Mapping):
+            return dict(row)
+        if isinstance(row, int) and not isinstance(row, bool):
+            return self.rows[row]
+        found = [r for r in self.rows if str(r.get("trial_id", "")).startswith(str(row))]
+        if len(found) != 1:
+            raise KeyError(f"{'no' if not found else len(found)} trial ids start with {row!r}; give a row number "
+                           f"(0-{len(self.rows) - 1}) or more of the trial id")
+        return found[0]
+
+    def show(self, row: int | str | Mapping[str, Any] = 0, *, file: Any = None) -> None:
+        """Print a trial: the prompt, the agent's steps and tool calls (from its recording), the scores with
+        their explanations (a check's output), and its workspace diff. ``row``: a number, a trial id or a row."""
+        from .conversation import load_trial, render_trial
+
+        record = load_trial(self.path if self.path is not None and self.path.is_dir() else None, self.trial(row))
+        print(render_trial(record, self.scorers), file=file)
+
     def plot(self, kind: str | None = None, *, scorer: str | None = None, metric: str = "duration_s", ax: Any = None):
         """A matplotlib Figure: ``"scores"`` (each model's mean score with its 95% interval), ``"cost"`` (score
         against cost per trial) or ``"latency"`` (``metric`` per model; any numeric column). Default: scores

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import os
 import platform
 import random
+import subprocess
 import sys
 import threading
 import time
 import types
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -31,8 +34,10 @@ from .executors import Executor, ExecutorSetup, LocalExecutor, make_executor
 from .hints import PYTHON, Syntax
 from .progress import Progress, ProgressLike, make_progress
 from .result import SweepResult
+from .checks import WorkspaceScorer
 from .scorers import GraderReply, Score, Scorer, as_scorers, needs_grading
 from .store import RunStore
+from .workspace import WorkspaceSettings, directory_size, git_head, temporary_root
 from .trial import (
     AgentPool,
     GradingError,
@@ -126,6 +131,29 @@ def _specs(names: set[str], syntax: Syntax) -> dict[str, SpecLike]:
     return specs  # type: ignore[return-value]
 
 
+def _with_task_scorers(own: Any, given: list[Scorer]) -> list[Scorer]:
+    """A task set's own scorers (its tests) first, then the ones given, unless one of those takes its name."""
+    names = {s.name for s in given}
+    return [s for s in (own or []) if s.name not in names] + given
+
+
+def _workspace_dir(workspace: Any, syntax: Syntax) -> str | None:
+    if workspace is None:
+        return None
+    if not isinstance(workspace, (str, os.PathLike)):
+        raise TypeError(f"{syntax['workspace']} takes a directory, not {type(workspace).__name__}")
+    path = Path(os.fspath(workspace)).expanduser().resolve()
+    if not path.is_dir():
+        raise ValueError(f"{syntax['workspace']} {os.fspath(workspace)!r} is not a directory")
+    return str(path)
+
+
+def _dirty(source: str) -> bool:
+    done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source, capture_output=True,
+                          text=True, check=False)
+    return bool(done.stdout.strip())
+
+
 class _Grading:
     """The GradingContext model-graded scorers use: a turn with the grader, retried like a trial."""
 
@@ -139,7 +167,8 @@ class _Grading:
             try:
                 async with self.sweep.agent_slot(agent_name), self.sweep.slots:  # the trials' lock order
                     turn, confirmed = await ask_model(self.pool, agent_name, value, prompt,
-                                                      cwd=self.sweep.settings.cwd, timeout=timeout)
+                                                      cwd=self.sweep.settings.cwd, timeout=timeout,
+                                                      keep_session=self.sweep.keep_sessions)
             except GradingError as exc:
                 if not exc.transient or attempt > self.sweep.options.retries:
                     raise
@@ -156,16 +185,21 @@ class _Sweep:
 
     def __init__(self, dataset: Any, models: Any, *, prompt: str | None, scorers: Any, agent: AgentLike,
                  repeats: Any, concurrency: Any, agent_concurrency: Any, timeout: Any, retries: Any, backoff: Any,
-                 budget: Any, config: Any, permission: PermissionPolicy, cwd: Any, out: Any, retry_failed: bool,
-                 executor: Any, syntax: Syntax = PYTHON) -> None:
+                 budget: Any, config: Any, permission: PermissionPolicy | None, cwd: Any, out: Any,
+                 retry_failed: bool, executor: Any, workspace: Any = None, setup: str | None = None,
+                 keep_workspaces: bool = False, keep_sessions: bool = False, workspace_limit_mb: float = 1024,
+                 syntax: Syntax = PYTHON) -> None:
         self.options = _Options(models, agent=agent, repeats=repeats, concurrency=concurrency,
                                 agent_concurrency=agent_concurrency, timeout=timeout, retries=retries,
                                 backoff=backoff, budget=budget, config=config, syntax=syntax)
         self.models = self.options.models
         self.samples = load_dataset(dataset, prompt=prompt, syntax=syntax)
-        self.source = os.fspath(dataset) if is_dataset_path(dataset) else type(dataset).__name__
+        self.source = os.fspath(dataset) if is_dataset_path(dataset) else str(getattr(dataset, "source", "") or
+                                                                                  type(dataset).__name__)
         self.template = prompt
-        self.scorers: list[Scorer] = as_scorers(scorers, syntax=syntax)
+        self.scorers: list[Scorer] = _with_task_scorers(getattr(dataset, "scorers", None),
+                                                        as_scorers(scorers, syntax=syntax))
+        self.checks = tuple(s for s in self.scorers if isinstance(s, WorkspaceScorer))
         self.with_agent = agent is not None
         self.given_agent = agent if isinstance(agent, Agent) else None
         self.agent_spec = None if agent is None or isinstance(agent, Agent) else agent
@@ -178,11 +212,19 @@ class _Sweep:
         if self.given_agent is not None and not isinstance(self.executor, LocalExecutor):
             raise ValueError(syntax["ray_with_agent"])
         self.permission = permission
-        self.settings = TrialSettings(timeout=self.options.timeout, config=self.options.config, permission=permission,
-                                      cwd=str(Path(cwd).resolve()) if cwd is not None else None)
+        self.workspace = _workspace_dir(workspace, syntax)
+        self.setup, self.keep_workspaces, self.keep_sessions = setup, bool(keep_workspaces), bool(keep_sessions)
+        self.workspace_root: Path | None = None
+        self.made_root = False
+        self.settings = TrialSettings(timeout=self.options.timeout, config=self.options.config,
+                                      permission=permission or "deny", permission_in_workspace=permission or "allow",
+                                      cwd=str(Path(cwd).resolve()) if cwd is not None else None,
+                                      workspace=self.workspace, checks=self.checks)
+        self._check_workspaces(workspace_limit_mb, syntax)
         self.metadata_fields = list(dict.fromkeys(k for s in self.samples for k in s.metadata))
         self.columns = ordered_columns([s.name for s in self.scorers], self.metadata_fields)
         self.store = RunStore(out, self.columns, syntax=syntax) if out is not None else None
+        self._place_workspaces()
         self.done, self.to_score = self._resume(retry_failed, syntax)
         self.todo = [t for t in self.plan if t.trial_id not in self.done]
         self.skipped = len(self.plan) - len(self.todo)
@@ -213,12 +255,51 @@ class _Sweep:
                 raise ValueError(
                     f"{self.store.path} already has sample {trial.sample.id!r} with another prompt or target, so the "
                     f"dataset or the prompt template changed; sweep into a new {syntax['out']} path")
-            if row.get("status") == "ok" or not retry_failed:
+            checked = all(score_column(c.name) in row for c in self.checks)  # checks need the trial run again
+            if (row.get("status") == "ok" or not retry_failed) and checked:
                 done[trial.trial_id] = row
-        wanted = [score_column(s.name) for s in self.scorers]
+        wanted = [score_column(s.name) for s in self.scorers if not isinstance(s, WorkspaceScorer)]
         to_score = [tid for tid, row in done.items()
                     if row.get("status") == "ok" and any(c not in row for c in wanted)]
         return done, to_score
+
+    # --- workspaces -------------------------------------------------------------------------
+    def _check_workspaces(self, limit_mb: Any, syntax: Syntax) -> None:
+        """Checks need workspaces; each source exists and is under the size limit; a repository's uncommitted
+        changes (which worktrees of HEAD leave out) are named once."""
+        if isinstance(limit_mb, bool) or not isinstance(limit_mb, (int, float)) or limit_mb <= 0:
+            raise ValueError(f"{syntax['workspace_limit']} must be a number of MB > 0, not {limit_mb!r}")
+        sources = {self.settings.workspace_for(s) for s in self.samples}
+        if self.checks and None in sources:
+            names = ", ".join(c.name for c in self.checks)
+            many = len(self.checks) > 1
+            raise ValueError(f"the check{'s' if many else ''} {names} run{'' if many else 's'} in each trial's "
+                             f"workspace, but some samples have none: pass {syntax['workspace']}DIR or give every "
+                             "sample a workspace field")
+        if self.setup is not None and sources == {None}:
+            raise ValueError(f"{syntax['setup']} runs in each trial's workspace: pass {syntax['workspace']}DIR too")
+        limit = int(limit_mb * 1024 * 1024)
+        for source in sorted(s for s in sources if s):
+            commit = git_head(source)
+            size = directory_size(source, limit, skip_git=commit is not None)
+            if size > limit:
+                raise ValueError(f"the workspace {source} holds more than {limit_mb:g} MB (the limit); copying it for "
+                                 f"every trial would be slow: raise {syntax['workspace_limit']} or use a smaller "
+                                 "directory")
+            if commit is not None and _dirty(source):
+                warnings.warn(f"{source} has uncommitted changes; each trial's git worktree starts from its HEAD "
+                              f"({commit[:10]}), without them", UserWarning, stacklevel=5)
+
+    def _place_workspaces(self) -> None:
+        """Workspaces go in the run directory's workspaces/ folder, else in a temporary folder of this sweep."""
+        if self.settings.workspace is not None or any(s.workspace is not None for s in self.samples):
+            if self.store is not None and self.store.kind == "dir":
+                self.workspace_root = self.store.path.resolve() / "workspaces"
+            else:
+                self.workspace_root, self.made_root = temporary_root(), True
+        root = str(self.workspace_root) if self.workspace_root is not None else None
+        self.settings = dataclasses.replace(self.settings, workspaces=WorkspaceSettings(
+            root=root, setup=self.setup, keep=self.keep_workspaces, keep_sessions=self.keep_sessions))
 
     def wait_for_cleanup(self) -> None:
         if self.started.is_set():
@@ -243,7 +324,10 @@ class _Sweep:
             "parameters": {"concurrency": options.concurrency, "agent_concurrency": options.agent_caps,
                            "timeout": options.timeout, "retries": options.retries, "backoff": options.backoff,
                            "budget": options.budget, "config": options.config, "permission": permission,
-                           "cwd": self.settings.cwd or os.getcwd(), "agent": agent},
+                           "cwd": self.settings.cwd or os.getcwd(), "agent": agent,
+                           "workspace": self.workspace, "setup": self.setup,
+                           "keep_workspaces": self.keep_workspaces, "keep_sessions": self.keep_sessions,
+                           "workspaces_in": str(self.workspace_root) if self.workspace_root else None},
             "executor": self.executor.describe(),
             "agents": self.executor.agents(),
             "planned": len(self.plan), "skipped": self.skipped, "executed": len(self.new_rows) - self.rescored,
@@ -298,6 +382,9 @@ class _Sweep:
             self.finished = time.time()
             if self.store is not None:
                 await self._write(self.store.write_manifest, self.manifest())
+            if self.workspace_root is not None:
+                with contextlib.suppress(OSError):  # only when empty: kept workspaces stay
+                    self.workspace_root.rmdir()
         finally:
             self.cleaned.set()
 
@@ -339,6 +426,8 @@ class _Sweep:
         await self._score(outcome.row)
         if self.store is not None:
             outcome.row["trajectory"] = await self._write(self.store.trajectory, trial.trial_id, outcome.trajectory)
+            if outcome.diff is not None:
+                outcome.row["diff"] = await self._write(self.store.diff, trial.trial_id, outcome.diff)
         await self._record(outcome.row)
         progress.finished(outcome.row)
 
@@ -357,6 +446,10 @@ class _Sweep:
         """Every scorer this row lacks; a failed trial is not scored (its scores stay empty)."""
         for scorer in self.scorers:
             column = score_column(scorer.name)
+            if isinstance(scorer, WorkspaceScorer):  # graded by the trial itself, in its workspace
+                row.setdefault(column, None)
+                row.setdefault(explanation_column(scorer.name), None)
+                continue
             if row.get(column) is not None:
                 continue
             score = Score(None)
@@ -388,9 +481,11 @@ class _Sweep:
 def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, prompt: str | None = None,
           repeats: int = 1, concurrency: int = 4, agent_concurrency: int | Mapping[str, int] | None = None,
           timeout: float | None = 300, retries: int = 2, backoff: float = 1.0, budget: float | None = None,
-          config: Mapping[str, Any] | None = None, permission: PermissionPolicy = "deny",
+          config: Mapping[str, Any] | None = None, permission: PermissionPolicy | None = None,
           cwd: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
           retry_failed: bool = False, executor: Any = "local", agent: AgentLike = None,
+          workspace: str | os.PathLike[str] | None = None, setup: str | None = None, keep_workspaces: bool = False,
+          keep_sessions: bool = False, workspace_limit_mb: float = 1024,
           progress: ProgressLike = None) -> SweepResult:
     """Send every sample to every model ``repeats`` times, score each reply, and record each trial.
 
@@ -417,12 +512,26 @@ def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, pro
     calling again with the same ``out`` runs only the missing trials (``retry_failed=True``: failed ones
     too) and scores old rows with scorers they lack. ``acpnb.load_run(out)`` reopens it.
     ``executor="ray"`` (or a ``RayExecutor``) runs the trials on a Ray cluster, same rows and files.
+
+    Workspaces (agentic tasks): with ``workspace=DIR`` (or a sample's ``workspace`` field; an empty one asks
+    for an empty directory) every trial works in a fresh copy of DIR: a git worktree of HEAD when DIR is the
+    top of a git repository, else ``cp --reflink=auto`` (copy-on-write where the filesystem offers it); the
+    session's cwd is that copy, so the client's file access is confined to it. ``setup`` runs there first
+    (a failure is an error row). After the turn the copy's diff against its start is kept beside the
+    trial's recording (``diff`` column) and check scorers grade it (``command("pytest -q")``,
+    ``file_contains``, functions ``(row, workspace)``); then it is deleted unless ``keep_workspaces``. A
+    DIR over ``workspace_limit_mb`` is refused. ``permission`` (None) allows the agent's requests inside a
+    workspace and denies them elsewhere. Trials close their sessions and delete them where the agent
+    offers session/delete, unless ``keep_sessions``; ``acp_notebook.sweep.tasks(DIR)`` reads Harbor task
+    folders as such a dataset.
     ``progress``: None picks a widget in notebooks and a text bar elsewhere; False shows nothing.
     """
     state, bar = prepare(dataset, models, scorers=scorers, prompt=prompt, repeats=repeats, concurrency=concurrency,
                           agent_concurrency=agent_concurrency, timeout=timeout, retries=retries, backoff=backoff,
                           budget=budget, config=config, permission=permission, cwd=cwd, out=out,
-                          retry_failed=retry_failed, executor=executor, agent=agent, progress=progress)
+                          retry_failed=retry_failed, executor=executor, agent=agent, workspace=workspace, setup=setup,
+                          keep_workspaces=keep_workspaces, keep_sessions=keep_sessions,
+                          workspace_limit_mb=workspace_limit_mb, progress=progress)
     return run_blocking(state, bar)
 
 

@@ -426,14 +426,21 @@ def model_graded(grader: str, *, rubric: str = DEFAULT_RUBRIC, name: str = "grad
     return ModelGraded(grader, rubric=rubric, name=name, template=template, parse=parse, timeout=timeout)
 
 
-def scorer(function: Callable[[Mapping[str, Any]], Any], *, name: str | None = None) -> Scorer:
-    """Wrap a function ``(row) -> score | (score, explanation)``; ``name`` defaults to the function's name."""
+def scorer(function: Callable[..., Any], *, name: str | None = None) -> Scorer:
+    """Wrap a function ``(row) -> score | (score, explanation)``; ``name`` defaults to the function's name.
+
+    A function with a parameter named ``workspace``, or with two positional parameters, is a check: it is
+    called as ``function(row, workspace)`` (a ``pathlib.Path``) in the trial's workspace after the turn."""
     if not callable(function):
         raise TypeError(f"scorer() takes a function (row) -> score, not {function!r}")
     name = name if name is not None else getattr(function, "__name__", "")
     if name == "<lambda>" or not name:
         raise ValueError("a lambda has no usable name: give it one with "
                          "`from acp_notebook.sweep import scorer` and scorer(fn, name='...')")
+    from .checks import WorkspaceCallable, takes_workspace
+
+    if takes_workspace(function):
+        return WorkspaceCallable(function, name)
     return CallableScorer(function, name)
 
 

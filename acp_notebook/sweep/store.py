@@ -3,7 +3,9 @@
 A run directory ``out="runs/name"`` holds ``rows.jsonl`` (one row per finished trial, appended as
 trials finish; a later row for the same trial id replaces an earlier one, which is how retries
 and re-scoring are recorded), ``manifest.json`` (the sweep's parameters, versions and agents,
-rewritten atomically) and ``trajectories/<trial id>.jsonl`` (the turn's updates). A path ending
+rewritten atomically), ``trajectories/<trial id>.acp.jsonl`` (the trial's session as a recording) and,
+for trials with a workspace, ``trajectories/<trial id>.diff`` (what the agent changed) and
+``workspaces/`` (the trials' copies, while they run or when kept). A path ending
 in .jsonl, .csv or .json is a single results file instead (rows only; metadata beside it or, for
 JSON, inside it). Writes happen in worker threads started by the sweep's loop, one at a time.
 """
@@ -247,6 +249,16 @@ class RunStore:
         if self.kind != "dir" or trajectory is None:
             return None
         return write_trajectory(self.path, trial_id, trajectory)
+
+    def diff(self, trial_id: str, text: str) -> str | None:
+        """Keep the trial's workspace diff beside its recording (run directories only); its relative path."""
+        if self.kind != "dir":
+            return None
+        relative = f"{TRAJECTORIES_DIR}/{trial_id}.diff"
+        target = self.path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(target, text)
+        return relative
 
     def write_manifest(self, manifest: Mapping[str, Any]) -> None:
         text = json.dumps({"format": RUN_FORMAT, **manifest}, indent=1, default=_json_default)

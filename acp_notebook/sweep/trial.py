@@ -13,10 +13,13 @@ import contextlib
 import hashlib
 import json
 import re
+import tempfile
 import time
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from .._protocol import join_agent_model, parse_bool_word, split_agent_model
@@ -25,9 +28,11 @@ from ..errors import AcpError, AcpTimeoutError, AgentExitedError, ConfigOptionEr
 from ..launch import SpecLike
 from ..record import session_recording
 from ..turn import Turn
-from .columns import FIXED_COLUMNS
+from .checks import CheckError, WorkspaceScorer
+from .columns import FIXED_COLUMNS, explanation_column, score_column
 from .dataset import Sample
 from .hints import PYTHON, Syntax
+from .workspace import Workspace, WorkspaceSettings, run_command
 
 __all__ = ["AgentPool", "ModelNotInForce", "Outcome", "Trial", "TrialSettings", "agent_and_value", "plan_trials",
            "run_attempt", "trial_id"]
@@ -80,6 +85,13 @@ class TrialSettings:
     config: Mapping[str, Any] = field(default_factory=dict)
     permission: PermissionPolicy = "deny"
     cwd: str | None = None
+    workspace: str | None = None              # the sweep's workspace= (a sample's own field wins)
+    workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
+    permission_in_workspace: PermissionPolicy = "allow"  # the agent works in a throwaway copy
+    checks: tuple[WorkspaceScorer, ...] = ()  # scorers that grade in the workspace, run by the trial
+
+    def workspace_for(self, sample: Sample) -> str | None:
+        return sample.workspace if sample.workspace is not None else self.workspace
 
 
 @dataclass
@@ -89,6 +101,7 @@ class Outcome:
     row: dict[str, Any]
     trajectory: dict[str, Any] | None  # record.session_recording of the trial's session, None without one
     transient: bool = False
+    diff: str | None = None  # the workspace's diff against its start, for trials with a workspace
 
 
 def _slug(text: str) -> str:
@@ -216,15 +229,21 @@ class AgentPool:
 
 @dataclass
 class Attempt:
-    """Where an attempt got to: the phase for error messages, and the session to close whatever happens."""
+    """Where an attempt got to: the phase for error messages, and the session and workspace to close whatever
+    happens."""
 
     phase: str = "starting the agent"
     session: Session | None = None
+    workspace: Workspace | None = None
+    workspace_ready: bool = False
+    diff: str | None = None
 
 
 async def open_session(pool: AgentPool, agent_name: str | None, value: str, settings: TrialSettings,
-                       row: dict[str, Any], confirmed: Any, attempt: Attempt) -> Session:
-    """A fresh session on the agent, with the model set and confirmed, then ``settings.config``.
+                       row: dict[str, Any], confirmed: Any, attempt: Attempt, *,
+                       workspace: Workspace | None = None) -> Session:
+    """A fresh session on the agent (in the trial's workspace, if it has one), with the model set and
+    confirmed, then ``settings.config``.
 
     ``row`` gets agent, session_id, confirmed_model and config as they become known; ``confirmed``
     maps the agent's model value to the id recorded.
@@ -232,7 +251,11 @@ async def open_session(pool: AgentPool, agent_name: str | None, value: str, sett
     agent = await pool.get(agent_name)
     row["agent"] = agent.name
     attempt.phase = "session/new"
-    session = attempt.session = await agent.anew_session(cwd=settings.cwd, permission=settings.permission)
+    if workspace is not None:
+        cwd, permission = str(workspace.path), settings.permission_in_workspace
+    else:
+        cwd, permission = settings.cwd, settings.permission
+    session = attempt.session = await agent.anew_session(cwd=cwd, permission=permission)
     row["session_id"] = session.id
     attempt.phase = f"setting the model to {value!r}"
     await _select_model(session, value, row, confirmed)
@@ -288,54 +311,144 @@ def blank_row(trial: Trial) -> dict[str, Any]:
 
 
 async def run_attempt(trial: Trial, pool: AgentPool, settings: TrialSettings) -> Outcome:
-    """One attempt: fresh session, model set and confirmed, config, the prompt, the turn recorded. Never raises
-    (except cancellation): a failure is a row with status error or timeout."""
+    """One attempt: its workspace (if any), a fresh session, model set and confirmed, config, the prompt, the turn
+    recorded, then the workspace's diff and checks. Never raises (except cancellation): a failure is a row with
+    status error or timeout."""
     row = blank_row(trial)
     row["started_at"] = iso_time(time.time())
     attempt = Attempt()
-    turn: Turn | None = None
     transient = False
     try:
-        session = await open_session(pool, trial.agent_name, trial.value, settings, row, trial.confirmed_id, attempt)
+        workspace = await make_workspace(trial, settings, row, attempt)
+        session = await open_session(pool, trial.agent_name, trial.value, settings, row, trial.confirmed_id, attempt,
+                                     workspace=workspace)
         attempt.phase = "prompt"
-        try:
-            turn = await session.aprompt(trial.sample.prompt, timeout=settings.timeout)
-        except AcpError as exc:
-            turn = session.turns[-1] if session.turns else None
-            record_turn(row, trial, turn)
-            if not isinstance(exc, AcpTimeoutError):
-                raise
-            row.update(status="timeout", timed_out=True, error=(
-                f"prompt: no answer within {settings.timeout:g} s; the turn was cancelled "
-                f"(stop reason {row['stop_reason']!r})"))
-            transient = True
-        else:
-            record_turn(row, trial, turn)
-            if turn.error is not None:
-                raise turn.error
-            if row["model_at_end"] != row["confirmed_model"]:
-                raise ModelNotInForce(f"the agent switched the model during the turn: {row['confirmed_model']!r} -> "
-                                      f"{row['model_at_end']!r}; this answer is not the requested model's")
+        transient = await _prompt(session, trial, settings, row)
+        if workspace is not None:
+            attempt.phase = "measuring the workspace's changes"
+            attempt.diff = await _diff(workspace, row)
+            if row["status"] == "ok":
+                await run_checks(settings.checks, workspace, row, attempt)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - one failing trial must never stop the sweep
         row.update(status="error", error=describe_error(attempt.phase, exc))
         transient = is_transient(exc)
     finally:
-        await close_quietly(attempt.session)
+        await close_quietly(attempt.session, delete=not settings.workspaces.keep_sessions)
+        await _finish_workspace(attempt, settings, row)
         row["ended_at"] = iso_time(time.time())
     session = attempt.session
-    return Outcome(row, session_recording(session.agent, session.id) if session is not None else None, transient)
+    return Outcome(row, session_recording(session.agent, session.id) if session is not None else None, transient,
+                   attempt.diff)
 
 
-async def close_quietly(session: Session | None) -> None:
-    if session is not None:
+async def _prompt(session: Session, trial: Trial, settings: TrialSettings, row: dict[str, Any]) -> bool:
+    """Send the prompt and record the turn; True when a timeout makes another attempt worth it."""
+    try:
+        turn = await session.aprompt(trial.sample.prompt, timeout=settings.timeout)
+    except AcpError as exc:
+        turn = session.turns[-1] if session.turns else None
+        record_turn(row, trial, turn)
+        if not isinstance(exc, AcpTimeoutError):
+            raise
+        row.update(status="timeout", timed_out=True, error=(
+            f"prompt: no answer within {settings.timeout:g} s; the turn was cancelled "
+            f"(stop reason {row['stop_reason']!r})"))
+        return True
+    record_turn(row, trial, turn)
+    if turn.error is not None:
+        raise turn.error
+    if row["model_at_end"] != row["confirmed_model"]:
+        raise ModelNotInForce(f"the agent switched the model during the turn: {row['confirmed_model']!r} -> "
+                              f"{row['model_at_end']!r}; this answer is not the requested model's")
+    return False
+
+
+async def make_workspace(trial: Trial, settings: TrialSettings, row: dict[str, Any],
+                         attempt: Attempt) -> Workspace | None:
+    """The trial's fresh copy of its workspace, set up (``setup=``) and its starting state noted; None without."""
+    source = settings.workspace_for(trial.sample)
+    if source is None:
+        return None
+    options = settings.workspaces
+    attempt.phase = "making the workspace"
+    root = Path(options.root) if options.root else Path(tempfile.gettempdir()) / "acp-notebook-workspaces"
+    workspace = attempt.workspace = await Workspace.create(source, root, trial.trial_id)
+    row.update(workspace=source, workspace_method=workspace.method, workspace_commit=workspace.commit,
+               workspace_path=str(workspace.path))
+    if options.setup:
+        attempt.phase = "setup"
+        result = await run_command(options.setup, workspace.path, timeout=options.setup_timeout)
+        if result.exit_code != 0:
+            raise WorkspaceSetupError(f"setup command {options.setup!r}: {result.summary(600)}")
+    attempt.phase = "noting the workspace's starting state"
+    await workspace.mark_start(after_setup=bool(options.setup))
+    attempt.workspace_ready = True
+    return workspace
+
+
+class WorkspaceSetupError(Exception):
+    """The setup command failed or timed out; the trial is not prompted."""
+
+
+async def _diff(workspace: Workspace, row: dict[str, Any]) -> str:
+    text, count = await workspace.diff()
+    row["files_changed"] = count
+    return text
+
+
+async def run_checks(checks: Sequence[WorkspaceScorer], workspace: Workspace, row: dict[str, Any],
+                     attempt: Attempt) -> None:
+    """Every check, in order; one that cannot grade makes the row an error (the others still run)."""
+    problems = []
+    for check in checks:
+        attempt.phase = f"check {check.name}"
+        try:
+            score = await check.check(types.MappingProxyType(dict(row)), workspace.path)
+        except CheckError as exc:
+            row[score_column(check.name)], row[explanation_column(check.name)] = None, str(exc)
+            problems.append(f"check {check.name}: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - a broken check is reported in its row, like a broken scorer
+            row[score_column(check.name)] = None
+            row[explanation_column(check.name)] = f"the check failed: {type(exc).__name__}: {exc}"
+            continue
+        row[score_column(check.name)], row[explanation_column(check.name)] = score.value, score.explanation
+    if problems:
+        row.update(status="error", error="; ".join(problems)[:ERROR_TEXT_LIMIT])
+
+
+async def _finish_workspace(attempt: Attempt, settings: TrialSettings, row: dict[str, Any]) -> None:
+    """A failed trial's diff is still taken (it shows how far the agent got); then the copy goes unless kept."""
+    workspace = attempt.workspace
+    if workspace is None:
+        return
+    if attempt.diff is None and attempt.workspace_ready:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(session.aclose(), SESSION_CLOSE_TIMEOUT_S)
+            attempt.diff = await _diff(workspace, row)
+    if not settings.workspaces.keep:
+        try:
+            await workspace.remove()
+        except Exception as exc:  # noqa: BLE001 - the row says where the leftover is
+            row["error"] = (row.get("error") or "") + f" (the workspace {workspace.path} was not removed: {exc})"
+
+
+async def close_quietly(session: Session | None, *, delete: bool = False) -> None:
+    """Close the session; with ``delete``, also delete it where the agent offers session/delete, so a sweep's
+    sessions stay out of the agent's list."""
+    if session is None:
+        return
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(session.aclose(), SESSION_CLOSE_TIMEOUT_S)
+    connection = session.agent.connection
+    if delete and connection is not None and connection.state == "running" and connection.supports("delete"):
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(session.agent.adelete_session(session.id), SESSION_CLOSE_TIMEOUT_S)
 
 
 async def ask_model(pool: AgentPool, agent_name: str | None, value: str, prompt: str, *,
-                    cwd: str | None, timeout: float | None) -> tuple[Turn, str | None]:
+                    cwd: str | None, timeout: float | None, keep_session: bool = False) -> tuple[Turn, str | None]:
     """A turn with another model (a grader): fresh session, model set and confirmed, no other options.
 
     Returns the turn and the model id in force; raises GradingError naming the phase of a failure.
@@ -356,7 +469,7 @@ async def ask_model(pool: AgentPool, agent_name: str | None, value: str, prompt:
     except Exception as exc:
         raise GradingError(describe_error(attempt.phase, exc), transient=is_transient(exc)) from exc
     finally:
-        await close_quietly(attempt.session)
+        await close_quietly(attempt.session, delete=not keep_session)
 
 
 _USAGE_COLUMNS = (("inputTokens", "input_tokens"), ("outputTokens", "output_tokens"),
