@@ -17,6 +17,7 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("inspect_ai")
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
