@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["METHODS", "SPEC", "UPDATES", "Explanation", "explain", "spec_url"]
+__all__ = ["KERNEL_SERVER", "KERNEL_TOOLS", "METHODS", "SPEC", "UPDATES", "Explanation", "explain", "kernel_server_text",
+           "mcp_server_lines", "spec_url"]
 
 SPEC = "https://agentclientprotocol.com/protocol/"
 
@@ -215,3 +216,59 @@ def explain(method: str, kind: str, update: str = "") -> Explanation:
     if kind == "result":
         return Explanation(info.answer or info.ask, spec_url(info.page))
     return Explanation(info.ask, spec_url(info.page))
+
+
+# --- the MCP servers a session is offered ------------------------------------------------------------
+KERNEL_SERVER = "kernel"  # the name of the notebook's own MCP server in mcpServers
+KERNEL_TOOLS = ("list_variables", "inspect_variable", "run_code", "notebook_history", "propose_cell")
+# What each kernel-tools policy lets run_code do (the policy itself is the agent's kernel_tools setting).
+KERNEL_POLICIES = {
+    "ask": "run_code shows its code in the running cell with Allow / Reject and runs only after Allow",
+    "read-only": "the reading tools answer; run_code is refused",
+    "allow": "run_code runs at once, on the kernel thread as your own code would (Cancel or an interrupt stops it)",
+}
+
+
+def mcp_server_lines(servers: object, policy: str | None = None) -> list[str]:
+    """One sentence per entry of a session request's ``mcpServers``; ``policy``: the kernel tools' policy
+    in force, when known (a recording does not hold it)."""
+    if not isinstance(servers, list):
+        return []
+    lines = []
+    for server in servers:
+        if not isinstance(server, dict):
+            continue
+        name = str(server.get("name", "?"))
+        if name == KERNEL_SERVER and "command" in server:
+            lines.append(kernel_server_text(server, policy))
+        elif server.get("type") in ("http", "sse"):
+            lines.append(f"{name}: an MCP server over {server['type'].upper()} at {server.get('url')} (the agent "
+                         f"connects to it; needs the agent's mcpCapabilities.{server['type']}).")
+        else:
+            command = " ".join(str(p) for p in [server.get("command", "?"), *(server.get("args") or [])])
+            lines.append(f"{name}: a stdio MCP server: the agent starts `{command}` and speaks MCP over its "
+                         "stdin and stdout.")
+    return lines
+
+
+def kernel_server_text(server: dict, policy: str | None) -> str:
+    """What the notebook's ``kernel`` entry is, how it is reached and what it may do."""
+    env = {str(e.get("name")): e.get("value") for e in server.get("env") or [] if isinstance(e, dict)}
+    command = " ".join(str(p) for p in [server.get("command", "?"), *(server.get("args") or [])])
+    token = next((name for name in env if "TOKEN" in name.upper()), None)
+    text = (f"{KERNEL_SERVER}: acp-notebook's own MCP server, the agent's way into this notebook's kernel: "
+            f"{', '.join(KERNEL_TOOLS)}. A stdio server: the agent starts `{command}` itself and speaks MCP over "
+            "its stdin and stdout; that bridge connects back to the kernel through a private Unix socket in a "
+            "directory only you can open (nothing listens on the network)")
+    if token:
+        shown = env.get(token)
+        text += (f" and proves itself with the token in {token}, masked ({shown}) here, in agent.log and in "
+                 "recordings" if shown == "***" else f" and proves itself with the token in {token}")
+    text += ". What the tools read is capped and secrets are masked; propose_cell only proposes a cell, and "
+    text += "run_code refuses to end the kernel. "
+    if policy in KERNEL_POLICIES:
+        text += f"Policy in force: {policy}: {KERNEL_POLICIES[policy]}."
+    else:
+        text += ("The policy (ask, read-only or allow: AcpMagics.kernel_tools, acpnb.start(kernel_tools=...)) is "
+                 "not part of the frame.")
+    return text

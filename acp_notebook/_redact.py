@@ -1,11 +1,16 @@
 """Secrets kept out of what the package writes down: recordings, logs, error messages.
 
-Two rules, applied together by ``Redactor``:
+Three rules, applied together by ``Redactor``:
 - values: the value of every environment variable whose name says it holds a secret (``*_KEY``,
   ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ...) and that is long enough to be one, wherever it
   appears inside any string, is replaced by ``***NAME***``;
 - keys: in any JSON object, the value of a key that names a secret (``apiKey``, ``token``,
-  ``authorization``, ``password``...) is replaced by ``***``.
+  ``authorization``, ``password``...) is replaced by ``***``;
+- named values: in a list under ``env`` or ``headers`` (how ACP's ``mcpServers`` entries carry
+  environment variables and HTTP headers, as ``{"name", "value"}`` objects), the value of an entry
+  whose name says it holds a secret (``ACPNB_KERNEL_TOKEN``, ``Authorization``...) is replaced by
+  ``***``, however short: such a value exists nowhere in our own environment to be found by the
+  first rule.
 
 ``masked(value)`` is the one for hot paths (every frame of a turn goes through it): it first
 looks, without copying, for anything to mask, and copies only a frame that has some.
@@ -20,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["MASK", "Redactor", "secret_values"]
+__all__ = ["MASK", "Redactor", "is_secret_name", "secret_values"]
 
 MASK = "***"
 # Environment variable names that hold secrets.
@@ -30,15 +35,21 @@ _NOT_SECRET = re.compile(r"^(XAUTHORITY|SSH_AUTH_SOCK|GPG_AGENT_INFO|.*_PATH|.*_
 # JSON keys whose values are secrets wherever they appear.
 _SECRET_KEY = re.compile(r"^(api[-_]?key|token|access[-_]?token|refresh[-_]?token|secret|client[-_]?secret|"
                          r"password|passwd|authorization|cookie|credentials?|private[-_]?key)$", re.IGNORECASE)
+# Keys of lists of {"name", "value"} entries: an mcpServers entry's environment and HTTP headers.
+_NAMED_VALUE_LISTS = frozenset({"env", "headers"})
 # Shorter values are left alone: masking "1" or "true" everywhere would destroy the data.
 MIN_SECRET_LENGTH = 8
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable (or header) of this name holds a secret: ``OPENAI_API_KEY``, ``db_password``..."""
+    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.match(name)
 
 
 def secret_values(env: Mapping[str, str]) -> list[tuple[str, str]]:
     """``(name, value)`` of the variables in ``env`` that hold secrets, longest value first."""
     found = [(name, value) for name, value in env.items()
-             if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH
-             and _SECRET_NAME.search(name) and not _NOT_SECRET.match(name)]
+             if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH and is_secret_name(name)]
     return sorted(found, key=lambda pair: -len(pair[1]))
 
 
@@ -84,6 +95,8 @@ class Redactor:
                     if secret_key and sub is not None and sub != "":
                         return True
                     sub_kind = type(sub)
+                    if key in _NAMED_VALUE_LISTS and sub_kind is list and _names_a_secret(sub):
+                        return True
                     if sub_kind is str:
                         if values and _holds_any(sub, values):
                             return True
@@ -110,10 +123,15 @@ class Redactor:
             return self.text(value)
         if isinstance(value, Mapping):
             return {key: MASK if isinstance(key, str) and _is_secret_key(key) and item not in (None, "")
+                    else self._named_values(item) if key in _NAMED_VALUE_LISTS and isinstance(item, list)
                     else self.data(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.data(item) for item in value]
         return value
+
+    def _named_values(self, entries: list[Any]) -> list[Any]:
+        """An ``env`` / ``headers`` list: secret-named entries' values masked, the rest masked as any data."""
+        return [{**self.data(entry), "value": MASK} if _secret_entry(entry) else self.data(entry) for entry in entries]
 
     def json_line(self, value: Any) -> str:
         """``value`` as one line of JSON, masked."""
@@ -121,6 +139,18 @@ class Redactor:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _secret_entry(entry: Any) -> bool:
+    """A ``{"name": SECRET_NAME, "value": ...}`` entry with a value to hide."""
+    if not isinstance(entry, Mapping):
+        return False
+    name, value = entry.get("name"), entry.get("value")
+    return isinstance(name, str) and value not in (None, "") and is_secret_name(name)
+
+
+def _names_a_secret(entries: list[Any]) -> bool:
+    return any(_secret_entry(entry) for entry in entries)
 
 
 def _holds_any(text: str, values: tuple[str, ...]) -> bool:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from . import _loop
+from . import _loop, attachments
 from ._facade import twins
 from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, client_version
 from .connection import AgentConnection, files, transport_for
@@ -296,6 +296,11 @@ class Agent:
     @property
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())
+
+    @property
+    def redactor(self) -> Redactor:
+        """What masks this agent's secrets (its environment's secret values) in logs, recordings, attachments."""
+        return self._redactor
 
     def stderr_tail(self, lines: int = 20) -> list[str]:
         return self.connection.stderr_tail(lines) if self.connection is not None else []
@@ -831,15 +836,17 @@ class Session:
     set, aset = twins(_set, what="set_config_option", default_timeout=_session_timeout)
 
     # --- turns -----------------------------------------------------------
-    def start_turn(self, prompt: str | Sequence[Mapping[str, Any]], *, permission: PermissionPolicy | None = None,
-                   elicitation: ElicitationPolicy | None = None, timeout: float | None = None) -> Turn:
+    def start_turn(self, prompt: str | Sequence[Mapping[str, Any]], *, attach: Any = None,
+                   permission: PermissionPolicy | None = None, elicitation: ElicitationPolicy | None = None,
+                   timeout: float | None = None) -> Turn:
         """Queue a prompt and return its Turn at once (from any thread); views observe the turn.
 
         It is sent when the session's earlier turns have ended. ``turn.future`` resolves when it
-        ends; ``permission`` and ``elicitation`` answer this turn's permission requests and forms;
-        ``timeout`` cancels the turn (session/cancel) when it runs longer.
+        ends; ``attach`` adds objects as content blocks (see ``prompt``); ``permission`` and
+        ``elicitation`` answer this turn's permission requests and forms; ``timeout`` cancels the
+        turn (session/cancel) when it runs longer.
         """
-        turn, previous = self._queue(prompt, permission, elicitation)
+        turn, previous = self._queue(prompt, permission, elicitation, attach)
         _loop.submit(_loop.run_async(self._run_turn(turn, previous), timeout, what="the prompt turn"))
         return turn
 
@@ -849,23 +856,33 @@ class Session:
         return self.start_turn(prompt, timeout=timeout).future
 
     def _queue(self, prompt: Any, permission: PermissionPolicy | None,
-               elicitation: ElicitationPolicy | None = None) -> tuple[Turn, Turn | None]:
+               elicitation: ElicitationPolicy | None = None, attach: Any = None) -> tuple[Turn, Turn | None]:
         """A new turn, and the one it must wait for (turns of a session run in the order they were made)."""
         if self.closed:
             raise AgentClosedError(f"session {self.id} is closed")
         if not isinstance(prompt, str) and not (isinstance(prompt, Sequence) and
                                                 all(isinstance(b, Mapping) for b in prompt)):
             raise TypeError(f"a prompt is a string or a list of content blocks (dicts), not {type(prompt).__name__}")
+        attached = attachments.collect(attach, self.agent.capabilities, redactor=self.agent.redactor) \
+            if attach is not None else []
+        if attached:
+            prompt = attachments.prompt_blocks(prompt, attached)
         with self._queue_lock:
             turn = Turn(prompt, self.id, self.model, session=self, permission=permission, elicitation=elicitation)
+            turn.attachments = attached
             previous, self._last_queued = self._last_queued, turn
         return turn, previous
 
-    async def _prompt(self, prompt: str | Sequence[Mapping[str, Any]], *, permission: PermissionPolicy | None = None,
-                      elicitation: ElicitationPolicy | None = None) -> Turn:
+    async def _prompt(self, prompt: str | Sequence[Mapping[str, Any]], *, attach: Any = None,
+                      permission: PermissionPolicy | None = None, elicitation: ElicitationPolicy | None = None) -> Turn:
         """Send a prompt (after any turn still running in this session) and wait for the turn to end.
-        A timeout or Ctrl-C sends session/cancel. Raises the error that ended the turn, if any."""
-        return await self._run_turn(*self._queue(prompt, permission, elicitation))
+        A timeout or Ctrl-C sends session/cancel. Raises the error that ended the turn, if any.
+
+        ``attach``: objects sent with the text as content blocks (``attach=[df, fig]``; name them with
+        ``(name, object)`` pairs or a dict): a DataFrame as a CSV resource, a figure or image as an image
+        when the agent accepts images (else a note that it was left out), others as text; each capped,
+        secrets masked (``acp_notebook.attachments``). ``turn.attachments`` lists what was sent."""
+        return await self._run_turn(*self._queue(prompt, permission, elicitation, attach))
 
     prompt, aprompt = twins(_prompt, what="the prompt turn")
 

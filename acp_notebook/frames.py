@@ -6,7 +6,8 @@ client sent it. ``analyze(entries)`` returns one ``FrameRow`` per entry; ``Analy
 the same one entry at a time for a live view. Along the way it pairs each response with its
 request (and both with the round-trip time), follows every session's config options (so an
 answer or ``config_option_update`` shows what changed) and its title/``_meta`` (with the
-partial-update rules applied), and can check frames against the ACP schema.
+partial-update rules applied), says what each MCP server a session request offers is (the
+notebook's own ``kernel`` server explained in full), and can check frames against the ACP schema.
 
 An Analyzer is not thread-safe: its owner serializes calls (the inspector holds a lock
 while it feeds entries from the loop thread and renders from either thread).
@@ -15,12 +16,12 @@ while it feeds entries from the loop thread and renders from either thread).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _schema
-from ._explain import Explanation, explain
+from ._explain import Explanation, explain, mcp_server_lines
 from .state import merge_meta
 
 __all__ = ["Analyzer", "CapabilityUse", "ConfigDiff", "FrameRow", "analyze", "capabilities", "check_rows"]
@@ -83,6 +84,7 @@ class FrameRow:
     rtt: float | None = None  # seconds between request and answer
     config: ConfigDiff | None = None
     info: dict[str, Any] | None = None  # title, updatedAt and _meta after a session_info_update
+    servers: tuple[str, ...] = ()  # what each MCP server a session/new, load or resume offers is
     issues: tuple[_schema.SchemaIssue, ...] | None = None  # None: not checked (yet, or no jsonschema)
     checked: bool = False
 
@@ -167,8 +169,10 @@ def _request_summary(method: str, params: Mapping[str, Any]) -> str:
     if method == "session/prompt":
         return _prompt_text(params.get("prompt"))
     if method == "session/new":
-        return f"cwd={params.get('cwd')}"
-    if method in ("session/load", "session/resume", "session/close", "session/delete"):
+        return f"cwd={params.get('cwd')}" + _servers_summary(params)
+    if method in ("session/load", "session/resume"):
+        return str(params.get("sessionId") or "") + _servers_summary(params)
+    if method in ("session/close", "session/delete"):
         return str(params.get("sessionId") or "")
     if method == "session/request_permission":
         return str(_mapping(params.get("toolCall")).get("title") or "")
@@ -179,6 +183,11 @@ def _request_summary(method: str, params: Mapping[str, Any]) -> str:
     if method == "authenticate":
         return f"method={params.get('methodId')!r}"
     return ""
+
+
+def _servers_summary(params: Mapping[str, Any]) -> str:
+    names = [str(_mapping(s).get("name", "?")) for s in params.get("mcpServers") or [] if isinstance(s, Mapping)]
+    return f" \u00b7 mcp: {', '.join(names)}" if names else ""
 
 
 def _result_summary(method: str, result: Mapping[str, Any]) -> str:
@@ -261,6 +270,9 @@ class Analyzer:
     """Turns log entries into rows one at a time, remembering requests, config lists and titles per session."""
 
     check_schema: bool = False  # check each frame as it is added (else on demand with ``check_rows``)
+    # The kernel tools' policy in force (the agent's kernel_tools), read as a session request is added; frames
+    # do not carry it.
+    kernel_policy: Callable[[], str | None] | None = None
     rows: list[FrameRow] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)  # session ids in the order they appeared
     _pending: dict[tuple[str, Any], _Pending] = field(default_factory=dict)
@@ -295,6 +307,9 @@ class Analyzer:
                        explain(method, kind, update_kind))
         if kind == "request":
             self._pending[(direction, msg["id"])] = _Pending(row.index, method, session_id, t)
+        if method in ("session/new", "session/load", "session/resume") and params.get("mcpServers"):
+            policy = self.kernel_policy() if self.kernel_policy is not None else None
+            row.servers = tuple(mcp_server_lines(params.get("mcpServers"), policy))
         if update_kind == "config_option_update" and isinstance(update.get("configOptions"), list):
             self._track_config(row, update["configOptions"])
         elif update_kind == "session_info_update":

@@ -179,6 +179,7 @@ class Turn:
     def __init__(self, prompt: Any, session_id: str, model: Any = None, *, session: Any = None,
                  permission: Any = None, elicitation: Any = None) -> None:
         self.prompt = prompt
+        self.attachments: list[Any] = []  # attachments.Attachment: the objects the prompt carries (attach=)
         self.session_id = session_id
         self.session = session
         self.model = model

@@ -57,7 +57,7 @@ def _text(text: str) -> dict[str, Any]:
 
 
 def _prompt_text(blocks: list[Any]) -> str:
-    """The prompt as plain text: text blocks, plus the URI of any resource link."""
+    """The prompt as plain text: text blocks, plus the URI of any resource link or embedded resource."""
     parts = []
     for block in blocks:
         kind = getattr(block, "type", None)
@@ -65,6 +65,8 @@ def _prompt_text(blocks: list[Any]) -> str:
             parts.append(block.text)
         elif kind == "resource_link":
             parts.append(block.uri)
+        elif kind == "resource":
+            parts.append(block.resource.uri)
     return "\n".join(parts)
 
 
@@ -179,7 +181,7 @@ class DemoAgent:
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             },

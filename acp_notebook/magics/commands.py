@@ -30,6 +30,7 @@ from ..widgets.forms import FormAsker
 from ..widgets.labels import bound_agent, value_label
 from ..widgets.permission import PermissionAsker
 from ..widgets.sessions import SessionTable
+from . import context
 from . import grammar as g
 from .records import notebook_path
 from .registry import AgentEntry, NotebookAgents, env_names, launch_of
@@ -483,13 +484,17 @@ class Runner:
         prompt = body.strip()
         if not prompt:
             raise UsageError("%%acp: the cell is empty: write the prompt under the %%acp line")
+        namespace = getattr(getattr(self.magics, "shell", None), "user_ns", None) or {}
         entry = self.agents.entry(command.alias)
+        # Every reference is looked up before anything is sent: a bad one sends nothing.
+        prompt = context.expand(prompt, namespace, redactor=entry.agent.redactor)
+        attach = context.attached(command.attach, namespace)
         if command.new_session:
             self.open(entry, self._new_session(entry, self._cwd(None), self._timeout()), show=False)
         session = self.agents.session_of(entry)
         policies = self.turn_policies()
-        turn = session.start_turn(prompt, permission=policies.permission, elicitation=policies.elicitation,
-                                  timeout=self.magics.turn_timeout or None)
+        turn = session.start_turn(prompt, attach=attach or None, permission=policies.permission,
+                                  elicitation=policies.elicitation, timeout=self.magics.turn_timeout or None)
         self.agents.touch(entry, session)
         view = TurnView(turn, interval=self.magics.stream_interval, asker=policies.permission_asker,
                         permission_note=policies.permission_note, form_asker=policies.form_asker,

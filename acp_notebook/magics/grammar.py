@@ -132,6 +132,7 @@ class CellPrompt:
     alias: str | None = None
     wait: bool | None = None  # None: AcpMagics.wait decides
     new_session: bool = False
+    attach: tuple[str, ...] = ()  # --attach REF (repeatable): notebook variables sent as content blocks
 
 
 Command = Union[Start, Proxy, ShowPanel, SetOptions, NewSession, ListSessions, LoadSession, ShowLog, Stop, Use,
@@ -371,6 +372,8 @@ CELL_EXAMPLES = (
     ("%%acp", "the cell is the prompt; the reply streams in under the session title"),
     ("%%acp second --no-wait", "this cell goes to agent 'second'; do not wait for the turn to end"),
     ("%%acp --new", "open a new session first"),
+    ("%%acp --attach df --attach fig", "send variables with the prompt (a table as CSV, a figure as an image)"),
+    ("%%acp ... {df.shape} ...", "{name} in the cell inserts a variable's value as text ({{ and }}: braces)"),
 )
 
 OPTIONS_HELP = """\
@@ -426,15 +429,16 @@ def parse_line(line: str) -> Command:
 
 
 def parse_cell_line(line: str) -> CellPrompt:
-    """The ``%%acp`` line: ``[NAME] [--wait | --no-wait] [--new]``."""
+    """The ``%%acp`` line: ``[NAME] [--wait | --no-wait] [--new] [--attach REF ...]``."""
     parser = _Parser("%%acp")
     parser.add_argument("alias", nargs="?", metavar="NAME")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--wait", dest="wait", action="store_const", const=True, default=None)
     group.add_argument("--no-wait", dest="wait", action="store_const", const=False)
     parser.add_argument("--new", dest="new_session", action="store_true")
+    parser.add_argument("--attach", action="append", default=[], metavar="NAME")
     args = parser.parse_args(_split(line))
-    return CellPrompt(alias=args.alias, wait=args.wait, new_session=args.new_session)
+    return CellPrompt(alias=args.alias, wait=args.wait, new_session=args.new_session, attach=tuple(args.attach))
 
 
 def parse_bool(text: str, option_id: str) -> bool:

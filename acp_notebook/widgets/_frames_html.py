@@ -128,6 +128,10 @@ def _details(row: FrameRow, *, json_open_depth: int) -> str:
     parts = [f'<div class="acpnb-explain">{escape(row.explanation.text)} '
              f'<a href="{escape(row.explanation.url, quote=True)}" target="_blank" rel="noopener" '
              f'style="color:{SEND_COLOR}">spec: {escape(page)} \u2197</a></div>']
+    if row.servers:
+        items = "".join(f"<li>{escape(line)}</li>" for line in row.servers)
+        parts.append(f'<div class="acpnb-mcp-servers">MCP servers offered to the session:'
+                     f'<ul style="margin:2px 0">{items}</ul></div>')
     if row.pair is not None:
         verb = "answered by" if row.kind == "request" else "answers"
         parts.append(f'<div class="acpnb-pair">{verb} #{row.pair} after {seconds(row.rtt or 0.0)}</div>')

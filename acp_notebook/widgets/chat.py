@@ -36,7 +36,7 @@ from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
 from .labels import session_header_info, session_title, value_label
 from .permission import PermissionPrompt
-from .static import ToolSnapshot, TurnSnapshot, turn_forms
+from .static import ToolSnapshot, TurnSnapshot, attached_html, turn_forms
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
 
@@ -146,6 +146,7 @@ class TurnView:
 
     def _build_widgets(self) -> None:
         self.header = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.attached = widgets.HTML(attached_html(self._attachment_labels()))
         self.latest_thought = widgets.HTML()
         self.latest_thought.add_class("acpnb-latest-thought")
         self.thoughts_text = widgets.HTML()
@@ -163,7 +164,7 @@ class TurnView:
         self.cancel_button.on_click(lambda _button: self.cancel())
         self.error = widgets.HTML()
         self.widget = widgets.VBox(
-            [self.header, self.latest_thought, self.thoughts, self.plan, self.tools, self.permissions, self.forms,
+            [self.header, self.attached, self.latest_thought, self.thoughts, self.plan, self.tools, self.permissions, self.forms,
              self.reply,
              self.error, widgets.HBox([self.footer, self.cancel_button],
                                       layout=widgets.Layout(justify_content="space-between", align_items="center"))],
@@ -205,7 +206,11 @@ class TurnView:
             return TurnSnapshot(header=self._header_info(), text=turn.text, thoughts=turn.thoughts,
                                 plan=list(turn.plan), tools=tools, notes=self._unmatched_decisions(), pending=pending,
                                 forms=forms, error=self.error_message, usage=turn.usage,
-                                stop_reason=None if running else turn.stop_reason)
+                                stop_reason=None if running else turn.stop_reason,
+                                attachments=self._attachment_labels())
+
+    def _attachment_labels(self) -> list[str]:
+        return [item.label for item in self.turn.attachments]
 
     # --- following the turn (loop thread) -----------------------------------------
     def _model_label(self) -> str | None:

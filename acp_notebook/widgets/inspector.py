@@ -100,6 +100,12 @@ class _FrameList:
         self.name = name
 
 
+def _kernel_policy(agent: Any) -> str | None:
+    """The policy of the agent's kernel tools (its ``kernel_tools``), None for a list of frames."""
+    policy = getattr(agent, "kernel_tools", None)
+    return policy if isinstance(policy, str) else None
+
+
 class ProtocolInspector:
     """A live, filterable table of an agent's frames; rows unfold into explanations, changes and JSON."""
 
@@ -111,7 +117,7 @@ class ProtocolInspector:
         self.displays: list[LiveDisplay] = []  # appended on the kernel thread (show), read from any thread
         self._lock = threading.RLock()
         self._applying = False  # set while the inspector itself changes its controls
-        self._analyzer = Analyzer()
+        self._analyzer = Analyzer(kernel_policy=lambda: _kernel_policy(agent))
         self._last_entry: Any = None
         self._held = 0  # frames that arrived while the table was held still
         self._wanted = (method or ALL_METHODS, session_id or ALL_SESSIONS)

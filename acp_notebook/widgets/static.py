@@ -119,6 +119,16 @@ class TurnSnapshot:
     error: str = ""
     usage: Mapping[str, Any] | None = None
     stop_reason: str | None = None
+    attachments: Sequence[str] = ()  # what the prompt carried (attach=, --attach): one label each
+
+
+def attached_text(labels: Sequence[str]) -> str:
+    return "Attached: " + " \u00b7 ".join(labels) if labels else ""
+
+
+def attached_html(labels: Sequence[str]) -> str:
+    """The line under a turn's header naming what its prompt carried (name, kind, size, what was cut)."""
+    return muted_html(escape(attached_text(labels)), css_class="acpnb-attached") if labels else ""
 
 
 def _thoughts_html(thoughts: str) -> str:
@@ -143,15 +153,17 @@ def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
              if snapshot.text else "")
     html = (
         f'<div class="acpnb-turn acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}'
-        f"{_thoughts_html(snapshot.thoughts)}{plan_html(snapshot.plan)}{tools}{notes}{reply}"
+        f"{attached_html(snapshot.attachments)}{_thoughts_html(snapshot.thoughts)}{plan_html(snapshot.plan)}{tools}{notes}{reply}"
         f"{error_html(snapshot.error)}{usage_html(snapshot.usage, stop_reason=snapshot.stop_reason)}</div>"
     )
     calls = [f"- {t.title} ({t.kind}, {t.status})" for t in snapshot.tools]
     notes_text = [*snapshot.notes, *(text for text, _ in snapshot.pending), *(text for text, _ in snapshot.forms)]
     tail = [snapshot.error] if snapshot.error else []
     context = context_words(snapshot.usage)
-    markdown = "\n\n".join(p for p in (md_head, "\n".join(md_escape(c) for c in calls),
+    attached = attached_text(snapshot.attachments)
+    markdown = "\n\n".join(p for p in (md_head, attached and f"*{md_escape(attached)}*",
+                                        "\n".join(md_escape(c) for c in calls),
                                         "\n".join(f"*{md_escape(n)}*" for n in notes_text), snapshot.text,
                                         *(f"*{md_escape(t)}*" for t in tail), md_escape(context)) if p)
-    plain = "\n".join(p for p in (plain_head, *calls, *notes_text, snapshot.text, *tail, context) if p)
+    plain = "\n".join(p for p in (plain_head, attached, *calls, *notes_text, snapshot.text, *tail, context) if p)
     return {"text/html": html, "text/markdown": markdown, "text/plain": plain}

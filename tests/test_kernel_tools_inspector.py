@@ -1,0 +1,87 @@
+"""The protocol inspector on the ``kernel`` entry of session/new, load and resume: what it says the
+server is, how it is reached, the policy in force, and that its token never shows.
+
+The frames here are the ones a client writes down: passed through the Redactor as ``Agent.log`` and
+recordings pass them (the token's value is not in any environment the redactor knows: the name rule
+of ``env`` lists masks it).
+"""
+
+from __future__ import annotations
+
+import json
+
+from acp_notebook._redact import Redactor
+from acp_notebook.frames import analyze, Analyzer
+from acp_notebook.widgets._frames_html import frames_text, row_html
+from acp_notebook.widgets.inspector import ProtocolInspector
+
+TOKEN = "k3rn3l-t0ken-Zq8"  # a short one: the name rule masks values of any length
+KERNEL_ENTRY = {"name": "kernel", "command": "/usr/bin/python3", "args": ["-m", "acp_notebook.kernel_tools.bridge"],
+                "env": [{"name": "ACPNB_KERNEL_CHANNEL", "value": "/run/user/1000/acpnb-x1/kernel.sock"},
+                        {"name": "ACPNB_KERNEL_TOKEN", "value": TOKEN}]}
+FILES_ENTRY = {"name": "files", "command": "npx", "args": ["-y", "some-files-server"], "env": []}
+
+
+def logged(frames: list[tuple[str, dict]]) -> list[dict]:
+    """Frames as the client logs them: masked by a Redactor that knows no secret values."""
+    redactor = Redactor()
+    return [{"dir": direction, "t": 1.0 + i, "msg": redactor.masked(msg)} for i, (direction, msg) in enumerate(frames)]
+
+
+def session_frames(method: str = "session/new") -> list[tuple[str, dict]]:
+    params = {"cwd": "/work", "mcpServers": [FILES_ENTRY, KERNEL_ENTRY]}
+    if method != "session/new":
+        params["sessionId"] = "s-1"
+    return [("send", {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+            ("recv", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s-1"}})]
+
+
+def test_the_kernel_entry_is_summarized_and_explained_with_the_policy_in_force():
+    for method in ("session/new", "session/load", "session/resume"):
+        analyzer = Analyzer(kernel_policy=lambda: "read-only")
+        request, _answer = (analyzer.add(entry) for entry in logged(session_frames(method)))
+        assert request.summary.endswith(" \u00b7 mcp: files, kernel"), method
+        files, kernel = request.servers
+        assert files == "files: a stdio MCP server: the agent starts `npx -y some-files-server` and speaks MCP " \
+                        "over its stdin and stdout."
+        assert kernel.startswith("kernel: acp-notebook's own MCP server, the agent's way into this notebook's "
+                                 "kernel: list_variables, inspect_variable, run_code, notebook_history, propose_cell.")
+        assert "the agent starts `/usr/bin/python3 -m acp_notebook.kernel_tools.bridge` itself" in kernel
+        assert "private Unix socket in a directory only you can open (nothing listens on the network)" in kernel
+        assert "token in ACPNB_KERNEL_TOKEN, masked (***) here, in agent.log and in recordings" in kernel
+        assert kernel.endswith("Policy in force: read-only: the reading tools answer; run_code is refused.")
+
+
+def test_a_recording_says_the_policy_is_not_in_the_frame_and_the_token_shows_nowhere():
+    entries = logged(session_frames())
+    (request, answer) = analyze(entries)
+    assert request.servers[1].endswith("is not part of the frame.")
+    shown = row_html(request, opened=True) + frames_text([request, answer])
+    inspector = ProtocolInspector.of_frames(entries)
+    static = inspector._static()
+    assert "MCP servers offered to the session" in row_html(request) and "mcp: files, kernel" in static["text/plain"]
+    for text in (shown, json.dumps(entries), Redactor().json_line(session_frames()[0][1]), *static.values()):
+        assert TOKEN not in text
+    assert entries[0]["msg"]["params"]["mcpServers"][1]["env"] == [
+        {"name": "ACPNB_KERNEL_CHANNEL", "value": "/run/user/1000/acpnb-x1/kernel.sock"},
+        {"name": "ACPNB_KERNEL_TOKEN", "value": "***"}]
+    inspector.close()
+
+
+def test_the_name_rule_masks_secret_entries_of_env_and_headers_lists_only():
+    redactor = Redactor()
+    frame = {"mcpServers": [
+        {"name": "web", "type": "http", "url": "http://localhost", "headers": [
+            {"name": "Authorization", "value": "Bearer abc"}, {"name": "Accept", "value": "text/plain"}]},
+        {"name": "s", "command": "x", "env": [{"name": "DB_PASSWORD", "value": "pw"}, {"name": "HOME_DIR", "value": "/h"},
+                                                {"name": "MODE", "value": "fast"}]}],
+        # Config choices are {name, value} objects too, but not in an env or headers list: left alone.
+        "configOptions": [{"id": "budget", "options": [{"name": "Token budget", "value": "large"}]}]}
+    assert redactor.finds(frame)
+    masked = redactor.masked(frame)
+    assert masked["mcpServers"][0]["headers"] == [{"name": "Authorization", "value": "***"},
+                                                  {"name": "Accept", "value": "text/plain"}]
+    assert masked["mcpServers"][1]["env"] == [{"name": "DB_PASSWORD", "value": "***"},
+                                              {"name": "HOME_DIR", "value": "/h"}, {"name": "MODE", "value": "fast"}]
+    assert masked["configOptions"] == frame["configOptions"]
+    assert not redactor.finds({"configOptions": frame["configOptions"], "env": [{"name": "MODE", "value": "x"}]})
