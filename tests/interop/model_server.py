@@ -21,6 +21,10 @@ The default script understands a tiny command language in the last user message:
                                               agent without one, codex, gets a shell
                                               call running printf instead)
     run <shell command>                    -> a call of the agent's shell tool
+    kernel <python code>                   -> the notebook's kernel tools (the MCP server named
+                                              `kernel`): list_variables, then after its result
+                                              run_code with the code, then "Kernel answered:"
+                                              and run_code's result
     think <text>                           -> a thinking block, then text
     slow <text>                            -> text streamed word by word, 0.3 s apart
     anything else                          -> "Hello from the interop model. You said: ..."
@@ -100,6 +104,8 @@ class ModelRequest:
     # Set when the agent demands a JSON answer of this shape (gemini's model router and
     # checks, structured-output side requests); the default script answers with a sample.
     json_schema: dict[str, Any] | None = None
+    # Names of the tools the model called so far in the conversation, oldest first.
+    called_tools: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -189,6 +195,29 @@ def sample_for_schema(schema: dict[str, Any]) -> Any:
     return "interop"
 
 
+def kernel_tool(tools: dict[str, dict[str, Any]], tool: str) -> str | None:
+    """The name an agent gives one of the notebook's kernel tools: claude-agent-acp calls an MCP tool
+    `mcp__<server>__<tool>`, opencode `<server>_<tool>`; the server is named `kernel`."""
+    for name in tools:
+        if name.endswith(tool) and "kernel" in name[: -len(tool)]:
+            return name
+    return None
+
+
+def kernel_reply(request: ModelRequest, code: str) -> Reply:
+    """One step of `kernel <code>`: list the variables, then run the code, then say what came back."""
+    list_tool, run_tool = kernel_tool(request.tools, "list_variables"), kernel_tool(request.tools, "run_code")
+    if list_tool is None or run_tool is None:
+        return Reply(text="No kernel tools were offered.")
+    last = request.called_tools[-1] if request.called_tools and request.tool_results else None
+    if last is None:
+        return Reply(text="I will look at the kernel's variables.", tool_calls=[ToolCall(list_tool, {})])
+    if last == list_tool:
+        return Reply(text="I will run the code.", tool_calls=[ToolCall(run_tool, {"code": code})])
+    return Reply(text=f"Kernel answered: {request.tool_results[-1].strip()}")
+
+
+_KERNEL_RE = re.compile(r"^kernel\s+(.+)", re.IGNORECASE | re.DOTALL)
 _WRITE_RE = re.compile(r"\bwrite\s+(\S+)\s+with\s+(.+)", re.IGNORECASE | re.DOTALL)
 _RUN_RE = re.compile(r"\brun\s+(.+)", re.IGNORECASE | re.DOTALL)
 
@@ -197,12 +226,14 @@ def default_script(request: ModelRequest) -> Reply:
     """The command language described in the module docstring."""
     if request.json_schema is not None:
         return Reply(text=json.dumps(sample_for_schema(request.json_schema)))
+    text = request.last_user_text.strip()
+    if (match := _KERNEL_RE.match(text)) and request.tools:
+        return kernel_reply(request, match.group(1).strip())
     if request.tool_results:
         first_line = request.tool_results[-1].strip().splitlines()[:1]
         return Reply(text=f"Tool finished: {first_line[0] if first_line else '(no output)'}")
     if not request.tools:
         return Reply(text="Interop test session")
-    text = request.last_user_text.strip()
     if match := _WRITE_RE.search(text):
         path, content = match.group(1), match.group(2).strip()
         call = write_call(request.tools, path, content)
@@ -363,6 +394,28 @@ def _json_schema_of(api: Api, body: dict[str, Any]) -> dict[str, Any] | None:
         if output_format.get("type") == "json_schema":
             return output_format.get("schema") or {}
     return None
+
+
+def _called_tools(api: Api, body: dict[str, Any]) -> list[str]:
+    """The names of the tools the model called in the conversation so far, in each API's shape."""
+    names: list[str] = []
+    if api == "anthropic":
+        for message in body.get("messages") or []:
+            if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+                names += [b["name"] for b in message["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    elif api == "openai-chat":
+        for message in body.get("messages") or []:
+            if message.get("role") == "assistant":
+                names += [(c.get("function") or {}).get("name", "") for c in message.get("tool_calls") or []]
+    elif api == "openai-responses":
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        names += [i.get("name", "") for i in items if i.get("type") in ("function_call", "custom_tool_call")]
+    else:
+        for content in body.get("contents") or []:
+            if content.get("role") == "model":
+                names += [p["functionCall"].get("name", "") for p in content.get("parts") or []
+                          if isinstance(p, dict) and "functionCall" in p]
+    return names
 
 
 # ---------------------------------------------------------------- reply rendering
@@ -794,7 +847,7 @@ class ModelServer:
             stream = bool(body.get("stream"))
         return ModelRequest(api=api, path=path, model=model, stream=stream, body=body,
                             last_user_text=last_user_text, tool_results=tool_results, tools=tools, system=system,
-                            json_schema=_json_schema_of(api, body))
+                            json_schema=_json_schema_of(api, body), called_tools=_called_tools(api, body))
 
     def decide(self, request: ModelRequest, record: RequestRecord) -> Reply:
         reply = self.script(request)

@@ -193,3 +193,50 @@ def test_wait_for_wakes_on_a_request_from_another_thread(model_server: ModelServ
     record = model_server.wait_for(lambda r: r.path.endswith("count_tokens"), timeout=10)
     sender.join()
     assert record.status == 200
+
+
+KERNEL_SCHEMA = {"type": "object", "properties": {}}
+
+
+@pytest.mark.parametrize("api, list_tool, run_tool", [
+    ("anthropic", "mcp__kernel__list_variables", "mcp__kernel__run_code"),  # claude-agent-acp's names
+    ("openai-chat", "kernel_list_variables", "kernel_run_code"),  # opencode's
+])
+def test_kernel_command_lists_variables_then_runs_code_then_answers(model_server, api, list_tool, run_tool):
+    """`kernel CODE`: one step per model request, decided by the tool the model called last."""
+    prompt = "kernel total = 6 * 7; total"
+    if api == "anthropic":
+        tools = [{"name": n, "input_schema": KERNEL_SCHEMA} for n in ("Write", list_tool, run_tool)]
+
+        def body(*steps):
+            messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+            for number, (name, result) in enumerate(steps):
+                messages.append({"role": "assistant", "content": [
+                    {"type": "tool_use", "id": f"t{number}", "name": name, "input": {}}]})
+                messages.append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": f"t{number}", "content": result}]})
+            return {"model": "m", "tools": tools, "messages": messages}
+    else:
+        tools = [{"type": "function", "function": {"name": n, "parameters": KERNEL_SCHEMA}}
+                 for n in ("bash", list_tool, run_tool)]
+
+        def body(*steps):
+            messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": prompt}]
+            for number, (name, result) in enumerate(steps):
+                messages.append({"role": "assistant", "content": "", "tool_calls": [
+                    {"id": f"c{number}", "type": "function", "function": {"name": name, "arguments": "{}"}}]})
+                messages.append({"role": "tool", "tool_call_id": f"c{number}", "content": result})
+            return {"model": "m", "tools": tools, "messages": messages}
+
+    def reply(*steps):
+        return model_server.script(model_server.parse(api, "/v1/x", body(*steps)))
+
+    first = reply()
+    assert [(c.name, c.arguments) for c in first.tool_calls] == [(list_tool, {})]
+    second = reply((list_tool, "df: DataFrame 3 x 2"))
+    assert [(c.name, c.arguments) for c in second.tool_calls] == [(run_tool, {"code": "total = 6 * 7; total"})]
+    third = reply((list_tool, "df: DataFrame 3 x 2"), (run_tool, "42\n"))
+    assert (third.text, third.tool_calls) == ("Kernel answered: 42", [])
+    # Without the kernel's tools on offer the model says so instead of calling something else.
+    assert model_server.script(model_server.parse(api, "/v1/x", {**body(), "tools": tools[:1]})).text == \
+        "No kernel tools were offered."
