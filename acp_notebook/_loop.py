@@ -1,4 +1,14 @@
-"""The one background event-loop thread that owns every connection, and the bridges to it."""
+"""The one background event-loop thread that owns every connection, and the bridges to it.
+
+Also the kernel-thread pump: work that must run on the kernel thread (the main thread; the only
+one that touches the user's namespace), handed over from the background loop by
+``on_kernel_thread``. The kernel thread picks such work up wherever it waits: inside our own
+blocking waits (``run_sync`` / ``wait``), or, when the kernel is idle or a cell awaits, from the
+kernel's own event loop. While a user's cell computes, the work waits its turn.
+
+Threads: the work queue and each item's state are guarded by locks; items run only on the main
+thread; their outcome is handed to the background loop with ``call_soon_threadsafe``.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +17,12 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import queue
+import signal
 import sys
 import threading
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -144,7 +158,7 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None, *, what
 
     future = submit(tracked())
     try:
-        return future.result(timeout)
+        return wait(future, timeout)
     except AcpTimeoutError:
         # The operation's own timeout, naming its cause: since Python 3.11 concurrent.futures.TimeoutError
         # is the builtin TimeoutError, which AcpTimeoutError is too, so the clause below would hide it.
@@ -220,3 +234,246 @@ def _shutdown() -> None:
         except Exception:  # noqa: BLE001 - at exit, a failed close must not mask the real exit status
             pass
     loop.call_soon_threadsafe(loop.stop)
+
+
+# ----------------------------------------------------------------------------------------------
+# The kernel-thread pump
+
+# How long a waiter sleeps between looks at its future when nothing wakes it (a safety net only:
+# every state change that matters wakes it at once).
+_PUMP_POLL_S = 1.0
+# How long an interrupted item may take to unwind, and how long a late interrupt may take to land.
+INTERRUPT_GRACE_S = 5.0
+_LATE_INTERRUPT_S = 0.5
+
+_PENDING, _RUNNING, _DONE, _WITHDRAWN = "pending", "running", "done", "withdrawn"
+
+
+class KernelBusy(Exception):
+    """The kernel thread did not take the work within its wait: a cell of the user's is running."""
+
+
+class KernelWorkInterrupted(Exception):
+    """The work was stopped by KeyboardInterrupt; ``reason`` is ours ("timeout", "cancelled") or None
+    when the interrupt came from elsewhere (the user interrupted the kernel)."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(reason or "interrupted")
+        self.reason = reason
+
+
+class _KernelWork:
+    """One item of kernel-thread work. ``state`` moves pending -> running -> done, or pending ->
+    withdrawn (its requester gave up before the kernel thread took it), always under ``lock``."""
+
+    def __init__(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.fn = fn
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.state = _PENDING
+        self.claimed: asyncio.Future[None] = loop.create_future()
+        self.done: asyncio.Future[Any] = loop.create_future()
+        self.interrupt_reason: str | None = None
+        self.interrupt_sent = False
+        self.interrupt_seen = False
+
+    def claim(self) -> bool:
+        with self.lock:
+            if self.state != _PENDING:
+                return False
+            self.state = _RUNNING
+        self.loop.call_soon_threadsafe(_resolve, self.claimed, None, None)
+        return True
+
+    def withdraw(self) -> bool:
+        with self.lock:
+            if self.state != _PENDING:
+                return False
+            self.state = _WITHDRAWN
+            return True
+
+    def interrupt(self, reason: str) -> None:
+        """Raise KeyboardInterrupt in the kernel thread, only while this item's code runs there."""
+        with self.lock:
+            if self.state != _RUNNING or self.interrupt_sent:
+                return
+            self.interrupt_reason, self.interrupt_sent = reason, True
+            _interrupt_main_thread()
+
+    def finish(self) -> bool:
+        """Mark the item done; whether an interrupt we sent has not landed yet (it is absorbed)."""
+        while True:
+            try:
+                with self.lock:
+                    self.state = _DONE
+                    return self.interrupt_sent and not self.interrupt_seen
+            except KeyboardInterrupt:  # our own interrupt, landing late: the outcome stands
+                self.interrupt_seen = True
+
+
+def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+_kernel_lock = threading.Lock()
+_kernel_work: deque[_KernelWork] = deque()
+_kernel_waiters: list[queue.SimpleQueue[None]] = []
+
+
+def _interrupt_main_thread() -> None:
+    # A real signal to the main thread also ends a blocking call there (time.sleep, a socket read),
+    # which _thread.interrupt_main's simulated one does not.
+    if hasattr(signal, "pthread_kill"):
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+    else:  # pragma: no cover - Windows
+        import _thread
+
+        _thread.interrupt_main()
+
+
+def _on_kernel_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def run_kernel_work() -> None:
+    """Run the kernel-thread work queued so far (a no-op off the kernel thread)."""
+    if not _on_kernel_thread():
+        return
+    while True:
+        with _kernel_lock:
+            if not _kernel_work:
+                return
+            item = _kernel_work.popleft()
+        _run_item(item)
+
+
+def _run_item(item: _KernelWork) -> None:
+    if not item.claim():
+        return
+    previous = _catch_sigint()
+    result: Any = None
+    error: BaseException | None = None
+    try:
+        try:
+            result = item.fn()
+        except KeyboardInterrupt:
+            item.interrupt_seen = True
+            error = KernelWorkInterrupted(item.interrupt_reason)
+        except BaseException as exc:  # noqa: BLE001 - handed to the requester, never raised here
+            error = exc
+        if item.finish():
+            _absorb_late_interrupt(item)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    item.loop.call_soon_threadsafe(_resolve, item.done, result, error)
+
+
+def _catch_sigint() -> Any:
+    """While our work runs, SIGINT raises KeyboardInterrupt in it (an idle kernel ignores SIGINT and
+    an awaiting cell turns it into the cell's cancellation); the handler found, to put back."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None or previous is signal.default_int_handler:
+        return None
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return previous
+
+
+def _absorb_late_interrupt(item: _KernelWork) -> None:
+    """An interrupt sent just as the work finished lands here instead of in the user's next code."""
+    deadline = time.monotonic() + _LATE_INTERRUPT_S
+    while not item.interrupt_seen and time.monotonic() < deadline:
+        try:
+            time.sleep(0.001)
+        except KeyboardInterrupt:
+            item.interrupt_seen = True
+
+
+def _kernel_event_loop() -> asyncio.AbstractEventLoop | None:
+    """The kernel's own event loop on the main thread (ipykernel), or None outside a kernel."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    shell = ipython.get_ipython()
+    io_loop = getattr(getattr(shell, "kernel", None), "io_loop", None)
+    loop = getattr(io_loop, "asyncio_loop", None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) and not loop.is_closed() else None
+
+
+async def on_kernel_thread(fn: Callable[[], T], *, wait_timeout: float, run_timeout: float) -> T:
+    """Run ``fn()`` on the kernel thread, awaited from the background loop, and return its result.
+
+    The kernel thread takes it in its next blocking wait of ours, or from its own event loop when
+    that loop turns. Raises KernelBusy when it was not taken within ``wait_timeout`` (the kernel is
+    running a cell), KernelWorkInterrupted when stopped (``run_timeout``, cancellation, the user's
+    interrupt), and whatever ``fn`` raised. Never blocks the background loop.
+    """
+    item = _KernelWork(fn, asyncio.get_running_loop())
+    with _kernel_lock:
+        _kernel_work.append(item)
+        waiters = list(_kernel_waiters)
+    for waiter in waiters:
+        waiter.put(None)
+    kernel_loop = _kernel_event_loop()
+    if kernel_loop is not None:
+        with contextlib.suppress(RuntimeError):  # closed meanwhile: the kernel is going away
+            kernel_loop.call_soon_threadsafe(run_kernel_work, context=_fresh_context())
+    try:
+        await asyncio.wait_for(asyncio.shield(item.claimed), wait_timeout)
+    except asyncio.TimeoutError:
+        if item.withdraw():
+            raise KernelBusy(f"the kernel thread did not take the work within {wait_timeout:g} s") from None
+    except asyncio.CancelledError:
+        if not item.withdraw():
+            await _stop(item, "cancelled")
+        raise
+    try:
+        return await asyncio.wait_for(asyncio.shield(item.done), run_timeout)
+    except asyncio.TimeoutError:
+        await _stop(item, "timeout")
+        return item.done.result()  # KernelWorkInterrupted("timeout") unless it finished meanwhile
+    except asyncio.CancelledError:
+        await _stop(item, "cancelled")
+        raise
+
+
+async def _stop(item: _KernelWork, reason: str) -> None:
+    """Interrupt a taken item and give it a moment to unwind."""
+    await asyncio.shield(item.claimed)
+    item.interrupt(reason)
+    await asyncio.wait([item.done], timeout=INTERRUPT_GRACE_S)
+    if not item.done.done():
+        item.done.set_exception(KernelWorkInterrupted(reason))
+
+
+def wait(future: concurrent.futures.Future[T], timeout: float | None = None) -> T:
+    """``future.result(timeout)`` that, on the kernel thread, also runs queued kernel-thread work.
+
+    Every blocking wait of ours on the kernel thread goes through here, so a tool call that needs
+    the kernel thread while a cell blocks on a turn (``session.prompt()``) runs instead of
+    deadlocking. Raises concurrent.futures.TimeoutError like ``result`` does.
+    """
+    if not _on_kernel_thread():
+        return future.result(timeout)
+    wake: queue.SimpleQueue[None] = queue.SimpleQueue()
+    future.add_done_callback(lambda _done: wake.put(None))
+    with _kernel_lock:
+        _kernel_waiters.append(wake)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while not future.done():
+            run_kernel_work()
+            remaining = _PUMP_POLL_S if deadline is None else min(_PUMP_POLL_S, deadline - time.monotonic())
+            if remaining <= 0:
+                raise concurrent.futures.TimeoutError
+            with contextlib.suppress(queue.Empty):
+                wake.get(timeout=remaining)
+    finally:
+        with _kernel_lock:
+            _kernel_waiters.remove(wake)
+    return future.result(0)

@@ -1,0 +1,26 @@
+"""The agent in your kernel: the MCP server named ``kernel`` offered to every notebook session.
+
+``KernelTools`` (server.py) serves the tools (list_variables, inspect_variable, run_code,
+notebook_history, propose_cell) over a private Unix socket (channel.py) that the agent reaches
+through a small stdio bridge (bridge.py); the tools read and run in the user's namespace on the
+kernel thread only (namespace.py, runner.py through ``_loop.on_kernel_thread``); the policy words
+are in policy.py; client.py opens the tools from an mcpServers entry with the official MCP client.
+
+Importing this package is cheap: the MCP SDK is imported when a channel is first used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .policy import POLICIES, KernelToolEvent, RunRequest, parse_policy
+
+__all__ = ["POLICIES", "KernelToolEvent", "KernelTools", "RunRequest", "parse_policy", "start_kernel_tools"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("KernelTools", "start_kernel_tools"):
+        from . import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

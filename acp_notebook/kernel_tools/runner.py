@@ -1,0 +1,255 @@
+"""run_code: the agent's code run in the user's namespace on the kernel thread, as a cell would be.
+
+``run_code_here`` runs on the kernel thread: the code is parsed, refused if it calls something
+that ends the process, then executed in the namespace; printed output, display() data, the last
+expression's value (formatted by IPython where it runs) and new matplotlib figures are captured
+in order into a ``Capture``; an exception becomes its traceback. ``run_code_tool`` runs on the
+background loop: it hands the work to the kernel thread with the tool's timeout and turns a
+timeout, a cancellation or the user's interrupt into an answer that keeps the output so far.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import contextlib
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from .. import _loop
+from .answers import IMAGE_LIMIT, TEXT_LIMIT, Answer, namespace_redactor
+from .pictures import figure_png, image_block
+from .policy import KernelToolEvent
+
+__all__ = ["Capture", "exit_refusal", "run_code_here", "run_code_tool"]
+
+FILENAME = "<agent code>"
+_EXIT_CALLS = {("exit",), ("quit",), ("sys", "exit"), ("os", "_exit"), ("os", "abort")}
+EXIT_REFUSAL = ("refused: run_code never ends the kernel (exit(), quit(), sys.exit, os._exit, os.abort, "
+                "SystemExit); the user restarts their kernel themselves")
+
+
+class Capture:
+    """What the code put out, in order: text blocks and images (kernel thread writes, the loop reads
+    once the work is over; ``blocks`` is only appended to)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        # Masks the namespace's secrets; built on the kernel thread when the code starts.
+        self.redact: Callable[[str], str] = _unmasked
+
+    def text(self, text: str) -> None:
+        if not text:
+            return
+        with self._lock:
+            if self.blocks and self.blocks[-1]["type"] == "text":
+                self.blocks[-1] = {"type": "text", "text": self.blocks[-1]["text"] + text}
+            else:
+                self.blocks.append({"type": "text", "text": text})
+
+    def image(self, png: bytes) -> None:
+        with self._lock:
+            if len(png) > IMAGE_LIMIT:
+                self.blocks.append({"type": "text", "text": f"[an image of {len(png):,} bytes was left out: "
+                                                            f"over the {IMAGE_LIMIT:,}-byte limit]\n"})
+            else:
+                self.blocks.append(image_block(png))
+
+    def bundle(self, data: Mapping[str, Any]) -> None:
+        """A display/result mime bundle: its PNG if it has one, and its plain text."""
+        png = data.get("image/png")
+        if isinstance(png, str):
+            png = base64.b64decode(png)
+        if isinstance(png, (bytes, bytearray)):
+            self.image(bytes(png))
+        plain = data.get("text/plain")
+        if isinstance(plain, str) and not (png and plain.startswith("<Figure")):
+            self.text(plain if plain.endswith("\n") else plain + "\n")
+
+    def answer(self, *, error: str | None = None) -> Answer:
+        """The blocks so far, text masked and capped, with ``error`` appended (then it is a tool error)."""
+        with self._lock:
+            blocks = list(self.blocks)
+        content, budget, redact = [], TEXT_LIMIT, self.redact
+        for block in blocks:
+            if block["type"] != "text":
+                content.append(block)
+                continue
+            text = redact(block["text"])
+            if len(text) > budget:
+                text = text[:budget] + f"\n[cut: the output went over {TEXT_LIMIT:,} characters]\n"
+            budget = max(0, budget - len(text))
+            if text:
+                content.append({"type": "text", "text": text})
+        if error is not None:
+            content.append({"type": "text", "text": redact(error)})
+        if not content:
+            content.append({"type": "text", "text": "(no output)"})
+        return Answer(content, is_error=error is not None)
+
+
+def _unmasked(text: str) -> str:
+    return text
+
+
+class _Stream:
+    """sys.stdout / sys.stderr while the code runs."""
+
+    def __init__(self, capture: Capture) -> None:
+        self._capture = capture
+
+    def write(self, text: str) -> int:
+        self._capture.text(str(text))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def exit_refusal(tree: ast.AST) -> bool:
+    """Whether the code calls something that ends the process, spelled out (exit(), sys.exit(), ...)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            target = node.func
+            if isinstance(target, ast.Name) and (target.id,) in _EXIT_CALLS:
+                return True
+            if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                    and (target.value.id, target.attr) in _EXIT_CALLS):
+                return True
+    return False
+
+
+class _ExitRefused(BaseException):
+    """Raised in place of os._exit / os.abort while agent code runs."""
+
+
+def _refuse_exit(*_args: Any) -> None:
+    raise _ExitRefused
+
+
+@contextlib.contextmanager
+def _captured(capture: Capture, shell: Any) -> Iterator[None]:
+    """Output, displays and process-ending calls routed away from the user's cell while the code runs."""
+    saved = sys.stdout, sys.stderr, os._exit, os.abort
+    publisher = getattr(shell, "display_pub", None)
+    sys.stdout = sys.stderr = _Stream(capture)  # type: ignore[assignment]
+    os._exit = os.abort = _refuse_exit  # type: ignore[assignment]
+    if publisher is not None:
+        shell.display_pub = _publisher(capture, shell)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr, os._exit, os.abort = saved  # type: ignore[misc]
+        if publisher is not None:
+            shell.display_pub = publisher
+        if shell is not None and getattr(shell, "exit_now", False):
+            shell.exit_now = False  # an exit() that got through some other way: the kernel stays
+
+
+def _publisher(capture: Capture, shell: Any) -> Any:
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    class Publisher(CapturingDisplayPublisher):
+        def publish(self, data: Any, metadata: Any = None, source: Any = None, **_kwargs: Any) -> None:
+            capture.bundle(data or {})
+
+    return Publisher(shell=shell)
+
+
+def _figures() -> set[int]:
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    return set(pyplot.get_fignums()) if pyplot is not None else set()
+
+
+def _take_new_figures(before: set[int], capture: Capture) -> None:
+    """Figures the code made and left open come back as images and are closed, as a cell's would be."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for number in sorted(set(pyplot.get_fignums()) - before):
+        figure = pyplot.figure(number)
+        png = figure_png(figure)
+        if png is not None:
+            capture.image(png)
+        pyplot.close(figure)
+
+
+def _traceback(error: BaseException) -> str:
+    """The traceback from the agent's code down (our own frames left out)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != FILENAME:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb))
+
+
+def run_code_here(code: str, namespace: Any, capture: Capture) -> Answer:
+    """Run ``code`` in ``namespace`` (kernel thread). KeyboardInterrupt passes through to the pump."""
+    from .server import _shell
+
+    shell = _shell()
+    capture.redact = namespace_redactor(namespace).text
+    try:
+        tree = ast.parse(code, FILENAME)
+    except SyntaxError as error:
+        note = " (run_code does not take top-level await)" if "await" in str(error.msg) else ""
+        return capture.answer(error="".join(traceback.format_exception_only(type(error), error)) + note)
+    if exit_refusal(tree):
+        return Answer.error(EXIT_REFUSAL)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    before = _figures()
+    error: str | None = None
+    try:
+        with _captured(capture, shell):
+            exec(compile(tree, FILENAME, "exec"), namespace)  # noqa: S102 - running the agent's code is the tool
+            if last is not None:
+                value = eval(compile(ast.Expression(last.value), FILENAME, "eval"), namespace)  # noqa: S307
+                if value is not None:
+                    _show_result(value, shell, capture)
+    except (SystemExit, _ExitRefused):
+        error = EXIT_REFUSAL
+    except Exception as exc:  # noqa: BLE001 - the agent's error is its answer
+        error = _traceback(exc)
+    finally:
+        _take_new_figures(before, capture)
+    return capture.answer(error=error)
+
+
+def _show_result(value: Any, shell: Any, capture: Capture) -> None:
+    if shell is not None:
+        bundle, _metadata = shell.display_formatter.format(value)
+        capture.bundle(bundle)
+    else:
+        capture.text(repr(value) + "\n")
+
+
+async def run_code_tool(code: str, work: Callable[[Capture], Answer], timeout: float,
+                        emit: Callable[[KernelToolEvent], None]) -> Answer:
+    """Hand ``work`` to the kernel thread under ``timeout``; the answer, with events around it (loop)."""
+    from .server import busy_message
+
+    capture = Capture()
+    emit(KernelToolEvent("run_code_started", "run_code", {"code": code}, code=code))
+    answer: Answer | None = None
+    try:
+        answer = await _loop.on_kernel_thread(lambda: work(capture), wait_timeout=timeout, run_timeout=timeout)
+    except _loop.KernelBusy:
+        answer = Answer.error(busy_message(timeout))
+    except _loop.KernelWorkInterrupted as exc:
+        why = {"timeout": f"stopped: the code ran over the {timeout:g} s limit",
+               "cancelled": "stopped: the tool call was cancelled"}.get(exc.reason or "", "interrupted: the user "
+                                                                              "interrupted the kernel")
+        answer = capture.answer(error=why)
+    finally:
+        if answer is None:  # cancelled while waiting or running
+            answer = capture.answer(error="stopped: the tool call was cancelled")
+        emit(KernelToolEvent("run_code_finished", "run_code", {"code": code}, code=code, outputs=answer.content,
+                             error=answer.text_of().splitlines()[-1] if answer.is_error else None))
+    return answer

@@ -1,0 +1,256 @@
+"""KernelTools: the MCP server named ``kernel``, served in the kernel process over a private channel.
+
+Design: the server is the official MCP SDK's low-level ``Server``, run as tasks on the background
+loop (``_loop``), one per bridge connection, over the SDK's own stdio transport fed from the
+channel's socket (channel.py). Serving in the kernel process, rather than in the bridge, keeps
+the user's objects where they are: a tool answer is built on the kernel thread and only its capped
+text or PNG crosses to the agent. The handlers never touch the namespace themselves: they hand
+work to the kernel thread (``_loop.on_kernel_thread``) and await it, so the loop never blocks.
+
+Threads: KernelTools' fields change on the background loop (start, close, the handlers), except
+``policy`` which any thread may set (one attribute store; read once per call). ``ask`` and
+``on_event`` are called on the background loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from .. import _loop
+from .answers import Answer
+from .channel import CHANNEL_ENV, TOKEN_ENV, Channel, LineReader, LineWriter
+from .policy import READ_ONLY_REFUSAL, REJECTED, KernelToolEvent, RunRequest, parse_policy
+from .tools import TOOLS, ArgumentError, argument
+
+__all__ = ["READ_TIMEOUT_S", "KernelTools", "start_kernel_tools"]
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "kernel"
+READ_TIMEOUT_S = 10.0  # a reading tool's work on the kernel thread (a repr that hangs is stopped)
+BRIDGE_MODULE = "acp_notebook.kernel_tools.bridge"
+
+Ask = Callable[[RunRequest], Awaitable[bool]]
+OnEvent = Callable[[KernelToolEvent], None]
+
+
+class KernelTools:
+    """The tools of one session's ``kernel`` MCP server, its channel and its policy.
+
+    ``namespace``: the mapping the tools serve; by default the IPython shell's user namespace, or
+    ``__main__``'s outside IPython (the same pump: work runs when the main thread waits in one of
+    our blocking calls, since a plain script has no idle event loop to run it from).
+    """
+
+    def __init__(self, policy: str = "ask", ask: Ask | None = None, on_event: OnEvent | None = None,
+                 run_timeout: float = 60.0, namespace: Mapping[str, Any] | None = None) -> None:
+        self.policy = policy
+        self.ask = ask
+        self.on_event = on_event
+        self.run_timeout = float(run_timeout)
+        self.namespace = namespace
+        self.entry: dict[str, Any] | None = None
+        self._channel: Channel | None = None
+        self._server: Any = None
+        self._closed = False
+
+    @property
+    def policy(self) -> str:
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: str) -> None:
+        self._policy = parse_policy(value)
+
+    async def start(self) -> dict[str, Any]:
+        """Open the channel; the ACP stdio ``McpServer`` entry that starts a bridge to it."""
+        if self.policy == "off":
+            raise ValueError('kernel_tools is "off": no kernel MCP server is offered (start_kernel_tools returns None)')
+        if self._closed:
+            raise RuntimeError("these KernelTools were closed; make new ones")
+        if self.entry is not None:
+            return self.entry
+        channel = Channel(self._serve)
+        path = await channel.open()
+        self._channel = channel
+        _loop.on_shutdown(self.close)
+        self.entry = {"name": SERVER_NAME, "command": sys.executable, "args": ["-m", BRIDGE_MODULE],
+                      "env": [{"name": CHANNEL_ENV, "value": path}, {"name": TOKEN_ENV, "value": channel.token}]}
+        return self.entry
+
+    async def close(self) -> None:
+        """End the channel (bridges exit), remove its socket and directory. Idempotent."""
+        self._closed = True
+        _loop.remove_shutdown_hook(self.close)
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            await channel.close()
+
+    # -- serving -------------------------------------------------------------------------------
+
+    async def _serve(self, lines_in: LineReader, lines_out: LineWriter) -> None:
+        """Serve MCP on one bridge connection with the SDK's stdio transport."""
+        server = await self._mcp_server()
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server(stdin=lines_in, stdout=lines_out) as (read, write):  # type: ignore[arg-type]
+            await server.run(read, write, server.create_initialization_options())
+
+    async def _mcp_server(self) -> Any:
+        if self._server is None:
+            # The SDK's first import takes a while: off the loop thread, so other sessions keep streaming.
+            await asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "mcp.server.lowlevel")
+            from mcp.server.lowlevel import Server
+
+            self._server = Server(SERVER_NAME, version=_version(), on_list_tools=self._on_list_tools,
+                                  on_call_tool=self._on_call_tool,
+                                  instructions="Tools over the user's live Jupyter kernel: read variables, "
+                                               "run code (as the user allows), propose cells.")
+        return self._server
+
+    async def _on_list_tools(self, _ctx: Any, _params: Any) -> Any:
+        import mcp.types as types
+
+        return types.ListToolsResult(tools=[types.Tool(name=name, description=spec["description"],
+                                                       input_schema=spec["input_schema"])
+                                            for name, spec in TOOLS.items()])
+
+    async def _on_call_tool(self, _ctx: Any, params: Any) -> Any:
+        answer = await self.call(params.name, dict(params.arguments or {}))
+        return to_mcp_result(answer)
+
+    # -- the tools -----------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Answer:
+        """Call one tool in process (what the MCP handler does; benchmarks and CellAgent use it too)."""
+        self._emit(KernelToolEvent("tool_call", tool, dict(arguments)))
+        handler = getattr(self, f"_tool_{tool}", None) if tool in TOOLS else None
+        if handler is None:
+            return Answer.error(f"No tool named {tool!r}; the kernel tools are {', '.join(TOOLS)}.")
+        try:
+            return await handler(arguments)
+        except ArgumentError as exc:
+            return Answer.error(str(exc))
+
+    async def _tool_list_variables(self, _arguments: dict[str, Any]) -> Answer:
+        from .namespace import list_variables
+
+        return await self._read(lambda: list_variables(*self._scope()), "listing the variables")
+
+    async def _tool_inspect_variable(self, arguments: dict[str, Any]) -> Answer:
+        from .namespace import inspect_variable
+
+        name = argument("inspect_variable", arguments, "name", str)
+        rows = argument("inspect_variable", arguments, "rows", int, 10)
+        namespace_and_hidden = self._scope
+
+        def inspect() -> Answer:
+            namespace, hidden = namespace_and_hidden()
+            return inspect_variable(namespace, name, rows, hidden)
+
+        return await self._read(inspect, f"inspecting {name!r}")
+
+    async def _tool_notebook_history(self, arguments: dict[str, Any]) -> Answer:
+        from .namespace import notebook_history
+
+        n = argument("notebook_history", arguments, "n", int, 10)
+        return await self._read(lambda: notebook_history(_shell(), n), "reading the notebook's history")
+
+    async def _tool_propose_cell(self, arguments: dict[str, Any]) -> Answer:
+        code = argument("propose_cell", arguments, "code", str)
+        explanation = argument("propose_cell", arguments, "explanation", str, "")
+        self._emit(KernelToolEvent("propose_cell", "propose_cell", dict(arguments), code=code,
+                                   explanation=explanation))
+        return Answer.text("Proposed: the cell is shown to the user below the running cell, not run. "
+                           "The user decides whether to run it.")
+
+    async def _tool_run_code(self, arguments: dict[str, Any]) -> Answer:
+        from .runner import run_code_here, run_code_tool
+
+        code = argument("run_code", arguments, "code", str)
+        policy = self.policy
+        if policy in ("read-only", "off"):
+            return Answer.error(READ_ONLY_REFUSAL)
+        if policy == "ask":
+            if self.ask is None:
+                return Answer.error('refused: nobody can be asked to allow run_code here; '
+                                    '`%config AcpMagics.kernel_tools = "allow"` lets the agent run code')
+            if not await self.ask(RunRequest(code)):
+                return Answer.error(REJECTED)
+        return await run_code_tool(code, lambda capture: run_code_here(code, self._scope()[0], capture),
+                                   self.run_timeout, self._emit)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _scope(self) -> tuple[Mapping[str, Any], Any]:
+        """The namespace the tools serve and the names hidden from listings (kernel thread)."""
+        if self.namespace is not None:
+            return self.namespace, ()
+        shell = _shell()
+        if shell is not None:
+            return shell.user_ns, getattr(shell, "user_ns_hidden", ())
+        return vars(sys.modules["__main__"]), ()
+
+    async def _read(self, work: Callable[[], Answer], what: str) -> Answer:
+        try:
+            return await _loop.on_kernel_thread(work, wait_timeout=self.run_timeout, run_timeout=READ_TIMEOUT_S)
+        except _loop.KernelBusy:
+            return Answer.error(busy_message(self.run_timeout))
+        except _loop.KernelWorkInterrupted as exc:
+            if exc.reason == "timeout":
+                return Answer.error(f"{what} took over {READ_TIMEOUT_S:g} s and was stopped "
+                                    "(a repr or property that hangs?)")
+            return Answer.error(f"{what} was interrupted")
+        except Exception as exc:  # noqa: BLE001 - a failing repr or property becomes a tool error
+            return Answer.error(f"{what} failed: {type(exc).__name__}: {exc}")
+
+    def _emit(self, event: KernelToolEvent) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception:  # noqa: BLE001 - a view's failure must not fail the agent's tool call
+            log.exception("the kernel tools' on_event callback failed")
+
+
+def busy_message(waited: float) -> str:
+    return (f"the kernel is busy running a cell: waited {waited:g} s for it to finish; "
+            "try again when the user's cell is done")
+
+
+def _shell() -> Any:
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
+
+
+def _version() -> str:
+    from .._protocol import client_version
+
+    return client_version()
+
+
+def to_mcp_result(answer: Answer) -> Any:
+    import mcp.types as types
+
+    content: list[Any] = []
+    for block in answer.content:
+        if block["type"] == "image":
+            content.append(types.ImageContent(data=block["data"], mime_type=block["mimeType"]))
+        else:
+            content.append(types.TextContent(text=block["text"]))
+    return types.CallToolResult(content=content, is_error=answer.is_error, structured_content=answer.structured)
+
+
+async def start_kernel_tools(policy: str = "ask", *, ask: Ask | None = None, on_event: OnEvent | None = None,
+                             run_timeout: float = 60.0) -> KernelTools | None:
+    """Started KernelTools for one session (its ``entry`` goes in mcpServers), or None under "off"."""
+    if parse_policy(policy) == "off":
+        return None
+    tools = KernelTools(policy, ask=ask, on_event=on_event, run_timeout=run_timeout)
+    await tools.start()
+    return tools

@@ -1,0 +1,265 @@
+"""The kernel tools over their real channel: the bridge started as its own process from the
+mcpServers entry, driven by the official MCP client; refusals of the bridge; the policy.
+
+The tools here serve a namespace dict of the test's; the kernel thread is the test's main
+thread, which runs the tools' work while it waits in ``_loop.run_sync`` (the pump's blocking
+path). Kernel behaviour proper is in test_kernel_tools_kernel.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_notebook import _loop
+from acp_notebook.kernel_tools import POLICIES, KernelToolEvent, KernelTools, parse_policy, start_kernel_tools
+from acp_notebook.kernel_tools.client import entry_environment, open_kernel_tools
+
+pd = pytest.importorskip("pandas")
+
+TIMEOUT = 60.0
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(coro: Any, timeout: float = TIMEOUT) -> Any:
+    return _loop.run_sync(coro, timeout)
+
+
+@pytest.fixture
+def namespace() -> dict[str, Any]:
+    return {"df": pd.DataFrame({"city": ["Oslo", "Lima", None], "temp": [3.5, 19.0, 11.2]}),
+            "numbers": [1, 2, 3], "MY_API_KEY": "sk-live-0123456789abcdef", "os": os, "_hidden": 1,
+            "greeting": "hello"}
+
+
+@pytest.fixture
+def events() -> list[KernelToolEvent]:
+    return []
+
+
+@pytest.fixture
+def tools(namespace: dict[str, Any], events: list[KernelToolEvent]) -> Iterator[KernelTools]:
+    kt = KernelTools(policy="allow", on_event=events.append, run_timeout=20.0, namespace=namespace)
+    run(kt.start())
+    try:
+        yield kt
+    finally:
+        run(kt.close())
+
+
+def bridge_env(entry: dict[str, Any] | None, **changes: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ACPNB_KERNEL_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    if entry is not None:
+        env.update(entry_environment(entry))
+    env.update(changes)
+    return env
+
+
+def run_bridge(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "acp_notebook.kernel_tools.bridge"], env=env, input="",
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def call_all(entry: dict[str, Any], calls: list[tuple[str, dict[str, Any]]], errlog: Any = None) -> Any:
+    async def go() -> Any:
+        async with open_kernel_tools(entry, errlog=errlog) as session:
+            listed = await session.list_tools()
+            answers = [await session.call_tool(name, arguments) for name, arguments in calls]
+            return listed, answers
+
+    return run(go())
+
+
+def texts(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+def test_the_entry_is_an_acp_stdio_server_that_runs_the_bridge(tools: KernelTools) -> None:
+    entry = tools.entry
+    assert entry is not None and entry["name"] == "kernel" and entry["command"] == sys.executable
+    assert entry["args"] == ["-m", "acp_notebook.kernel_tools.bridge"]
+    env = {item["name"]: item["value"] for item in entry["env"]}
+    socket_path = Path(env["ACPNB_KERNEL_CHANNEL"])
+    assert socket_path.is_socket() and len(env["ACPNB_KERNEL_TOKEN"]) >= 32
+    assert socket_path.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_mcp_client_lists_and_calls_every_tool_through_the_bridge(tools: KernelTools,
+                                                                      events: list[KernelToolEvent]) -> None:
+    listed, answers = call_all(tools.entry, [
+        ("list_variables", {}),
+        ("inspect_variable", {"name": "df", "rows": 2}),
+        ("run_code", {"code": "made_here = len(df) * 10\nprint('made', made_here)\nmade_here + 1"}),
+        ("notebook_history", {"n": 3}),
+        ("propose_cell", {"code": "df.plot()", "explanation": "A quick look."}),
+    ])
+    assert [tool.name for tool in listed.tools] == ["list_variables", "inspect_variable", "run_code",
+                                                   "notebook_history", "propose_cell"]
+    listing, inspected, ran, history, proposed = answers
+    assert not listing.is_error and "df: pandas.DataFrame, shape 3x2" in texts(listing)
+    names = [entry["name"] for entry in listing.structured_content["variables"]]
+    assert names == ["df", "numbers", "MY_API_KEY", "greeting"]  # no modules, no _names
+    assert "- city: " in texts(inspected) and "- temp: float64, 0" in texts(inspected) and "head(2)" in texts(inspected)
+    assert not ran.is_error and texts(ran) == "made 30\n31\n"
+    assert history.is_error and "needs IPython" in texts(history)  # a plain process has no history
+    assert not proposed.is_error and "not run" in texts(proposed)
+    kinds = [(event.kind, event.tool) for event in events]
+    assert ("run_code_started", "run_code") in kinds and ("run_code_finished", "run_code") in kinds
+    proposal = next(event for event in events if event.kind == "propose_cell")
+    assert proposal.code == "df.plot()" and proposal.explanation == "A quick look."
+    finished = next(event for event in events if event.kind == "run_code_finished")
+    assert finished.outputs == [{"type": "text", "text": "made 30\n31\n"}] and finished.error is None
+
+
+def test_run_code_defines_variables_in_the_namespace(tools: KernelTools, namespace: dict[str, Any]) -> None:
+    _listed, (answer,) = call_all(tools.entry, [("run_code", {"code": "total = df['temp'].sum()"})])
+    assert not answer.is_error and texts(answer) == "(no output)"
+    assert namespace["total"] == pytest.approx(33.7)
+
+
+def test_tool_errors_name_what_went_wrong(tools: KernelTools) -> None:
+    _listed, answers = call_all(tools.entry, [
+        ("inspect_variable", {"name": "dff"}),
+        ("inspect_variable", {}),
+        ("run_code", {"code": "1 / 0"}),
+        ("run_code", {"code": "def broken(:\n  pass"}),
+        ("run_code", {"code": "exit()"}),
+        ("run_code", {"code": "import sys\nsys.exit(3)"}),
+        ("run_code", {"code": "raise SystemExit(1)"}),
+        ("run_code", {"code": "import os\nend = os._exit\nend(0)"}),
+        ("no_such_tool", {}),
+    ])
+    missing, no_name, division, syntax, exit_call, sys_exit, raised_exit, hidden_exit, unknown = answers
+    assert all(answer.is_error for answer in answers)
+    assert "No variable named 'dff'" in texts(missing) and "Close names: df" in texts(missing)
+    assert "needs the argument 'name'" in texts(no_name)
+    assert "ZeroDivisionError" in texts(division) and '"<agent code>", line 1' in texts(division)
+    assert "SyntaxError" in texts(syntax)
+    for refused in (exit_call, sys_exit, raised_exit, hidden_exit):
+        assert texts(refused).startswith("refused: run_code never ends the kernel")
+    assert "No tool named 'no_such_tool'" in texts(unknown)
+
+
+def test_secrets_are_masked_in_inspections_and_outputs(tools: KernelTools) -> None:
+    _listed, answers = call_all(tools.entry, [
+        ("inspect_variable", {"name": "MY_API_KEY"}),
+        ("run_code", {"code": "print('key is', MY_API_KEY)"}),
+        ("run_code", {"code": "{'k': MY_API_KEY}"}),
+    ])
+    for answer in answers:
+        assert "sk-live-0123456789abcdef" not in texts(answer)
+    assert "***" in texts(answers[0]) and "***MY_API_KEY***" in texts(answers[1])
+
+
+def test_images_come_back_as_png(tools: KernelTools, namespace: dict[str, Any]) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(2, 2))
+    figure.add_subplot().plot([1, 3, 2])
+    namespace["fig"] = figure
+    _listed, (inspected,) = call_all(tools.entry, [("inspect_variable", {"name": "fig"})])
+    image = next(block for block in inspected.content if block.type == "image")
+    assert image.mime_type == "image/png" and base64.b64decode(image.data).startswith(b"\x89PNG")
+
+
+def test_read_only_refuses_run_code_and_ask_asks(tools: KernelTools, namespace: dict[str, Any]) -> None:
+    asked: list[str] = []
+    verdicts = iter([False, True])
+
+    async def ask(request: Any) -> bool:
+        asked.append(request.code)
+        return next(verdicts)
+
+    tools.policy = "read-only"
+    _listed, (refused, listed) = call_all(tools.entry, [("run_code", {"code": "a = 1"}), ("list_variables", {})])
+    assert refused.is_error and texts(refused).startswith("refused: the kernel tools are read-only")
+    assert 'AcpMagics.kernel_tools = "allow"' in texts(refused) and not listed.is_error
+    tools.policy, tools.ask = "ask", ask
+    _listed, (rejected, allowed) = call_all(tools.entry, [("run_code", {"code": "b = 1"}), ("run_code", {"code": "c = 2"})])
+    assert rejected.is_error and texts(rejected) == "the user rejected running this code"
+    assert not allowed.is_error and asked == ["b = 1", "c = 2"]
+    assert "a" not in namespace and "b" not in namespace and namespace["c"] == 2
+
+
+def test_policies_parse_with_a_clear_error() -> None:
+    assert POLICIES == ("ask", "read-only", "allow", "off")
+    assert [parse_policy(word) for word in ("ASK", " read_only ", "readonly", "allow", "off")] == \
+        ["ask", "read-only", "read-only", "allow", "off"]
+    with pytest.raises(ValueError, match="must be one of 'ask', 'read-only', 'allow', 'off', not 'sometimes'"):
+        parse_policy("sometimes")
+    with pytest.raises(ValueError):
+        KernelTools(policy="never")
+    assert run(start_kernel_tools("off")) is None
+    with pytest.raises(ValueError, match='"off"'):
+        run(KernelTools(policy="off").start())
+
+
+def test_the_bridge_without_a_channel_says_so_in_one_line() -> None:
+    done = run_bridge(bridge_env(None))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "no kernel channel: ACPNB_KERNEL_CHANNEL" in done.stderr
+
+
+def test_the_bridge_with_a_wrong_token_is_refused(tools: KernelTools) -> None:
+    done = run_bridge(bridge_env(tools.entry, ACPNB_KERNEL_TOKEN="not-the-token"))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "the kernel refused this bridge: refused: wrong token" in done.stderr
+
+
+def test_the_bridge_to_a_socket_that_is_gone_says_so(tmp_path: Path) -> None:
+    done = run_bridge(bridge_env(None, ACPNB_KERNEL_CHANNEL=str(tmp_path / "gone.sock"), ACPNB_KERNEL_TOKEN="t"))
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "cannot reach the kernel at" in done.stderr
+
+
+def test_two_kernel_tools_have_their_own_channels(tools: KernelTools) -> None:
+    other_namespace = {"only_in_other": 1}
+    other = KernelTools(policy="allow", namespace=other_namespace)
+    run(other.start())
+    try:
+        mine = {item["name"]: item["value"] for item in tools.entry["env"]}
+        theirs = {item["name"]: item["value"] for item in other.entry["env"]}
+        assert mine["ACPNB_KERNEL_CHANNEL"] != theirs["ACPNB_KERNEL_CHANNEL"]
+        assert mine["ACPNB_KERNEL_TOKEN"] != theirs["ACPNB_KERNEL_TOKEN"]
+        crossed = run_bridge(bridge_env(other.entry, ACPNB_KERNEL_TOKEN=mine["ACPNB_KERNEL_TOKEN"]))
+        assert crossed.returncode == 1 and "wrong token" in crossed.stderr
+        _listed, (listing,) = call_all(other.entry, [("list_variables", {})])
+        assert texts(listing).endswith("- only_in_other: int, 28 B")
+    finally:
+        run(other.close())
+    assert not Path(theirs["ACPNB_KERNEL_CHANNEL"]).parent.exists()
+
+
+def test_closing_while_a_call_runs_ends_the_bridge_and_fails_the_call(tools: KernelTools, tmp_path: Path,
+                                                                    namespace: dict[str, Any]) -> None:
+    """What a kernel restart mid-call looks like to the agent: an MCP error, and the bridge's one line."""
+    started = asyncio.Event()
+    tools.on_event = lambda event: event.kind == "run_code_started" and started.set()
+    errlog_path = tmp_path / "bridge.err"
+
+    async def go() -> BaseException | None:
+        with errlog_path.open("w") as errlog:
+            async with open_kernel_tools(tools.entry, errlog=errlog) as session:
+                call = asyncio.ensure_future(session.call_tool("run_code", {"code": "import time\ntime.sleep(120)"}))
+                await started.wait()
+                await tools.close()
+                try:
+                    await asyncio.wait_for(call, TIMEOUT)
+                except Exception as exc:  # noqa: BLE001 - the error is what this test looks at
+                    return exc
+                return None
+
+    error = run(go())
+    assert error is not None, "the call answered although its server closed"
+    assert errlog_path.read_text().strip().splitlines() == [
+        "acp-notebook kernel bridge: the kernel's channel closed (the kernel restarted or its session ended)"]
+    assert "time" in namespace  # the code ran, and was stopped
