@@ -244,7 +244,11 @@ def _shutdown() -> None:
 _PUMP_POLL_S = 1.0
 # How long an interrupted item may take to unwind, and how long a late interrupt may take to land.
 INTERRUPT_GRACE_S = 5.0
-_LATE_INTERRUPT_S = 0.5
+_LATE_INTERRUPT_S = 0.05
+# A stop signal can be spent before it stops anything: it lands while the kernel thread waits for the
+# interpreter lock, and the code then enters a blocking call (a sleep) before Python looks at it. So a
+# stop repeats its signal at this interval until the work ends or the grace runs out.
+_RESEND_S = 0.2
 
 _PENDING, _RUNNING, _DONE, _WITHDRAWN = "pending", "running", "done", "withdrawn"
 
@@ -273,9 +277,9 @@ class _KernelWork:
         self.state = _PENDING
         self.claimed: asyncio.Future[None] = loop.create_future()
         self.done: asyncio.Future[Any] = loop.create_future()
+        self.done.add_done_callback(_retrieved)  # a requester that gave up never reads it
         self.interrupt_reason: str | None = None
         self.interrupt_sent = False
-        self.interrupt_seen = False
 
     def claim(self) -> bool:
         with self.lock:
@@ -295,20 +299,26 @@ class _KernelWork:
     def interrupt(self, reason: str) -> None:
         """Raise KeyboardInterrupt in the kernel thread, only while this item's code runs there."""
         with self.lock:
-            if self.state != _RUNNING or self.interrupt_sent:
+            if self.state != _RUNNING:
                 return
-            self.interrupt_reason, self.interrupt_sent = reason, True
+            if not self.interrupt_sent:
+                self.interrupt_reason, self.interrupt_sent = reason, True
             _interrupt_main_thread()
 
     def finish(self) -> bool:
-        """Mark the item done; whether an interrupt we sent has not landed yet (it is absorbed)."""
+        """Mark the item done (no interrupt is sent after this); whether any was sent before."""
         while True:
             try:
                 with self.lock:
                     self.state = _DONE
-                    return self.interrupt_sent and not self.interrupt_seen
+                    return self.interrupt_sent
             except KeyboardInterrupt:  # our own interrupt, landing late: the outcome stands
-                self.interrupt_seen = True
+                pass
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -362,12 +372,11 @@ def _run_item(item: _KernelWork) -> None:
         try:
             result = item.fn()
         except KeyboardInterrupt:
-            item.interrupt_seen = True
             error = KernelWorkInterrupted(item.interrupt_reason)
         except BaseException as exc:  # noqa: BLE001 - handed to the requester, never raised here
             error = exc
         if item.finish():
-            _absorb_late_interrupt(item)
+            _absorb_late_interrupts()
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -384,14 +393,16 @@ def _catch_sigint() -> Any:
     return previous
 
 
-def _absorb_late_interrupt(item: _KernelWork) -> None:
-    """An interrupt sent just as the work finished lands here instead of in the user's next code."""
+def _absorb_late_interrupts() -> None:
+    """A stop signal sent just as the work finished lands here, not in the user's next code: a
+    signal already handled at C level raises at the loop's next turn, one still in flight ends a
+    sleep."""
     deadline = time.monotonic() + _LATE_INTERRUPT_S
-    while not item.interrupt_seen and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         try:
             time.sleep(0.001)
         except KeyboardInterrupt:
-            item.interrupt_seen = True
+            pass
 
 
 def _kernel_event_loop() -> asyncio.AbstractEventLoop | None:
@@ -430,25 +441,41 @@ async def on_kernel_thread(fn: Callable[[], T], *, wait_timeout: float, run_time
             raise KernelBusy(f"the kernel thread did not take the work within {wait_timeout:g} s") from None
     except asyncio.CancelledError:
         if not item.withdraw():
-            await _stop(item, "cancelled")
+            _stop_detached(item, "cancelled")
         raise
     try:
         return await asyncio.wait_for(asyncio.shield(item.done), run_timeout)
     except asyncio.TimeoutError:
-        await _stop(item, "timeout")
+        await asyncio.shield(_stop_detached(item, "timeout"))
         return item.done.result()  # KernelWorkInterrupted("timeout") unless it finished meanwhile
     except asyncio.CancelledError:
-        await _stop(item, "cancelled")
+        _stop_detached(item, "cancelled")
         raise
 
 
 async def _stop(item: _KernelWork, reason: str) -> None:
-    """Interrupt a taken item and give it a moment to unwind."""
-    await asyncio.shield(item.claimed)
-    item.interrupt(reason)
-    await asyncio.wait([item.done], timeout=INTERRUPT_GRACE_S)
+    """Interrupt a taken item until it ends (or the grace runs out)."""
+    await item.claimed
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + INTERRUPT_GRACE_S
+    while not item.done.done() and loop.time() < deadline:
+        item.interrupt(reason)
+        await asyncio.wait([item.done], timeout=_RESEND_S)
     if not item.done.done():
         item.done.set_exception(KernelWorkInterrupted(reason))
+
+
+_stopping: set[asyncio.Task[None]] = set()
+
+
+def _stop_detached(item: _KernelWork, reason: str) -> asyncio.Task[None]:
+    """``_stop`` in a task of its own: a cancelled caller (an anyio cancel scope cancels every await
+    it makes) still gets its work stopped."""
+    task = asyncio.get_running_loop().create_task(_stop(item, reason))
+    _stopping.add(task)
+    task.add_done_callback(_stopping.discard)
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return task
 
 
 def wait(future: concurrent.futures.Future[T], timeout: float | None = None) -> T:

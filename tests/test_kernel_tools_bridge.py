@@ -13,6 +13,7 @@ import base64
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -242,15 +243,16 @@ def test_two_kernel_tools_have_their_own_channels(tools: KernelTools) -> None:
 def test_closing_while_a_call_runs_ends_the_bridge_and_fails_the_call(tools: KernelTools, tmp_path: Path,
                                                                     namespace: dict[str, Any]) -> None:
     """What a kernel restart mid-call looks like to the agent: an MCP error, and the bridge's one line."""
-    started = asyncio.Event()
-    tools.on_event = lambda event: event.kind == "run_code_started" and started.set()
+    running = threading.Event()
+    namespace["running"] = running
     errlog_path = tmp_path / "bridge.err"
 
     async def go() -> BaseException | None:
         with errlog_path.open("w") as errlog:
             async with open_kernel_tools(tools.entry, errlog=errlog) as session:
-                call = asyncio.ensure_future(session.call_tool("run_code", {"code": "import time\ntime.sleep(120)"}))
-                await started.wait()
+                code = "import time\nrunning.set()\ntime.sleep(120)\nafter = 1"
+                call = asyncio.ensure_future(session.call_tool("run_code", {"code": code}))
+                assert await asyncio.get_running_loop().run_in_executor(None, running.wait, TIMEOUT)
                 await tools.close()
                 try:
                     await asyncio.wait_for(call, TIMEOUT)
@@ -262,4 +264,4 @@ def test_closing_while_a_call_runs_ends_the_bridge_and_fails_the_call(tools: Ker
     assert error is not None, "the call answered although its server closed"
     assert errlog_path.read_text().strip().splitlines() == [
         "acp-notebook kernel bridge: the kernel's channel closed (the kernel restarted or its session ended)"]
-    assert "time" in namespace  # the code ran, and was stopped
+    assert "after" not in namespace  # the code was stopped in its sleep
