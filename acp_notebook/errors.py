@@ -59,6 +59,15 @@ class AcpError(Exception):
         hints = {**getattr(self, "hints", {}), getattr(self, "surface", "python"): self.hint}
         return hints.get(surface, hints.get("python", self.hint))
 
+    def shown_elsewhere(self, where: str) -> AcpError:
+        """A copy of this error (same type and fields) that IPython renders as one line pointing ``where``
+        the error is already shown in full (the turn view of a ``%%acp`` cell). Raising it still fails
+        the cell, so "Run all" stops there, without the message appearing a second time."""
+        copy = type(self).__new__(type(self), *self.args)
+        copy.__dict__.update(self.__dict__)
+        copy.shown_in = where
+        return copy
+
     def in_terms_of(self, surface: str) -> AcpError:
         """This error, its ``hint`` now in ``surface``'s syntax (what ``str()`` and IPython show); returns it."""
         if surface not in SURFACES:
@@ -80,6 +89,8 @@ class AcpError(Exception):
         from ._term import colour_on
 
         red, dim, plain = ("\x1b[31m", "\x1b[2m", "\x1b[0m") if colour_on() else ("", "", "")
+        if getattr(self, "shown_in", None):
+            return [f"{red}{type(self).__name__}{plain}: {dim}shown {self.shown_in}{plain}"]
         lines = [f"{red}{type(self).__name__}{plain}: {self.message}"]
         if self.hint:
             lines.append(f"{dim}Hint: {self.hint}{plain}")

@@ -72,7 +72,11 @@ def transform_cell(lines: list[str], supported: bool) -> list[str]:
 
 
 def _raise_failure(view: Any) -> None:
+    """The cell fails when its turn did; an AcpError is already shown in full in the turn view (message and
+    hint), so the cell's error output is a one-line pointer to it rather than the same text again."""
     error = view.finished.exception()
+    if isinstance(error, AcpError):
+        raise error.in_terms_of("magic").shown_elsewhere("in the reply above") from None
     if error is not None:
         raise error
 

@@ -122,7 +122,7 @@ def error_html(message: str) -> str:
     if not message:
         return ""
     return (
-        f'<div class="acpnb-error" style="color:#c62828;padding:2px 4px">'
+        f'<div class="acpnb-error" style="color:#c62828;padding:2px 4px;white-space:pre-wrap">'
         f"&#9888; {escape(message)}</div>"
     )
 

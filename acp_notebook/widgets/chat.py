@@ -312,7 +312,7 @@ class TurnView:
             self._unobserve()
             if error is not None:
                 self._final_status = "error"
-                self.error_message = error.message if isinstance(error, AcpError) else f"{type(error).__name__}: {error}"
+                self.error_message = _error_text(error)
             else:
                 self._final_status = "cancelled" if self.turn.stop_reason == "cancelled" else "done"
             self._frozen_title = session_title(self.session, self.title_hint)
@@ -451,3 +451,12 @@ class TurnView:
     def renders(self) -> int:
         """How many coalesced renders ran (for tests and benchmarks)."""
         return self._throttle.renders
+
+
+def _error_text(error: BaseException) -> str:
+    """A failed turn's error as the view shows it: the only place a %%acp cell shows it in full (the cell's own
+    error output points here), so with its hint, in magic syntax."""
+    if not isinstance(error, AcpError):
+        return f"{type(error).__name__}: {error}"
+    hint = error.hint_for("magic")
+    return f"{type(error).__name__}: {error.message}" + (f"\nHint: {hint}" if hint else "")
