@@ -110,3 +110,24 @@ def test_an_interrupted_ray_sweep_keeps_what_finished_and_closes_the_workers_age
     assert 1 <= len(stored) < 6 and all(r["status"] == "ok" for r in stored.rows)
     pids = stored.metadata["agents"]["slowdemo"]["pids"]  # reported by the workers as they closed
     assert pids and all(wait_gone(pid) for pid in pids)
+
+
+@pytest.mark.slow
+def test_ray_workers_make_grade_and_delete_the_workspaces(cluster, tmp_path):
+    import os
+
+    from acp_notebook.sweep import tasks
+    from tests.sweep_agents.workspace_checks import made_in
+    from tests.test_sweep_tasks import TASKS
+
+    local = acpnb.sweep(tasks(TASKS), ["demo:fast", "demo:smart"], out=tmp_path / "local", progress=False)
+    remote = acpnb.sweep(tasks(TASKS), ["demo:fast", "demo:smart"], scorers=[made_in], executor="ray",
+                         out=tmp_path / "ray", progress=False)
+    assert {(r["model"], r["sample_id"]): r["score_tests"] for r in remote.rows} == \
+        {(r["model"], r["sample_id"]): r["score_tests"] for r in local.rows}
+    assert all(r["score_made_in"] == 1.0 for r in remote.rows)
+    worker_pids = {r["explanation_made_in"] for r in remote.rows}
+    assert f"pid {os.getpid()}" not in worker_pids  # made and graded on the workers, not here
+    for row, twin in zip(remote.rows, local.rows):
+        assert (tmp_path / "ray" / row["diff"]).read_text() == (tmp_path / "local" / twin["diff"]).read_text()
+        assert not os.path.exists(row["workspace_path"])

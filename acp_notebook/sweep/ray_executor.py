@@ -151,7 +151,7 @@ class RayExecutor:
     def _failed(trial: Trial, error: str, *, transient: bool) -> Outcome:
         row = blank_row(trial)
         row.update(status="error", error=error)
-        return Outcome(row, [], transient)
+        return Outcome(row, None, transient)
 
     async def close(self) -> None:
         """Ask each worker what it ran and to close its agents, then end the actors."""
