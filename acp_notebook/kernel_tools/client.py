@@ -27,6 +27,15 @@ def entry_environment(entry: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
+def _process_stderr() -> TextIO:
+    """sys.stderr where it is a file; in a kernel (whose sys.stderr has no descriptor) the process's own."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__
+
+
 @asynccontextmanager
 async def open_kernel_tools(entry: Mapping[str, Any], *, errlog: TextIO | None = None,
                             read_timeout: float | None = None) -> AsyncIterator[Any]:
@@ -36,7 +45,7 @@ async def open_kernel_tools(entry: Mapping[str, Any], *, errlog: TextIO | None =
 
     params = StdioServerParameters(command=str(entry["command"]), args=[str(a) for a in entry.get("args") or ()],
                                    env=entry_environment(entry))
-    async with stdio_client(params, errlog=errlog or sys.stderr) as (read, write):
+    async with stdio_client(params, errlog=errlog or _process_stderr()) as (read, write):
         async with ClientSession(read, write, read_timeout_seconds=read_timeout) as session:
             await session.initialize()
             yield session

@@ -128,7 +128,7 @@ def exit_refusal(tree: ast.AST) -> bool:
 
 
 class _ExitRefused(BaseException):
-    """Raised in place of os._exit / os.abort while agent code runs."""
+    """Raised in place of os._exit, os.abort and the shell's ask_exit while agent code runs."""
 
 
 def _refuse_exit(*_args: Any) -> None:
@@ -144,14 +144,16 @@ def _captured(capture: Capture, shell: Any) -> Iterator[None]:
     os._exit = os.abort = _refuse_exit  # type: ignore[assignment]
     if publisher is not None:
         shell.display_pub = _publisher(capture, shell)
+    if shell is not None:
+        shell.ask_exit = _refuse_exit  # exit() / quit() / get_ipython().ask_exit() end up here
     try:
         yield
     finally:
         sys.stdout, sys.stderr, os._exit, os.abort = saved  # type: ignore[misc]
         if publisher is not None:
             shell.display_pub = publisher
-        if shell is not None and getattr(shell, "exit_now", False):
-            shell.exit_now = False  # an exit() that got through some other way: the kernel stays
+        if shell is not None:
+            vars(shell).pop("ask_exit", None)
 
 
 def _publisher(capture: Capture, shell: Any) -> Any:
