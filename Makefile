@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-sdk1 screenshots recordings install install-dev bench bench-quick clean
+.PHONY: demo test test-quick test-sdk1 screenshots recordings install install-dev bench bench-quick clean
 
 # The SDK's 1.x line, tested beside the 0.12.x line the package installs by default.
 SDK1 := agent-client-protocol==1.0.0rc3
@@ -31,12 +31,22 @@ demo: install
 	$(BIN)/python scripts/run-notebook.py notebooks/quickstart.ipynb
 	@echo "Open it in JupyterLab: $(BIN)/jupyter lab notebooks/quickstart.out.ipynb"
 
+# pytest-xdist workers for the whole suite. Most tests wait on agent processes more than they compute, so
+# two workers fit a 2-core machine; tests/conftest.py keeps each module (and the browser package) on one worker.
+TEST_WORKERS ?= 2
+PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+
 # Everything the tests need (Debian's chromium, the pinned npm agents), then the whole suite.
 test: install-dev
 	bash scripts/install-test-deps.sh
 	bash scripts/install-agents.sh
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PARALLEL)
 	$(MAKE) --no-print-directory test-sdk1
+
+# The edit-test loop (see docs/DEVELOPING.md): no browser, interop, kernel or slow tests; spread per test.
+test-quick: install-dev
+	$(BIN)/python -m pytest -p no:cacheprovider -q -n 4 --durations=5 \
+		-m "not browser and not interop and not kernel and not slow"
 
 $(SDK1_DIR)/.installed: Makefile
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(SDK1_DIR) '$(SDK1)'
@@ -45,7 +55,7 @@ $(SDK1_DIR)/.installed: Makefile
 # The client, proxy, demo agent and record/replay suites again on the SDK's 1.x line (it shadows the
 # 0.12 line through PYTHONPATH, in the agent and proxy subprocesses too).
 test-sdk1: install-dev $(SDK1_DIR)/.installed
-	PYTHONPATH=$(CURDIR)/$(SDK1_DIR) $(BIN)/python -m pytest -p no:cacheprovider -q \
+	PYTHONPATH=$(CURDIR)/$(SDK1_DIR) $(BIN)/python -m pytest -p no:cacheprovider -q $(PARALLEL) \
 		tests/test_client.py tests/test_client_protocol.py tests/test_proxy*.py tests/test_demo_*.py tests/test_record.py \
 		tests/test_recordings.py
 

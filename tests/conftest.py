@@ -34,6 +34,19 @@ def _variable_pointing_at(variable: str, directory: Path) -> Iterator[Path]:
             os.environ[variable] = previous
 
 
+BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for `pytest -n N --dist loadgroup` (what `make test` runs): a module's tests stay on one
+    worker, so a module fixture (an executed notebook, a benchmark run) is made once, and the browser
+    package is one group, so its tests share one JupyterLab and one chromium. Other modes ignore them."""
+    for item in items:
+        group = "browser" if BROWSER_TESTS in item.path.parents else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def demo_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The demo agent's state directory for this test run (a fresh temporary directory)."""

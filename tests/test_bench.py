@@ -32,6 +32,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.mark.timeout(660)
+@pytest.mark.slow  # the quick benchmark run of the `results` fixture
 def test_every_benchmark_runs_and_reports_its_machine(results: dict) -> None:
     assert results["mode"] == "quick"
     assert set(results["benchmarks"]) == {"client", "proxy", "notebook", "sweeps", "startup", "memory"}
@@ -42,6 +43,7 @@ def test_every_benchmark_runs_and_reports_its_machine(results: dict) -> None:
         assert isinstance(found.get("load") or found.get("by_delay"), dict), name
 
 
+@pytest.mark.slow  # the quick benchmark run of the `results` fixture
 def test_side_by_side_benchmarks_report_both_sides_and_their_ratio(results: dict) -> None:
     bench = results["benchmarks"]
     client = bench["client"]
@@ -55,6 +57,7 @@ def test_side_by_side_benchmarks_report_both_sides_and_their_ratio(results: dict
                 assert {"direct_ms", "proxied_ms", "ratio_median", "added_ms_median"} <= delay[floor][metric].keys()
 
 
+@pytest.mark.slow  # the quick benchmark run of the `results` fixture
 def test_notebook_startup_and_memory_results_have_their_fields(results: dict) -> None:
     bench = results["benchmarks"]
     notebook = bench["notebook"]
@@ -70,6 +73,7 @@ def test_notebook_startup_and_memory_results_have_their_fields(results: dict) ->
         assert found["many_chunks"]["text_chars"] == found["few_chunks"]["text_chars"]
 
 
+@pytest.mark.slow  # the quick benchmark run of the `results` fixture
 def test_the_readme_table_is_made_from_the_results(results: dict, tmp_path: Path) -> None:
     table = report.render_table(results)
     assert table.startswith("| # | measured | target | result | met |")

@@ -97,6 +97,7 @@ def group_members(groups: set[int]) -> list[str]:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_fifty_cycles_of_an_agent_a_memory_agent_and_the_proxy_leave_nothing(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", CENSUS, json.dumps([*FAULT_AGENT, "normal"]), str(CYCLES)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=540)

@@ -207,6 +207,7 @@ def test_crash_mid_turn_names_the_agent_and_its_stderr_then_binds_again(proxy_fa
     assert status(proxy)["agents"]["q"]["starts"] == 3
 
 
+@pytest.mark.slow
 def test_failed_and_slow_agents_are_left_out_and_named(proxy_factory):
     proxy = proxy_factory({"d": "demo", "x": broken("x: cannot read my config", 4),
                            "slow": quirky("--probe-delay", "60")}, probe_timeout=5)
@@ -238,6 +239,7 @@ def wait_for_stderr(agent: acpnb.Agent, needle: str, timeout: float = 10.0) -> N
         stop()
 
 
+@pytest.mark.slow
 def test_a_slow_agent_joins_the_model_list_after_the_probe_deadline(proxy_factory):
     proxy = proxy_factory({"d": "demo", "late": quirky("--probe-delay", "3")}, probe_timeout=1)
 
@@ -259,6 +261,7 @@ def test_a_slow_agent_joins_the_model_list_after_the_probe_deadline(proxy_factor
     assert session.prompt("hi").text.endswith("heard: hi")
 
 
+@pytest.mark.slow  # two probe deadlines of 5 s: initialize's and session/new's
 def test_a_backend_that_never_answers_initialize_stalls_nothing(proxy_factory):
     mute = [sys.executable, str(EDGE_AGENT), "silent"]
     # The deadline leaves the demo agent time to start on a loaded machine; the mute one never answers.
@@ -345,6 +348,7 @@ def test_authentication_goes_to_the_agent_that_asked_for_it(proxy_factory):
     assert wrong.value.code == -32602 and "a:demo-token" in str(wrong.value)
 
 
+@pytest.mark.slow
 def test_a_new_proxy_process_reopens_a_session_by_the_id_it_was_given(proxy_factory, tmp_path, monkeypatch):
     """What clients that reconnect on every call (acpx) rely on: the id outlives the proxy process."""
     state = tmp_path / "proxy-state"

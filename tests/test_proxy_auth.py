@@ -39,6 +39,7 @@ def no_key_in_our_environment(monkeypatch):
     monkeypatch.delenv("UNSET_QUIRKY_VAR", raising=False)
 
 
+@pytest.mark.slow
 def test_the_key_in_the_environment_authenticates_once_per_process(proxy_factory):
     proxy = proxy_factory({"locked": locked_spec(), "open": quirky()}, env={KEY_VAR: "sesame"})
     session = proxy.new_session()

@@ -29,6 +29,7 @@ def reopened(proxy_factory, session_id):
     return proxy, proxy.resume_session(session_id)
 
 
+@pytest.mark.slow
 def test_before_its_first_prompt_a_reopened_session_can_still_move_to_any_agent(proxy_factory, own_state,
                                                                                   demo_state_dir):
     first = proxy_factory({"a": "demo", "b": "demo"})
@@ -62,6 +63,7 @@ def test_before_its_first_prompt_a_reopened_session_can_still_move_to_any_agent(
     assert not (demo_state_dir / f"{a_session}.json").exists()
 
 
+@pytest.mark.slow
 def test_a_never_prompted_session_whose_agent_sessions_are_gone_is_not_found(proxy_factory, own_state,
                                                                           demo_state_dir):
     first = proxy_factory({"a": "demo", "b": "demo"})

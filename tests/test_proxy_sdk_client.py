@@ -128,6 +128,7 @@ async def initialized(conn: Any) -> None:
                                  client_info=Implementation(name="bare-sdk-client", version="1")))
 
 
+@pytest.mark.slow
 def test_a_bare_sdk_client_sees_the_namespaced_models_and_binds(tmp_path):
     trace = tmp_path / "trace.jsonl"
     log = FrameLog(local="client")

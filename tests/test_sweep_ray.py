@@ -18,6 +18,8 @@ from tests.sweep_agents import arithmetic
 
 ray = pytest.importorskip("ray")
 
+pytestmark = pytest.mark.slow  # a local Ray cluster takes about 10 s to start
+
 MODELS = ["demo:fast", "demo:smart", "px:d:smart"]
 PROXY = [sys.executable, "-m", "acp_notebook.proxy", "--agent", "d=demo"]
 

@@ -430,6 +430,7 @@ def test_an_old_agent_with_modes_and_models_only(comms, tmp_path):
 
 
 # --- turns you can follow -----------------------------------------------------------------
+@pytest.mark.slow
 def test_the_header_runs_a_clock_and_the_latest_thought_shows_while_thinking(comms, tmp_path):
     agent = acpnb.start("demo", cwd=tmp_path, env={"ACP_DEMO_DELAY": "0.3"})
     try:
