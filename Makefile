@@ -34,7 +34,7 @@ demo: install
 # pytest-xdist workers for the whole suite. Most tests wait on agent processes more than they compute, so
 # two workers fit a 2-core machine; tests/conftest.py keeps each module (and the browser package) on one worker.
 TEST_WORKERS ?= 2
-PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 # Everything the tests need (Debian's chromium, the pinned npm agents), then the whole suite.
 test: install-dev

@@ -13,6 +13,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,17 +35,19 @@ def _variable_pointing_at(variable: str, directory: Path) -> Iterator[Path]:
             os.environ[variable] = previous
 
 
-BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`pytest -n N --dist loadfile` (what `make test` runs): a module's tests stay on one worker, so a module
+    fixture (an executed notebook, a benchmark run) is made once; and the browser package is one unit, so its
+    tests share one JupyterLab and one chromium. (xdist's own loadgroup does not group under pytest 9.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
 
+    class ModulesAndTheBrowserPackage(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/browser" if nodeid.startswith("tests/browser/") else super()._split_scope(nodeid)
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for `pytest -n N --dist loadgroup` (what `make test` runs): a module's tests stay on one
-    worker, so a module fixture (an executed notebook, a benchmark run) is made once, and the browser
-    package is one group, so its tests share one JupyterLab and one chromium. Other modes ignore them."""
-    for item in items:
-        group = "browser" if BROWSER_TESTS in item.path.parents else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    return ModulesAndTheBrowserPackage(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)
