@@ -37,6 +37,7 @@ from .registry import AgentEntry, NotebookAgents, env_names, launch_of
 from .restore import restore_options
 from .resume import choose_record, reopen, resumable, resume_note
 from .session_ids import resolve_session_id, unknown_session_id
+from .starting import starting
 
 __all__ = ["Runner", "auth_methods_text"]
 
@@ -157,6 +158,11 @@ class Runner:
         self.open(entry, self._new_session(entry, None, timeout))
 
     # --- starting agents -------------------------------------------------------------
+    def _starting(self, name: str, timeout: float | None, call: Any) -> Any:
+        """A blocking start with its progress line in the cell and an interrupt as one line (see starting.py)."""
+        in_kernel = getattr(getattr(self.magics, "shell", None), "kernel", None) is not None
+        return starting(name, self._timeout(timeout), call, in_kernel=in_kernel)
+
     def start(self, command: g.Start) -> None:
         if command.replay is not None:
             return self._start_replay(command)
@@ -167,8 +173,9 @@ class Runner:
         if isinstance(spec, tuple):
             spec = list(spec)
             alias = alias or g.default_alias(spec)
-        agent = start_agent(spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None,
-                            timeout=self._timeout(command.timeout), name=alias, record=command.record)
+        agent = self._starting(alias or str(spec), command.timeout, lambda: start_agent(
+            spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None, timeout=self._timeout(command.timeout),
+            name=alias, record=command.record))
         entry = self.agents.adopt(alias or agent.name, agent, launch_of(spec), env_names(command.env))
         self._open_first_session(entry, self._timeout(command.timeout))
 
@@ -214,8 +221,8 @@ class Runner:
         from ..proxy import start_proxy
 
         alias = command.alias or "proxy"
-        agent = start_proxy(dict(command.agents), cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout),
-                            name=alias)
+        agent = self._starting(alias, command.timeout, lambda: start_proxy(
+            dict(command.agents), cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias))
         entry = self.agents.adopt(alias, agent, {"proxy": dict(command.agents)})
         self._open_first_session(entry, self._timeout(command.timeout))
 
