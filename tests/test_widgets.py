@@ -311,7 +311,7 @@ def test_permission_buttons_resolve_the_agents_request(comms, demo):
     # Saved while it waits, the cell says what the agent asked and that nobody answered yet.
     waiting = turn_forms(view.snapshot())
     assert "Waiting for an answer: Allow once | Reject" in waiting["text/html"]
-    assert "The agent asks permission: Read notes.txt (waiting for an answer)" in waiting["text/plain"]
+    assert "The agent asks permission: Read notes.txt (waiting for your answer)" in waiting["text/plain"]
 
     comms.click(buttons[0])
     turn = view.finished.result(TIMEOUT)
@@ -517,9 +517,12 @@ def test_a_panel_output_follows_the_session_and_closes_static(comms, demo, shown
 
     session.prompt("new topic: Herons")
     flush_all()
-    assert outputs_of(shown, live)[-1].metadata == {"acp_notebook": {"session": {"title": "Herons"}}}
+    latest = outputs_of(shown, live)[-1]  # a live output is marked so (see acp_notebook/saving.py)
+    assert latest.metadata == {"acp_notebook": {"session": {"title": "Herons"}, "live": True}}
+    assert "· open · live in a running kernel" in latest.data["text/plain"]  # what a notebook saved now shows
     panel.close("closed with %acp stop")
     final = outputs_of(shown, live)[-1]
+    assert final.metadata == {"acp_notebook": {"session": {"title": "Herons"}}}
     assert set(final.data) == {"text/html", "text/markdown", "text/plain"}
     assert final.data["text/markdown"].startswith("**Herons** · acp-notebook-demo")
     assert "closed" in final.data["text/plain"] and "closed with %acp stop" in final.data["text/plain"]

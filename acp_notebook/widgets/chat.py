@@ -12,9 +12,11 @@ kernel) and resolves ``finished``.
 Threads: turn events and the one-second clock arrive on the background loop thread; clicks
 (Cancel, permission buttons, form buttons) on the kernel thread. Every widget is written under the view's
 lock, and renders are coalesced by a ``Throttle``: a flood of chunks costs a few widget
-messages a second, not one per chunk. The output itself is published twice: live when shown,
-static when the turn ends (updating it meanwhile would make JupyterLab rebuild the view under
-the user's pointer, e.g. while a permission button is being clicked).
+messages a second, not one per chunk. The output is published live when shown, again when the
+turn's shape changes (its status, tool calls, plan, a permission request or form coming or
+answered: not for text chunks or the clock, since each update makes JupyterLab rebuild the
+view), and static when the turn ends. So a notebook saved mid-turn holds the turn as it stood,
+marked as live in a running kernel; one whose kernel ends mid-turn says it was interrupted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from html import escape
 from typing import Any
 
@@ -36,7 +39,7 @@ from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
 from .labels import session_header_info, session_title, value_label
 from .permission import PermissionPrompt
-from .static import ToolSnapshot, TurnSnapshot, attached_html, turn_forms
+from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, turn_forms
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
 
@@ -128,6 +131,7 @@ class TurnView:
         self._decisions: dict[str, list[str]] = {}
         self._tool_times: dict[str, list[float]] = {}  # call id -> [first seen, ended] (perf_counter)
         self._widgets_closed = False
+        self._shape: tuple[Any, ...] = ()  # what the saved form last showed of the turn's structure
         self.finished: concurrent.futures.Future[Turn] = concurrent.futures.Future()
         self.finished.set_running_or_notify_cancel()
         self._build_widgets()
@@ -181,9 +185,9 @@ class TurnView:
         if self.live.final:  # the turn ended before the view was shown: it was shown static
             self._close_widgets()
 
-    def _bundle(self, final: bool, _reason: str) -> Bundle:
+    def _bundle(self, final: bool, reason: str) -> Bundle:
         with self._lock:
-            forms = turn_forms(self.snapshot())
+            forms = turn_forms(self.saved_snapshot(reason if final else None))
         metadata = dict(self._metadata()) if self._metadata is not None else {}
         live = {} if final else widget_bundle(self.widget)
         return Bundle({**live, **forms}, metadata)
@@ -197,7 +201,7 @@ class TurnView:
         with self._lock:
             turn = self.turn
             running = self._is_running()
-            pending = [(f"The agent asks permission: {p.tool_call.get('title') or p.call_id} (waiting for an answer)",
+            pending = [(f"The agent asks permission: {p.tool_call.get('title') or p.call_id} (waiting for your answer)",
                         p.static_html()) for p in self._prompts if not p.future.done()]
             tools = [ToolSnapshot(str(c.title or c.id), str(c.kind or "other"), str(c.status or "pending"),
                                   self._tool_html(c)) for c in turn.tool_calls]
@@ -211,6 +215,30 @@ class TurnView:
 
     def _attachment_labels(self) -> list[str]:
         return [item.label for item in self.turn.attachments]
+
+    def saved_snapshot(self, ended: str | None = None) -> TurnSnapshot:
+        """The snapshot the output's static forms show. A running turn says it is live in a running kernel
+        (a notebook saved now reopens with this); ``ended``: the output is made final while the turn still
+        runs (the kernel is going away): it says the turn was interrupted, and why."""
+        with self._lock:
+            snapshot = self.snapshot()
+            if not self._is_running():
+                return snapshot
+            if ended is None:
+                return replace(snapshot, header=replace(snapshot.header, extra=LIVE_WORDS))
+            unanswered = [f"Not answered: {text.split(' (waiting')[0]}" for text, _html in snapshot.pending]
+            return replace(snapshot, header=replace(snapshot.header, status="interrupted", extra=""), pending=(),
+                           notes=(*snapshot.notes, *unanswered, f"interrupted: {ended or 'the view was closed'}"))
+
+    def _shape_changed(self) -> bool:
+        """Whether the turn's structure changed since the output was last published (under the lock)."""
+        turn = self.turn
+        shape = (self.status, tuple((c.id, c.status) for c in turn.tool_calls),
+                 tuple((e.get("content"), e.get("status")) for e in turn.plan if isinstance(e, Mapping)),
+                 tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
+                 len(self._form_items), self.error_message)
+        changed, self._shape = shape != self._shape, shape
+        return changed
 
     # --- following the turn (loop thread) -----------------------------------------
     def _model_label(self) -> str | None:
@@ -440,6 +468,9 @@ class TurnView:
             # The context meter follows usage_update while the turn runs; the stop reason comes at the end.
             self._set(self.footer, "value", usage_html(turn.usage, stop_reason=None if running else turn.stop_reason))
             self._set(self.cancel_button.layout, "display", "" if running else "none")
+            republish = running and self._shape_changed()
+        if republish:
+            self.live.refresh()  # the saved form follows the turn's structure (see the module docstring)
 
     @staticmethod
     def _set(target: Any, name: str, value: Any) -> None:

@@ -6,6 +6,13 @@ through a LiveDisplay: a display id, a bundle with the live widget *and* its sta
 changes. ``finalize()`` replaces the output with the static forms alone, so a saved
 notebook renders with no kernel and no widget manager (JupyterLab, nbconvert, GitHub).
 
+An output that still holds the live widget is marked ``metadata["acp_notebook"]["live"]``: a
+notebook saved then (the agent running, or the kernel gone before it could send the static
+forms: JupyterLab drops a restarting kernel's last messages) would otherwise keep a widget
+reference that a later JupyterLab renders as "Error displaying widget: model not found"
+instead of the static forms beside it. The server extension in saving.py drops the widget
+from marked outputs as the notebook is saved.
+
 Threads and ordering:
 
 - ``show()`` runs on the kernel thread, inside the cell, so the output belongs to that cell.
@@ -42,6 +49,8 @@ __all__ = ["Bundle", "LiveDisplay", "close_widget_tree", "finalize_all", "flush_
 REFRESH_INTERVAL = 0.25
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STATIC_MIMES = ("text/html", "text/markdown", "text/plain")
+METADATA_KEY = "acp_notebook"  # as in magics/records.py
+LIVE_FLAG = "live"
 
 
 @dataclass
@@ -52,8 +61,24 @@ class Bundle:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def static(self) -> Bundle:
-        """The same output without the live widget."""
-        return Bundle({k: v for k, v in self.data.items() if k in STATIC_MIMES}, dict(self.metadata))
+        """The same output without the live widget (nor the mark of one)."""
+        metadata = dict(self.metadata)
+        ours = metadata.get(METADATA_KEY)
+        if isinstance(ours, dict) and LIVE_FLAG in ours:
+            rest = {k: v for k, v in ours.items() if k != LIVE_FLAG}
+            if rest:
+                metadata[METADATA_KEY] = rest
+            else:
+                metadata.pop(METADATA_KEY)
+        return Bundle({k: v for k, v in self.data.items() if k in STATIC_MIMES}, metadata)
+
+    def marked(self) -> Bundle:
+        """The bundle, its output marked live when it holds a widget (see the module docstring)."""
+        if WIDGET_MIME not in self.data:
+            return self
+        ours = self.metadata.get(METADATA_KEY)
+        mark = {**(ours if isinstance(ours, dict) else {}), LIVE_FLAG: True}
+        return Bundle(self.data, {**self.metadata, METADATA_KEY: mark})
 
 
 _registry_lock = threading.Lock()
@@ -120,7 +145,7 @@ class LiveDisplay:
             self.shell = get_ipython()
             with self._flags:
                 final = self.final
-            bundle = self._render(True, "").static() if final else self._render(False, "")
+            bundle = self._render(True, "").static() if final else self._render(False, "").marked()
             display(bundle.data, raw=True, metadata=bundle.metadata, display_id=self.display_id)
             self._last = (bundle.static().data, bundle.metadata)
             with self._flags:
@@ -155,7 +180,7 @@ class LiveDisplay:
                 if self.final or not self._stale:
                     return
                 self._stale = False
-            bundle = self._render(False, "")
+            bundle = self._render(False, "").marked()
             seen = (bundle.static().data, bundle.metadata)
             if seen == self._last:
                 return

@@ -23,7 +23,7 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any
 
@@ -36,7 +36,7 @@ from ._html import error_html, header_html, muted_html, usage_html, widget_bundl
 from .comms import follow_changes
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .labels import bound_agent, choice_label, dropdown_options, session_header_info, value_label
-from .static import PanelSnapshot, panel_forms
+from .static import LIVE_WORDS, PanelSnapshot, panel_forms
 
 __all__ = ["SessionPanel", "binding_note", "choice_label", "dropdown_options", "session_header_info", "value_label"]
 
@@ -116,7 +116,12 @@ class SessionPanel:
         return live
 
     def _bundle(self, final: bool, reason: str) -> Bundle:
-        forms = panel_forms(self.snapshot(closed=final, reason=reason))
+        snapshot = self.snapshot(closed=final, reason=reason)
+        if not final and snapshot.header.status != "closed":
+            # What a notebook saved now reopens with: the settings as they are, and no status that a turn
+            # in another cell may already have made untrue.
+            snapshot = replace(snapshot, header=replace(snapshot.header, status="open", extra=LIVE_WORDS))
+        forms = panel_forms(snapshot)
         metadata = dict(self._metadata()) if self._metadata is not None else {}
         return Bundle({**({} if final else widget_bundle(self.widget)), **forms}, metadata)
 

@@ -28,7 +28,10 @@ from ._html import (
     usage_html,
 )
 
-__all__ = ["PanelSnapshot", "TurnSnapshot", "head_line", "panel_forms", "turn_forms"]
+__all__ = ["LIVE_WORDS", "PanelSnapshot", "TurnSnapshot", "head_line", "panel_forms", "turn_forms"]
+
+# What the saved form of a view says while the view is live: true when saved, and after.
+LIVE_WORDS = "live in a running kernel"
 
 BOX_STYLE = "width:100%;margin:4px 0;box-sizing:border-box"
 READABLE = f"white-space:pre-wrap;color:{FG};line-height:1.5;font-size:0.95em"

@@ -146,6 +146,9 @@ def _prepare_throwaway_jupyter(base_dir: Path, token: str, python: str) -> dict[
                 "allow_root": True,
                 "root_dir": str(root_dir),
                 "terminals_enabled": False,
+                # What the package's etc/jupyter config enables where it is installed (an editable
+                # install of a worktree does not put it there): saving with static forms.
+                "jpserver_extensions": {"acp_notebook.saving": True},
             },
             "IdentityProvider": {"token": token},
             "LabApp": {
