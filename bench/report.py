@@ -133,6 +133,17 @@ ROWS: list[Row] = [
      _log_shown, lambda v: f"{v['log_entries']:,} entries; {_mb(v['log_bytes_estimate'])}",
      lambda v: v["log_limit_bytes"] is not None and v["log_entries"] <= v["log_limit_entries"]
      and (v["log_bytes_estimate"] or 0) <= v["log_limit_bytes"]),
+    ("7 kernel tools", "list_variables over 1,000 variables incl. ten 1M-row DataFrames", "< 100 ms",
+     lambda b: _get(b, "kernel_tools", "list_variables", "median"), _ms, lambda v: v < 0.100),
+    ("7 kernel tools", "inspect_variable on a 1M x 20 DataFrame", "< 300 ms",
+     lambda b: _get(b, "kernel_tools", "inspect_variable", "median"), _ms, lambda v: v < 0.300),
+    ("7 kernel tools", "a call through the MCP client and the bridge, added over an in-process call [in process]",
+     "< +5 ms", lambda b: (_get(b, "kernel_tools", "bridge_added_s"), _get(b, "kernel_tools", "direct_call", "median")),
+     lambda v: f"+{_ms(v[0])} [{_ms(v[1])}]", lambda v: v[0] < 0.005),
+    ("7 kernel tools", "added to starting a session: KernelTools.start() [first connection: the MCP SDK's import]",
+     "< 50 ms", lambda b: (_get(b, "kernel_tools", "start", "median"),
+                           _get(b, "kernel_tools", "first_connection", "median")),
+     lambda v: f"{_ms(v[0])} [{_ms(v[1])}]", lambda v: v[0] < 0.050),
 ]
 
 

@@ -33,6 +33,9 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
                ["--trials", "4", "--rounds", "1", "--reply", "0.05", "--concurrency-rounds", "1"]),
     "startup": ("startup.py", ["--rounds", "9"], ["--rounds", "1"]),
     "memory": ("memory.py", ["--repeats", "3"], ["--scale", "0.002", "--repeats", "1"]),
+    "kernel_tools": ("kernel_tools.py", ["--rounds", "7"],
+                     ["--variables", "50", "--frame-rows", "1000", "--inspect-rows", "1000", "--calls", "5",
+                      "--rounds", "1"]),
 }
 
 

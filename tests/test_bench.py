@@ -35,7 +35,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
 @pytest.mark.slow  # the quick benchmark run of the `results` fixture
 def test_every_benchmark_runs_and_reports_its_machine(results: dict) -> None:
     assert results["mode"] == "quick"
-    assert set(results["benchmarks"]) == {"client", "proxy", "notebook", "sweeps", "startup", "memory"}
+    assert set(results["benchmarks"]) == {"client", "proxy", "notebook", "sweeps", "startup", "memory", "kernel_tools"}
     machine = results["machine"]
     assert machine["cores"] and machine["python"] and "agent-client-protocol" in machine["packages"]
     for name, found in results["benchmarks"].items():
@@ -71,6 +71,14 @@ def test_notebook_startup_and_memory_results_have_their_fields(results: dict) ->
         for side in ("many_chunks", "few_chunks"):
             assert {"growth_median", "rss_after", "log_entries", "log_limit_entries"} <= found[side].keys()
         assert found["many_chunks"]["text_chars"] == found["few_chunks"]["text_chars"]
+
+
+@pytest.mark.slow  # the quick benchmark run of the `results` fixture
+def test_the_kernel_tools_results_have_their_fields(results: dict) -> None:
+    found = results["benchmarks"]["kernel_tools"]
+    for metric in ("list_variables", "inspect_variable", "direct_call", "bridge_call", "start", "first_connection"):
+        assert _summary(found[metric]), metric
+    assert isinstance(found["bridge_added_s"], float)
 
 
 @pytest.mark.slow  # the quick benchmark run of the `results` fixture

@@ -57,6 +57,7 @@ class KernelTools:
         self.entry: dict[str, Any] | None = None
         self._channel: Channel | None = None
         self._server: Any = None
+        self._sdk_imported: asyncio.Future[None] | None = None
         self._closed = False
 
     @property
@@ -77,6 +78,9 @@ class KernelTools:
             return self.entry
         channel = Channel(self._serve)
         path = await channel.open()
+        # The agent connects as soon as it has the entry: the SDK's import (most of a second) starts now,
+        # in a worker thread, so the first tool call need not wait for all of it.
+        self._sdk_imported = asyncio.get_running_loop().run_in_executor(None, _import_sdk)
         self._channel = channel
         _loop.on_shutdown(self.close)
         self.entry = {"name": SERVER_NAME, "command": sys.executable, "args": ["-m", BRIDGE_MODULE],
@@ -104,7 +108,7 @@ class KernelTools:
     async def _mcp_server(self) -> Any:
         if self._server is None:
             # The SDK's first import takes a while: off the loop thread, so other sessions keep streaming.
-            await asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "mcp.server.lowlevel")
+            await (self._sdk_imported or asyncio.get_running_loop().run_in_executor(None, _import_sdk))
             from mcp.server.lowlevel import Server
 
             self._server = Server(SERVER_NAME, version=_version(), on_list_tools=self._on_list_tools,
@@ -216,6 +220,11 @@ class KernelTools:
             self.on_event(event)
         except Exception:  # noqa: BLE001 - a view's failure must not fail the agent's tool call
             log.exception("the kernel tools' on_event callback failed")
+
+
+def _import_sdk() -> None:
+    for module in ("mcp.types", "mcp.server.lowlevel", "mcp.server.stdio"):
+        importlib.import_module(module)
 
 
 def busy_message(waited: float) -> str:
