@@ -28,6 +28,7 @@ MAX_ROWS = 100  # rows a head may show
 SAMPLE_ROWS = 200_000  # describe() and null counts of a bigger frame use a sample of this many rows
 FULL_SCAN_BYTES = 1 << 30  # null counts scan the whole frame up to this size
 OUTPUT_CHARS = 500  # of one history entry's output
+SECTION_CHARS = 7_000  # of a frame's head and of its describe(), so that both fit in one answer
 
 
 def user_variables(namespace: Mapping[str, Any], hidden: Any = ()) -> dict[str, Any]:
@@ -134,7 +135,18 @@ def _describe_text(name: str, value: Any, rows: int) -> str:
     return f"{name}: {_type_name(value)}\n{_repr(value)}"
 
 
-_REPR = reprlib.Repr()
+class _Repr(reprlib.Repr):
+    """reprlib's shortening, but a repr that raises is reported as such (reprlib hides it)."""
+
+    def repr_instance(self, value: Any, level: int) -> str:
+        try:
+            text = repr(value)
+        except Exception as exc:  # noqa: BLE001 - a broken repr is reported, not raised
+            return f"<its repr raised {type(exc).__name__}: {exc}>"
+        return text if len(text) <= self.maxother else text[:self.maxother] + f"... [{len(text):,} characters]"
+
+
+_REPR = _Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 4, 50, 50, 50, 50
 _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 5_000, 5_000, 200
 
@@ -160,10 +172,11 @@ def _frame_text(name: str, df: Any, rows: int) -> str:
         nulls = int(nulls_from[column].isna().sum()) if shown.columns.is_unique else "?"
         parts.append(f"- {column}: {shown[column].dtype}, {nulls}")
     if rows:
-        parts.append(f"\nhead({rows}):\n{shown.head(rows).to_string(max_colwidth=40, max_cols=30)}")
+        head = shown.head(rows).to_string(max_colwidth=40, max_cols=30)
+        parts.append(f"\nhead({rows}):\n{cap_text(head, SECTION_CHARS)}")
     parts.append("\ndescribe()" + (f" over a sample of {SAMPLE_ROWS:,} rows" if sampled else "") + ":")
     try:
-        parts.append(sample.describe().to_string(max_cols=30))
+        parts.append(cap_text(sample.describe().to_string(max_cols=30), SECTION_CHARS))
     except Exception as exc:  # noqa: BLE001 - columns describe() cannot handle are reported
         parts.append(f"(describe() failed: {type(exc).__name__}: {exc})")
     return "\n".join(parts)
@@ -175,8 +188,8 @@ def _series_text(name: str, series: Any, rows: int) -> str:
     parts = [f"{name}: pandas.Series {series.name!r}, {len(series):,} values, dtype {series.dtype}, "
              f"{int(sample.isna().sum())} nulls" + (" in a sample" if sampled else "")]
     if rows:
-        parts.append(f"\nhead({rows}):\n{series.head(rows).to_string(max_rows=rows)}")
-    parts.append("\ndescribe():\n" + sample.describe().to_string())
+        parts.append(f"\nhead({rows}):\n{cap_text(series.head(rows).to_string(max_rows=rows), SECTION_CHARS)}")
+    parts.append("\ndescribe():\n" + cap_text(sample.describe().to_string(), SECTION_CHARS))
     return "\n".join(parts)
 
 
