@@ -1,0 +1,103 @@
+"""Restarts and saves lose nothing, in JupyterLab.
+
+A notebook that was never saved after its chat has its kernel restarted twice from the Kernel menu;
+each time ``%acp resume`` brings the session back from the local session store, with its title, and
+the demo agent answers from the conversation's history.
+
+A notebook saved while its agent runs and a turn waits for a permission click reopens in a fresh
+browser with no kernel: no "Error displaying widget: model not found" anywhere, the panel and the
+turn in their static forms saying what stood when it was saved (the pending request, "live in a
+running kernel"). What makes it so: the package's server extension (acp_notebook/saving.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+from .jupyterlab import JupyterLabServer, LabPage, screenshot_dir, write_notebook
+from .test_saved_notebook import _BROKEN_JS, restart_kernel, save, start_cell
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+FIRST_PROMPT = "new topic: Owls and their nests"
+TITLE = "Owls and their nests"
+
+UNSAVED = "unsaved_owls.ipynb"
+UNSAVED_CELLS = [
+    "%load_ext acp_notebook\n%acp start demo",
+    f"%%acp\n{FIRST_PROMPT}",
+    "%load_ext acp_notebook\n%acp resume",
+    "%%acp\nwhat did I say first?",
+]
+
+RUNNING = "running_owls.ipynb"
+RUNNING_CELLS = ["%load_ext acp_notebook\n%acp start demo", "%%acp\nread notes.txt"]
+
+
+def test_restarts_without_saving_resume_with_the_title(lab_page: LabPage,
+                                                       jupyterlab_server: JupyterLabServer) -> None:
+    write_notebook(jupyterlab_server.root_dir / UNSAVED, UNSAVED_CELLS)
+    lab_page.open_notebook(UNSAVED)
+    lab_page.run_cell(0)
+    lab_page.run_cell(1)
+    lab_page.wait_for_text(TITLE, exact=True, within=lab_page.output(0))
+    for restart in range(2):  # never saved: the records are in the session store only
+        restart_kernel(lab_page)
+        start_cell(lab_page, 2)
+        resumed = lab_page.output(2)
+        lab_page.wait_for_text("Resumed session demo-", within=resumed)
+        lab_page.wait_for_text(f'"{TITLE}" of demo (session/resume)', within=resumed)
+        title = lab_page.wait_for_selector(".acpnb-title", within=resumed)
+        assert title.inner_text() == TITLE, restart
+        start_cell(lab_page, 3)
+        chat = lab_page.output(3)
+        lab_page.wait_for_text(f'You first said: "{FIRST_PROMPT}"', within=chat)
+        lab_page.wait_for_selector(".acpnb-status-done", within=chat)
+        assert lab_page.wait_for_selector(".acpnb-title", within=chat).inner_text() == TITLE
+    lab_page.screenshot(screenshot_dir() / "resumed-twice.png", of=lab_page.notebook)
+
+
+def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, lab_page: LabPage,
+                                                                      jupyterlab_server: JupyterLabServer) -> None:
+    root = jupyterlab_server.root_dir
+    (root / "notes.txt").write_text("first line\nsecond line\n")
+    write_notebook(root / RUNNING, RUNNING_CELLS)
+    lab_page.open_notebook(RUNNING)
+    lab_page.run_cell(0)
+    start_cell(lab_page, 1)
+    turn = lab_page.output(1)
+    lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=turn)
+    lab_page.wait_for_selector(".acpnb-cancel", within=turn)
+
+    # The turn's saved form follows it a moment after the buttons show (one coalesced update): until the saved
+    # file has it, wait for that update (it makes the notebook dirty) and save again.
+    saved = save(lab_page, jupyterlab_server, RUNNING)
+    while "waiting for your answer" not in json.dumps(saved):
+        lab_page.page.wait_for_function(
+            "(name) => [...document.querySelectorAll('.lm-TabBar-tab.jp-mod-dirty')]"
+            ".some((tab) => tab.innerText.includes(name))", arg=RUNNING, timeout=30_000)
+        saved = save(lab_page, jupyterlab_server, RUNNING)
+    outputs = [o for c in saved["cells"] for o in c.get("outputs", []) if "acp_notebook" in o.get("metadata", {})]
+    assert len(outputs) == 2 and not [o for o in outputs if WIDGET_MIME in o["data"]]
+    panel_text, turn_text = ("".join(o["data"]["text/plain"]) for o in outputs)
+    assert "· open · live in a running kernel" in panel_text
+    assert "· waiting · live in a running kernel" in turn_text and "Read notes.txt (read, pending)" in turn_text
+    assert "The agent asks permission: Read notes.txt (waiting for your answer)" in turn_text
+    # The open notebook keeps its live view: the request can still be answered.
+    lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=turn).click()
+    lab_page.wait_for_text("Read notes.txt: 2 lines.", within=turn)
+
+    jupyterlab_server.shutdown_all_kernels()
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        reopened = LabPage(context.new_page(), jupyterlab_server)
+        reopened.open_notebook(RUNNING)
+        turn = reopened.output(1)
+        reopened.wait_for_text("Waiting for an answer: Allow once | Reject", within=turn)
+        reopened.wait_for_text("live in a running kernel", within=turn)
+        reopened.wait_for_text("live in a running kernel", within=reopened.output(0))
+        assert reopened.page.evaluate(_BROKEN_JS, reopened.PANEL) == \
+            {"widgetErrors": 0, "drawnIcons": 0, "blankOutputs": 0}
+        reopened.screenshot(screenshot_dir() / "saved-mid-permission.png", of=reopened.notebook)
+    finally:
+        context.close()
+    assert json.loads((root / RUNNING).read_text()) == saved  # reopening wrote nothing
