@@ -265,3 +265,31 @@ def test_closing_while_a_call_runs_ends_the_bridge_and_fails_the_call(tools: Ker
     assert errlog_path.read_text().strip().splitlines() == [
         "acp-notebook kernel bridge: the kernel's channel closed (the kernel restarted or its session ended)"]
     assert "after" not in namespace  # the code was stopped in its sleep
+
+
+def test_a_call_the_client_gives_up_on_is_cancelled_and_its_code_stopped(tools: KernelTools,
+                                                                         namespace: dict[str, Any]) -> None:
+    async def go() -> tuple[BaseException | None, Any]:
+        async with open_kernel_tools(tools.entry) as session:
+            error = None
+            try:
+                await session.call_tool("run_code", {"code": "import time\ntime.sleep(3600)\nafter = 1"},
+                                        read_timeout_seconds=1.0)
+            except Exception as exc:  # noqa: BLE001 - the client's own timeout is what this test makes
+                error = exc
+            # The kernel thread is free again: this runs at once instead of waiting out the sleep.
+            return error, await session.call_tool("run_code", {"code": "then = 2"})
+
+    error, then = run(go())
+    assert error is not None and "timed out" in str(error)
+    assert not then.is_error and namespace["then"] == 2 and "after" not in namespace
+
+
+def test_printing_from_another_thread_while_agent_code_runs_is_not_captured(tools: KernelTools, capsys: Any) -> None:
+    code = ("import threading\n"
+            "worker = threading.Thread(target=lambda: print('from the worker'))\n"
+            "worker.start(); worker.join()\n"
+            "print('from the code')")
+    _listed, (answer,) = call_all(tools.entry, [("run_code", {"code": code})])
+    assert texts(answer) == "from the code\n"
+    assert "from the worker" in capsys.readouterr().out

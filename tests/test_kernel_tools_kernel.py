@@ -8,6 +8,7 @@ nothing here sleeps to wait.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -245,3 +246,27 @@ def test_two_kernel_tools_in_one_kernel_keep_their_own_channel_and_policy(kernel
     kernel.run("_acp_loop.run_sync(_kt2.close(), 30)")
     assert not Path(second["env"][0]["value"]).exists()
     assert "x: int" in texts(call(entry, "list_variables"))
+
+
+def test_a_kernel_restart_during_a_call_ends_the_call_and_the_bridge(kernel: Kernel, entry: dict[str, Any],
+                                                                    tmp_path: Path) -> None:
+    started = Fifo(tmp_path / "started")
+    errlog_path = tmp_path / "bridge.err"
+    code = f"open({str(started.path)!r}, 'w').write('running')\nwhile True:\n    pass"
+
+    async def go() -> BaseException | None:
+        with errlog_path.open("w") as errlog:
+            async with open_kernel_tools(entry, errlog=errlog) as session:
+                call = asyncio.ensure_future(session.call_tool("run_code", {"code": code}))
+                loop = asyncio.get_running_loop()
+                assert await loop.run_in_executor(None, started.received) == "running"
+                await loop.run_in_executor(None, lambda: kernel.manager.restart_kernel(now=True))
+                try:
+                    await asyncio.wait_for(call, TIMEOUT)
+                except Exception as exc:  # noqa: BLE001 - the error is what this test looks at
+                    return exc
+                return None
+
+    assert _loop.run_sync(go(), TIMEOUT * 2) is not None, "the call answered although its kernel restarted"
+    assert errlog_path.read_text().strip().splitlines() == [
+        "acp-notebook kernel bridge: the kernel's channel closed (the kernel restarted or its session ended)"]

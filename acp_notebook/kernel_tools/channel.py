@@ -87,6 +87,9 @@ class Channel:
         self._connections: set[asyncio.Task[None]] = set()
 
     async def open(self) -> str:
+        if not hasattr(asyncio, "start_unix_server"):
+            raise OSError("the kernel tools need Unix domain sockets (Linux, macOS); "
+                          "use kernel_tools=\"off\" on this system")
         self.directory = _private_directory()
         self.path = str(self.directory / "kernel.sock")
         self._server = await asyncio.start_unix_server(self._connected, path=self.path, limit=LINE_LIMIT)

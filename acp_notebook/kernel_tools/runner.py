@@ -98,17 +98,23 @@ def _unmasked(text: str) -> str:
 
 
 class _Stream:
-    """sys.stdout / sys.stderr while the code runs."""
+    """sys.stdout / sys.stderr while the code runs: the kernel thread's writes are captured, other
+    threads' (a user's own thread printing meanwhile) go where they went before."""
 
-    def __init__(self, capture: Capture) -> None:
+    def __init__(self, capture: Capture, before: Any) -> None:
         self._capture = capture
+        self._before = before
+        self._thread = threading.current_thread()
 
     def write(self, text: str) -> int:
-        self._capture.text(str(text))
-        return len(text)
+        if threading.current_thread() is self._thread:
+            self._capture.text(str(text))
+            return len(text)
+        return self._before.write(text)
 
     def flush(self) -> None:
-        pass
+        if threading.current_thread() is not self._thread:
+            self._before.flush()
 
     def isatty(self) -> bool:
         return False
@@ -140,7 +146,7 @@ def _captured(capture: Capture, shell: Any) -> Iterator[None]:
     """Output, displays and process-ending calls routed away from the user's cell while the code runs."""
     saved = sys.stdout, sys.stderr, os._exit, os.abort
     publisher = getattr(shell, "display_pub", None)
-    sys.stdout = sys.stderr = _Stream(capture)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = _Stream(capture, sys.stdout), _Stream(capture, sys.stderr)  # type: ignore[assignment]
     os._exit = os.abort = _refuse_exit  # type: ignore[assignment]
     if publisher is not None:
         shell.display_pub = _publisher(capture, shell)
