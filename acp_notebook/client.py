@@ -57,6 +57,7 @@ from .errors import (
     _data_details,
 )
 from ._redact import Redactor, secret_values
+from .kernel_link import KernelLink, close_links, entry_secrets, resolve_policy, servers_with_kernel
 from .launch import AgentSpec, SpecLike, spec_of, terminal_login_command
 from .record.format import Recorder
 from .state import ConfigOption, ConfigOptions, SessionState
@@ -145,8 +146,11 @@ class Agent:
         elicitation: ElicitationPolicy = "decline",
         permission_timeout: float | None = None,
         notebook_writes: bool = False,
+        kernel_tools: str | None = None,
     ) -> None:
         self.spec = spec
+        # The kernel tools' policy for this agent's sessions (kernel_link.py): "ask", "read-only", "allow", "off".
+        self._kernel_tools = resolve_policy(kernel_tools, api="acpnb.start")
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
         self.extra_env = dict(env or {})
         self.timeout = timeout
@@ -238,6 +242,7 @@ class Agent:
                                  stderr_tail=self.stderr_tail(20))
         for session in list(self._sessions.values()):
             session._agent_gone(error)
+        await close_links([session.kernel_tools for session in self._sessions.values()])
 
     async def _close(self) -> None:
         """Close every session and end the agent (its whole process group). Safe to call twice."""
@@ -247,6 +252,7 @@ class Agent:
         error = AgentClosedError(f"agent '{self.name}' was closed")
         for session in list(self._sessions.values()):
             session._agent_gone(error)
+        await close_links([session.kernel_tools for session in self._sessions.values()])
         await self.connection.close()
         self._stop_recording()
 
@@ -265,6 +271,21 @@ class Agent:
         await self.aclose()
 
     # --- introspection ---------------------------------------------------
+    @property
+    def kernel_tools(self) -> str:
+        """The policy of the MCP server ``kernel`` offered to this agent's sessions: "ask", "read-only",
+        "allow" or "off". A change applies at once to the open sessions' tools ("off" refuses every call
+        there); sessions opened under "off" get no server, and those opened later under "off" none either."""
+        return self._kernel_tools
+
+    @kernel_tools.setter
+    def kernel_tools(self, value: str) -> None:
+        policy = resolve_policy(value, api="agent.kernel_tools = ")
+        self._kernel_tools = policy
+        for session in list(self._sessions.values()):
+            if session.kernel_tools is not None:
+                session.kernel_tools.policy = policy
+
     @property
     def status(self) -> str:
         """starting, running, closed or exited."""
@@ -604,13 +625,25 @@ class Agent:
             turn.record_elicitation(record)
         return elicitation_response(record)
 
+    async def _kernel_link(self) -> KernelLink | None:
+        """A started KernelLink for a session about to open (None under "off"); its token is masked from here on
+        wherever frames are written down (the log, recordings, the inspector)."""
+        link = await KernelLink.open(self)
+        if link is not None and link.entry is not None:
+            self._redactor = Redactor([*self._redactor.secrets, *entry_secrets(link.entry)])
+        return link
+
     async def _new_session(self, cwd: str | os.PathLike[str] | None = None, *,
                            additional_directories: Sequence[str] = (), permission: PermissionPolicy | None = None,
                            mcp_servers: Sequence[Mapping[str, Any]] = ()) -> Session:
-        """Open a session (``cwd`` defaults to the agent's); ``permission`` overrides the agent's policy."""
+        """Open a session (``cwd`` defaults to the agent's); ``permission`` overrides the agent's policy.
+        ``mcp_servers`` go to the agent first, then the notebook's ``kernel`` server (unless the policy is
+        "off", or one of yours is named ``kernel``: yours wins)."""
         root = str(Path(cwd).resolve()) if cwd is not None else self.cwd
         extra = [str(Path(d).resolve()) for d in additional_directories]
-        params: dict[str, Any] = {"cwd": root, "mcpServers": [dict(s) for s in mcp_servers]}
+        link = await self._kernel_link()
+        servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
+        params: dict[str, Any] = {"cwd": root, "mcpServers": servers}
         if extra:
             params["additionalDirectories"] = extra
 
@@ -620,10 +653,17 @@ class Agent:
                 return _apply_session_result(self._state_for(result["sessionId"]), result)
             return None
 
-        result = await self._conn().request("session/new", params, apply=opened)
-        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-            raise ProtocolError(f"agent '{self.name}' answered session/new without a sessionId: {result!r}")
+        try:
+            result = await self._conn().request("session/new", params, apply=opened)
+            if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+                raise ProtocolError(f"agent '{self.name}' answered session/new without a sessionId: {result!r}")
+        except BaseException:
+            await close_links([link])
+            raise
         session = Session(self, result["sessionId"], self._state_for(result["sessionId"]), root, extra, permission)
+        session._adopt_kernel_tools(link if offered else None)
+        if not offered:
+            await close_links([link])
         self._sessions[session.id] = session
         return session
 
@@ -633,22 +673,31 @@ class Agent:
                       permission: PermissionPolicy | None) -> Session:
         self._require("loadSession" if method == "session/load" else "resume", method)
         root = str(Path(cwd).resolve()) if cwd is not None else self.cwd
+        link = await self._kernel_link()  # a fresh channel: the one a session had here before is closed below
         # The state and session exist before the request, so the history the agent replays lands in them.
         state = self._state_for(session_id)
+        before = self._sessions.get(session_id)
         session = self._sessions[session_id] = Session(self, session_id, state, root, [], permission)
+        session._adopt_kernel_tools(link)
 
         def reopened(answer: dict[str, Any]) -> str | None:
             if isinstance(answer.get("result"), dict):
                 return _apply_session_result(state, answer["result"])
             return None
 
+        servers, _ = servers_with_kernel((), link.entry if link is not None else None)
         try:
-            await self._conn().request(method, {"sessionId": session_id, "cwd": root, "mcpServers": []},
+            await self._conn().request(method, {"sessionId": session_id, "cwd": root, "mcpServers": servers},
                                        apply=reopened)
         except BaseException:
             self._sessions.pop(session_id, None)
             self._states.pop(session_id, None)
+            if before is not None:
+                self._sessions[session_id] = before
+            await close_links([link])
             raise
+        if before is not None and before is not session:
+            await close_links([before.kernel_tools])
         return session
 
     async def _load_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
@@ -706,6 +755,13 @@ class Session:
         self._queue_lock = threading.Lock()
         self._last_queued: Turn | None = None  # the latest turn made by start_turn / prompt
         self._pending_permissions: set[asyncio.Future[Any]] = set()
+        # The session's kernel tools (kernel_link.KernelLink): None when its agent offered none.
+        self.kernel_tools: KernelLink | None = None
+
+    def _adopt_kernel_tools(self, link: KernelLink | None) -> None:
+        self.kernel_tools = link
+        if link is not None:
+            link.bind(self)
 
     # --- state -----------------------------------------------------------
     @property
@@ -959,8 +1015,10 @@ class Session:
         if connection is not None and connection.state == "running" and connection.supports("close"):
             await connection.request("session/close", {"sessionId": self.id})
         self.closed = True
-        self.agent._sessions.pop(self.id, None)
-        self.agent._states.pop(self.id, None)
+        if self.agent._sessions.get(self.id) is self:
+            self.agent._sessions.pop(self.id, None)
+            self.agent._states.pop(self.id, None)
+        await close_links([self.kernel_tools])
 
     close, aclose = twins(_close, what="session/close", default_timeout=_session_timeout)
 
@@ -992,26 +1050,13 @@ class Session:
         options = [o for o in params.get("options") or [] if isinstance(o, dict)] \
             if isinstance(params.get("options"), list) else []
         request = PermissionRequest(self, dict(tool_call), options, params, turn)
-        policy = next(p for p in (turn.permission if turn is not None else None, self.permission,
-                                  self.agent.permission) if p is not None)
-        cancelled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending_permissions.add(cancelled)
-        limit = self.agent.permission_timeout
-        try:
-            decided = asyncio.ensure_future(_apply_policy(policy, request))
-            done, _ = await asyncio.wait({decided, cancelled}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
-            chosen = decided.result() if decided in done else None
-            if decided not in done:
-                decided.cancel()
-        finally:
-            self._pending_permissions.discard(cancelled)
+        chosen, reason = await decide_permission(self, request)
         if turn is not None:
             turn.record_permission(PermissionRecord(request.tool_call, request.options, chosen))
         if chosen is not None:
             return {"outcome": {"outcome": "selected", "optionId": chosen}}
         answer: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
-        if not done:
-            reason = f"no decision within {limit:g} s (the permission_timeout)"
+        if reason:
             logger.warning("permission request in session %s answered 'cancelled': %s", self.id, reason)
             answer["_meta"] = {PERMISSION_META_KEY: {"reason": reason}}
         return answer
@@ -1162,6 +1207,27 @@ def _odd_values_note(options: Any) -> str | None:
     return "; ".join(odd) if odd else None
 
 
+async def decide_permission(session: Session, request: PermissionRequest) -> tuple[str | None, str]:
+    """The option id the policy chose (the turn's, the session's or the agent's), or None for "cancelled":
+    the turn was cancelled, the agent went, or nobody decided within the agent's ``permission_timeout``,
+    which the second item then says (else it is ""). Loop thread."""
+    turn = request.turn
+    policy = next(p for p in (turn.permission if turn is not None else None, session.permission,
+                              session.agent.permission) if p is not None)
+    cancelled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    session._pending_permissions.add(cancelled)
+    limit = session.agent.permission_timeout
+    try:
+        decided = asyncio.ensure_future(_apply_policy(policy, request))
+        done, _ = await asyncio.wait({decided, cancelled}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        chosen = decided.result() if decided in done else None
+        if decided not in done:
+            decided.cancel()
+    finally:
+        session._pending_permissions.discard(cancelled)
+    return chosen, "" if done else f"no decision within {limit:g} s (the permission_timeout)"
+
+
 async def _apply_policy(policy: PermissionPolicy, request: PermissionRequest) -> str | None:
     """Turn a policy ("allow", "deny", or a callable) into an option id, or None for 'cancelled'."""
     if policy in ("allow", "allow_once"):
@@ -1197,18 +1263,22 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
                  env: Mapping[str, str] | None = None, timeout: float = 60.0, permission: PermissionPolicy = "deny",
                  inherit_env: bool = True, fs: bool = True, name: str | None = None,
                  record: str | os.PathLike[str] | None = None, permission_timeout: float | None = None,
-                 notebook_writes: bool = False, elicitation: ElicitationPolicy = "decline") -> Agent:
+                 notebook_writes: bool = False, elicitation: ElicitationPolicy = "decline",
+                 kernel_tools: str | None = None) -> Agent:
     """Start an agent: a registered name ("demo", "claude"...), a command line, an argv list, or an agent
     object with the SDK's agent methods (served in this process). ``timeout`` bounds the start and each
     request; ``permission`` answers permission requests ("allow", "deny" or a callable), and a callable that
     has not decided after ``permission_timeout`` seconds is answered "cancelled"; ``record`` writes every
     frame to that file (secrets masked), for ``acpnb.replay``. The agent reads and writes files only in its
     sessions' directories, and never replaces a notebook unless ``notebook_writes=True``. ``elicitation``
-    answers the agent's forms: "decline", "cancel", a dict of answers or a callable (see acp_notebook.elicitation)."""
+    answers the agent's forms: "decline", "cancel", a dict of answers or a callable (see acp_notebook.elicitation).
+    ``kernel_tools``: the policy of the MCP server ``kernel`` every session is offered ("ask", "read-only",
+    "allow", "off"); None is "ask" in a Jupyter kernel, where "ask" is answered by ``permission`` (in a
+    ``%%acp`` cell: Allow / Reject buttons), and "off" in plain Python."""
     agent = Agent(spec, cwd=cwd, env=env, timeout=timeout, permission=permission, inherit_env=inherit_env,
                   elicitation=elicitation,
                   fs=fs, name=name, record=record, permission_timeout=permission_timeout,
-                  notebook_writes=notebook_writes)
+                  notebook_writes=notebook_writes, kernel_tools=kernel_tools)
     return await agent._start()
 
 
@@ -1230,8 +1300,9 @@ async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
 
     root = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
     transport = ReplayTransport(path, speed=speed, cwd=root)
+    # No kernel tools: the recorded agent's tool calls are in the recording, it never calls them here.
     agent = Agent(transport, cwd=root, timeout=timeout, permission=permission, fs=fs, elicitation=elicitation,
-                  name=name or transport.recording.agent_name)
+                  name=name or transport.recording.agent_name, kernel_tools="off")
     return await agent._start()
 
 

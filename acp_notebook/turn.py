@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from ._observers import Observers
 
-__all__ = ["PermissionRecord", "TextBuffer", "ToolCall", "Turn", "TurnEvent"]
+__all__ = ["KernelCall", "PermissionRecord", "TextBuffer", "ToolCall", "Turn", "TurnEvent"]
 
 TurnStatus = Literal["queued", "working", "done", "cancelled", "error"]
 
@@ -144,10 +144,34 @@ class PermissionRecord:
     chosen: str | None  # the option id, or None when the request was cancelled
 
 
+@dataclass
+class KernelCall:
+    """One call the agent made to the notebook's kernel tools (the MCP server ``kernel``) during a turn,
+    as the kernel saw it: not the agent's own report of it (that is among ``tool_calls``).
+
+    ``tool``: list_variables, inspect_variable, run_code, notebook_history or propose_cell.
+    ``status``: asking (run_code waits for the user's answer), running, done, failed, refused (by the
+    policy or the user), proposed (propose_cell: a cell for the user to run, never run by the agent).
+    ``outputs``: what came out, as MCP content (``{"type": "text", "text"}``, ``{"type": "image",
+    "data", "mimeType"}``). ``decision``: how an ask was answered, in words.
+    """
+
+    id: str
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    code: str = ""
+    explanation: str = ""
+    status: str = "running"
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    error: str = ""
+    decision: str = ""
+
+
 @dataclass(frozen=True)
 class TurnEvent:
     """What changed in a turn. ``kind``: status, update (data: the update dict), permission
-    (data: the PermissionRecord), elicitation (data: the ElicitationRecord), done."""
+    (data: the PermissionRecord), elicitation (data: the ElicitationRecord), kernel (data: the
+    KernelCall that was added or changed), done."""
 
     kind: str
     turn: Turn
@@ -193,6 +217,7 @@ class Turn:
         self.plan: list[dict[str, Any]] = []
         self.permissions: list[PermissionRecord] = []
         self.elicitations: list[Any] = []  # elicitation.ElicitationRecord: the agent's forms and their answers
+        self.kernel_calls: list[KernelCall] = []  # what the agent did through the kernel tools, in order
         self.usage: dict[str, Any] | None = None
         self.stop_reason: str | None = None
         self.error: BaseException | None = None
@@ -346,6 +371,12 @@ class Turn:
         self.merge_tool_call(record.tool_call)
         self.permissions.append(record)
         self._observers.emit(TurnEvent("permission", self, record))
+
+    def record_kernel(self, call: KernelCall) -> None:
+        """A kernel tool call began or changed (``call`` is added the first time it is seen)."""
+        if not any(known is call for known in self.kernel_calls):
+            self.kernel_calls.append(call)
+        self._observers.emit(TurnEvent("kernel", self, call))
 
     def record_elicitation(self, record: Any) -> None:
         self.elicitations.append(record)

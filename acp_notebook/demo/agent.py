@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, client_version, unknown_session
 from . import elicitation, replies, tasks
 from .filework import FileWork, TurnCancelled, client_error, parse_file_command, run_edit
+from .kernelwork import KernelWork, kernel_entry, parse_kernel_command
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
 from .session import DemoSession, Exchange, RunningTurn, new_session_id
 from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir
@@ -95,7 +96,8 @@ class DemoAgent:
     session_info_update (title on the first turn and after "new topic: ..."; updatedAt every
     turn), then usage_update. Which reply a prompt gets is listed in `replies`: file commands run
     plan -> tool_call -> session/request_permission -> fs/*; "ask me ..." sends an
-    elicitation/create form; "what did I say first?" answers from the session's history;
+    elicitation/create form; kernel commands ("what is in df?", "run CODE", "plot df"...: see
+    `kernelwork`) use the session's `kernel` MCP server; "what did I say first?" answers from the session's history;
     file edits and "What is A OP B?" follow the contracts in `tasks`; a prompt containing "fallback" while smart
     switches to fast and pushes config_option_update.
 
@@ -300,7 +302,7 @@ class DemoAgent:
     ) -> dict[str, Any]:
         self._check_authenticated()
         self._require_absolute(cwd)
-        session = DemoSession(session_id=new_session_id(), cwd=cwd)
+        session = DemoSession(session_id=new_session_id(), cwd=cwd, kernel=kernel_entry(mcp_servers))
         self._save(session)
         self._sessions[session.session_id] = session
         return {"sessionId": session.session_id, **self._session_state(session)}
@@ -313,7 +315,7 @@ class DemoAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        session = self._reopen(session_id, cwd)
+        session = self._reopen(session_id, cwd, mcp_servers)
         for exchange in session.history:
             await self.update(session, {"sessionUpdate": "user_message_chunk", "content": _text(exchange.user)})
             if exchange.agent:
@@ -333,9 +335,9 @@ class DemoAgent:
         mcp_servers: Any = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        return self._session_state(self._reopen(session_id, cwd))
+        return self._session_state(self._reopen(session_id, cwd, mcp_servers))
 
-    def _reopen(self, session_id: str, cwd: str) -> DemoSession:
+    def _reopen(self, session_id: str, cwd: str, mcp_servers: Any = None) -> DemoSession:
         """load and resume alike: the session as stored (another process may have changed it),
         open on this connection in `cwd`. A session whose turn is running here stays as it is."""
         self._check_authenticated()
@@ -345,6 +347,7 @@ class DemoAgent:
         if session.cwd != cwd:
             session.cwd = cwd
             self._save(session)
+        session.kernel = kernel_entry(mcp_servers)  # a reopened session uses the kernel tools offered now
         self._sessions[session_id] = session
         return session
 
@@ -530,6 +533,10 @@ class DemoAgent:
             return replies.outcome_reply(settings, sentence, fell_back=fell_back)
         if elicitation.asks_for_form(text):
             sentence = await self._ask(session, turn)
+            return replies.outcome_reply(settings, sentence, fell_back=fell_back)
+        kernel_command = parse_kernel_command(text)
+        if kernel_command is not None:
+            sentence = await KernelWork(self, session, kernel_command, turn).run()
             return replies.outcome_reply(settings, sentence, fell_back=fell_back)
         if replies.asks_what_was_said_first(text):
             earlier = [exchange.user for exchange in session.history]

@@ -1,7 +1,8 @@
 """Deterministic text of the demo agent: replies, thoughts, titles, chunking and token counts.
 
 Which reply a prompt gets (the agent checks in this order): "read PATH" / "write TEXT to PATH"
-(file work), a prompt starting with "ask me" (a form), a prompt asking "what did I say first?"
+(file work), a prompt starting with "ask me" (a form), a kernel command (``what is in NAME?``, ``run CODE``,
+``compute EXPR``, ``plot NAME``...: see `kernelwork`), a prompt asking "what did I say first?"
 (answered from the session's history, also after the session was loaded in a new process), a file
 edit ("In PATH, replace `OLD` with `NEW`", "Create PATH containing `TEXT`"; see `tasks`), a
 ``What is A OP B?`` question (see `tasks`), and otherwise the ordinary chat reply. Pure functions.

@@ -67,6 +67,8 @@ class DemoSession:
     # write the file back).
     turn: RunningTurn | None = None
     deleted: bool = False
+    # The `kernel` MCP server this connection's client offered for the session (kernelwork.kernel_entry), if any.
+    kernel: dict[str, Any] | None = None
 
     def touch(self) -> None:
         self.updated_at = now_iso()

@@ -81,10 +81,21 @@ def _raise_failure(view: Any) -> None:
         raise error
 
 
+@contextlib.contextmanager
+def _cell_waits(view: Any) -> Any:
+    """While the cell waits for its turn, the view may put a proposed cell below it (an execute reply's payload)."""
+    view.cell_waiting = True
+    try:
+        yield
+    finally:
+        view.cell_waiting = False
+
+
 def wait_for_view(view: Any) -> None:
     """The blocking path (no async cells here): wait, and turn Ctrl-C into session/cancel."""
     try:
-        concurrent.futures.wait([view.finished])
+        with _cell_waits(view):
+            concurrent.futures.wait([view.finished])
     except KeyboardInterrupt:
         _loop.submit(view.session.acancel())
         concurrent.futures.wait([view.finished], CANCEL_GRACE_S)
@@ -125,7 +136,7 @@ async def await_view(view: Any) -> None:
 
     try:
         # Changes of the cell's fields (a form, the panel) are acknowledged while it awaits: see widgets.comms.
-        with awaiting_cell(getattr(get_ipython(), "kernel", None)):
+        with awaiting_cell(getattr(get_ipython(), "kernel", None)), _cell_waits(view):
             await _wait_interruptibly(view.finished)
     except asyncio.CancelledError:
         _loop.submit(view.session.acancel())

@@ -83,6 +83,7 @@ class Runner:
         self.magics = magics
         self.agents = NotebookAgents(lambda: magics.default_agent, notebook=self._notebook)
         self.last_view: TurnView | None = None  # the view of the latest %%acp cell
+        self._own_kernel_tools: set[int] = set()  # ids of the agents started with --kernel-tools
         self._handlers = {
             g.Start: self.start, g.Proxy: self.proxy, g.ShowPanel: self.show_panel, g.SetOptions: self.set_options,
             g.NewSession: self.new_session, g.ListSessions: self.list_sessions, g.LoadSession: self.load_session,
@@ -105,6 +106,21 @@ class Runner:
     def _cwd(self, explicit: str | None) -> str | None:
         chosen = explicit or self.magics.cwd or None
         return os.path.expanduser(chosen) if chosen else None
+
+    def _kernel_tools(self, explicit: str | None) -> str:
+        """The kernel tools' policy of an agent about to start: its --kernel-tools, else AcpMagics.kernel_tools
+        (which it then follows when the setting changes: see follow_kernel_tools)."""
+        return explicit or self.magics.kernel_tools
+
+    def _note_own_kernel_tools(self, agent: Any, explicit: str | None) -> None:
+        if explicit is not None:
+            self._own_kernel_tools.add(id(agent))
+
+    def follow_kernel_tools(self, policy: str) -> None:
+        """``AcpMagics.kernel_tools`` changed: agents started without --kernel-tools take the new policy."""
+        for entry in self.agents.agents.values():
+            if id(entry.agent) not in self._own_kernel_tools:
+                entry.agent.kernel_tools = policy
 
     def session_policy(self, request: PermissionRequest) -> str:
         """The policy of sessions opened here, for turns not started by a %%acp cell (loop thread)."""
@@ -175,8 +191,9 @@ class Runner:
             alias = alias or g.default_alias(spec)
         agent = self._starting(alias or str(spec), command.timeout, lambda: start_agent(
             spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None, timeout=self._timeout(command.timeout),
-            name=alias, record=command.record))
+            name=alias, record=command.record, kernel_tools=self._kernel_tools(command.kernel_tools)))
         entry = self.agents.adopt(alias or agent.name, agent, launch_of(spec), env_names(command.env))
+        self._note_own_kernel_tools(agent, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def _start_replay(self, command: g.Start) -> None:
@@ -212,9 +229,11 @@ class Runner:
                              "(one with the SDK's agent methods initialize, new_session, prompt: e.g. an "
                              "acpnb.CellAgent subclass or an instance of it)")
         alias = command.alias or command.obj
-        agent = start_agent(obj, cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias)
+        agent = start_agent(obj, cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias,
+                            kernel_tools=self._kernel_tools(command.kernel_tools))
         # Not a launch a later kernel can repeat: the object lives in this kernel only (see _restart).
         entry = self.agents.adopt(alias, agent, {"object": command.obj})
+        self._note_own_kernel_tools(agent, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def proxy(self, command: g.Proxy) -> None:
@@ -222,8 +241,10 @@ class Runner:
 
         alias = command.alias or "proxy"
         agent = self._starting(alias, command.timeout, lambda: start_proxy(
-            dict(command.agents), cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias))
+            dict(command.agents), cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias,
+            kernel_tools=self._kernel_tools(command.kernel_tools)))
         entry = self.agents.adopt(alias, agent, {"proxy": dict(command.agents)})
+        self._note_own_kernel_tools(agent, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def resume(self, command: g.Resume) -> Session:
@@ -274,10 +295,11 @@ class Runner:
                 from ..proxy import start_proxy
 
                 agent = start_proxy(dict(record.launch["proxy"]), cwd=record.agent_cwd, env=env, timeout=timeout,
-                                    name=alias)
+                                    name=alias, kernel_tools=self._kernel_tools(None))
             else:
                 spec = record.launch.get("argv") or record.launch["spec"]
-                agent = start_agent(spec, cwd=record.agent_cwd, env=env, timeout=timeout, name=alias)
+                agent = start_agent(spec, cwd=record.agent_cwd, env=env, timeout=timeout, name=alias,
+                                    kernel_tools=self._kernel_tools(None))
         except AgentStartError as exc:
             raise AgentStartError(
                 f"%acp resume: agent {alias!r} ({record.start_line()}) could not be started again to reopen "
@@ -486,6 +508,14 @@ class Runner:
               "(%acp auth lists the ways).")
 
     # --- %%acp -----------------------------------------------------------------------
+    def _place_cell(self, code: str) -> None:
+        """A cell the agent proposed, below the running %%acp cell (IPython's set_next_input payload, which
+        JupyterLab turns into a new cell when the cell's execution ends). Called on the loop thread."""
+        shell = getattr(self.magics, "shell", None)
+        if shell is None:
+            raise RuntimeError("no IPython shell to put the cell in")
+        shell.set_next_input(code, replace=False)
+
     def begin_turn(self, command: g.CellPrompt, body: str) -> TurnView:
         """Start the cell's turn (after any earlier turn of the session) and show its view; returns at once."""
         prompt = body.strip()
@@ -506,7 +536,7 @@ class Runner:
         view = TurnView(turn, interval=self.magics.stream_interval, asker=policies.permission_asker,
                         permission_note=policies.permission_note, form_asker=policies.form_asker,
                         elicitation_note=policies.elicitation_note, title_hint=self.agents.title_hint(session),
-                        metadata=self.agents.metadata_for(session))
+                        metadata=self.agents.metadata_for(session), place_cell=self._place_cell)
         self.last_view = view
         view.show()
         return view

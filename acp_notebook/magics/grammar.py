@@ -18,6 +18,7 @@ from typing import Union
 from IPython.core.error import UsageError
 
 from .._protocol import parse_bool_word
+from ..kernel_link import POLICY_WORDS
 
 __all__ = [
     "COMMANDS", "Authenticate", "Cancel", "CellPrompt", "Command", "Help", "ListSessions", "LoadSession",
@@ -38,6 +39,7 @@ class Start:
     record: str | None = None  # --record FILE: every frame written to a recording
     replay: str | None = None  # --replay FILE: a recording answers in place of the agent
     speed: float | None = None  # --speed X: with --replay, X times the recorded pace
+    kernel_tools: str | None = None  # --kernel-tools POLICY: this agent's kernel tools (None: AcpMagics.kernel_tools)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Proxy:
     alias: str | None = None
     cwd: str | None = None
     timeout: float | None = None
+    kernel_tools: str | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,10 @@ def _pairs(words: Sequence[str], what: str, command: str) -> tuple[tuple[str, st
     return tuple(pairs)
 
 
+def _kernel_tools_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernel-tools", dest="kernel_tools", type=str.lower, choices=POLICY_WORDS, metavar="POLICY")
+
+
 def _agent_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent", "-a", dest="alias", metavar="NAME")
 
@@ -185,6 +192,7 @@ def _start_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", metavar="FILE")
     parser.add_argument("--replay", metavar="FILE")
     parser.add_argument("--speed", type=float, metavar="X")
+    _kernel_tools_option(parser)
 
 
 def _build_start(args: argparse.Namespace) -> Start:
@@ -198,16 +206,17 @@ def _build_start(args: argparse.Namespace) -> Start:
         if args.env:
             raise UsageError("%acp start --object: --env does not apply (the agent runs in this kernel, with its "
                              "environment)")
-    if args.replay is not None and (spec or args.obj is not None or args.env or args.record is not None):
+    if args.replay is not None and (spec or args.obj is not None or args.env or args.record is not None
+                                    or args.kernel_tools is not None):
         raise UsageError("%acp start --replay FILE: the recording is the agent: give no NAME, command, --object, "
-                         "--env or --record with it")
+                         "--env, --record or --kernel-tools with it")
     if args.speed is not None and args.replay is None:
         raise UsageError("%acp start: --speed X goes with --replay FILE (X times the recorded pace)")
     if args.speed is not None and args.speed <= 0:
         raise UsageError(f"%acp start --speed: give a positive number (1 is the recorded pace), not {args.speed:g}")
     return Start(spec=spec, alias=args.alias, cwd=args.cwd, timeout=args.timeout,
                  env=_pairs(args.env, "KEY=VALUE", "start"), obj=args.obj, record=args.record,
-                 replay=args.replay, speed=args.speed)
+                 replay=args.replay, speed=args.speed, kernel_tools=args.kernel_tools)
 
 
 def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -215,6 +224,7 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", "-n", dest="alias")
     parser.add_argument("--cwd")
     parser.add_argument("--timeout", type=float)
+    _kernel_tools_option(parser)
 
 
 def _build_proxy(args: argparse.Namespace) -> Proxy:
@@ -223,7 +233,7 @@ def _build_proxy(args: argparse.Namespace) -> Proxy:
     pairs = _pairs(args.agents, "NAME=SPEC", "proxy")
     if any(not spec for _, spec in pairs):
         raise UsageError("%acp proxy: every NAME needs a SPEC (a registry name or a quoted command line)")
-    return Proxy(agents=pairs, alias=args.alias, cwd=args.cwd, timeout=args.timeout)
+    return Proxy(agents=pairs, alias=args.alias, cwd=args.cwd, timeout=args.timeout, kernel_tools=args.kernel_tools)
 
 
 def _set_arguments(parser: argparse.ArgumentParser) -> None:
@@ -315,6 +325,7 @@ COMMANDS: tuple[Verb, ...] = (
         ("%acp start --object tutor", "the agent object in variable tutor (e.g. an acpnb.CellAgent), in this kernel"),
         ("%acp start claude --record claude.acp.jsonl", "... writing every frame to a recording (secrets masked)"),
         ("%acp start --replay claude.acp.jsonl", "a recording answers in place of the agent, offline"),
+        ("%acp start claude --kernel-tools read-only", "... its kernel tools: ask, read-only, allow or off"),
     ), takes_command=True),
     Verb("proxy", _proxy_arguments, _build_proxy, (
         ("%acp proxy demo=demo claude=claude", "several agents behind the multi-agent proxy (models: agent:model)"),
@@ -379,12 +390,14 @@ CELL_EXAMPLES = (
 OPTIONS_HELP = """\
 Options of %acp start / proxy: --name NAME, --cwd DIR, --timeout SECONDS, --env KEY=VALUE (start, resume),
 --object VARIABLE (start: an agent object of this notebook instead of a NAME or command), --record FILE,
---replay FILE [--speed X] (start: write a recording; answer from one).
+--replay FILE [--speed X] (start: write a recording; answer from one), --kernel-tools POLICY (start, proxy:
+what the agent may do in this kernel through the MCP server "kernel": ask | read-only | allow | off).
 Most commands take --agent NAME to act on an agent other than the current one.
 
 Configuration (%config AcpMagics.<option> = value): default_agent, permission ('ask' | 'allow' | 'deny'),
 permission_timeout, elicitation ('ask' | 'decline' | 'cancel' | a dict of answers), elicitation_timeout,
-wait ('auto' | 'always' | 'never'), stream_interval, timeout, turn_timeout, cwd, switch_interval.
+wait ('auto' | 'always' | 'never'), stream_interval, timeout, turn_timeout, cwd, switch_interval,
+kernel_tools ('ask' | 'read-only' | 'allow' | 'off': the kernel tools of agents started without --kernel-tools).
 
 A running %%acp cell stops at a kernel interrupt: the agent is sent session/cancel."""
 

@@ -19,11 +19,12 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import CaselessStrEnum, Dict, Float, Unicode, Union, observe
+from traitlets import CaselessStrEnum, Dict, Float, TraitError, Unicode, Union, observe, validate
 from traitlets.config import Configurable
 
 from .. import _loop
 from ..errors import AcpError
+from ..kernel_link import POLICY_WORDS
 from ..widgets.display import finalize_all, flush_all
 from . import cells
 from .commands import Runner
@@ -86,11 +87,34 @@ class AcpMagics(Magics, Configurable):
              "meanwhile answer quickly (Python's default is 0.005; 0: leave it as it is).",
     ).tag(config=True)
 
+    kernel_tools = Unicode(
+        "ask", help="What agents may do in this kernel through the MCP server 'kernel' offered to their sessions: "
+                    "'ask' (reading tools run; run_code asks with Allow / Reject in the running %%acp cell, answered "
+                    "by AcpMagics.permission when that is 'allow' or 'deny'), 'read-only' (run_code is refused), "
+                    "'allow' (run_code runs), 'off' (no server). Applies at once to agents started without "
+                    "--kernel-tools.",
+    ).tag(config=True)
+
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         _loop.switch_interval.target = self.switch_interval
         self.runner = Runner(self)
         self._in_async_cell = False
+
+    @validate("kernel_tools")
+    def _check_kernel_tools(self, proposal: dict[str, Any]) -> str:
+        value = proposal["value"]
+        word = value.strip().lower()
+        if word not in POLICY_WORDS:
+            raise TraitError(f"AcpMagics.kernel_tools: {value!r} is not a policy; use one of "
+                             f"{', '.join(repr(w) for w in POLICY_WORDS)}, e.g. %config AcpMagics.kernel_tools = 'ask'")
+        return word
+
+    @observe("kernel_tools")
+    def _kernel_tools_changed(self, change: dict[str, Any]) -> None:
+        runner = getattr(self, "runner", None)  # None while the configuration is applied in __init__
+        if runner is not None:
+            runner.follow_kernel_tools(change["new"])
 
     @observe("switch_interval")
     def _switch_interval_changed(self, change: dict[str, Any]) -> None:

@@ -37,6 +37,7 @@ from ..turn import Turn, TurnEvent
 from ._html import FG, MUTED, clock, error_html, header_html, plan_html, seconds, tool_call_html, usage_html, widget_bundle
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
+from .kernel import kernel_call_html, kernel_call_markdown, kernel_call_text
 from .labels import session_header_info, session_title, value_label
 from .permission import PermissionPrompt
 from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, turn_forms
@@ -105,13 +106,21 @@ class TurnView:
     says who answered when nobody was asked (e.g. "AcpMagics.permission = 'allow'"); ``form_asker``
     and ``elicitation_note`` are the same for the agent's forms (FormAsker, "AcpMagics.elicitation = 'decline'");
     ``title_hint`` stands in until the agent names the session; ``metadata()`` is put on the
-    output (the notebook's record of its sessions).
+    output (the notebook's record of its sessions). ``place_cell(code)`` puts a cell the agent proposed
+    (kernel tools' propose_cell) below the running one; it is used only while the cell waits for the turn
+    (``cell_waiting``, set by the cell machinery), and for the turn's first proposal only (JupyterLab makes
+    one cell of an execute reply).
     """
 
     def __init__(self, turn: Turn, *, interval: float = DEFAULT_INTERVAL, asker: Any = None,
                  permission_note: str = "", form_asker: Any = None, elicitation_note: str = "",
-                 title_hint: str | None = None, metadata: Callable[[], Mapping[str, Any]] | None = None) -> None:
+                 title_hint: str | None = None, metadata: Callable[[], Mapping[str, Any]] | None = None,
+                 place_cell: Callable[[str], None] | None = None) -> None:
         self.turn = turn
+        self._place_cell = place_cell
+        self.cell_waiting = False  # True while the %%acp cell that shows this view waits for the turn
+        self._placed: set[str] = set()  # ids of proposed cells put below the running cell
+        self._proposals_seen: set[str] = set()
         self.session = turn.session
         self.prompt = turn.prompt
         self.permission_note = permission_note
@@ -158,6 +167,8 @@ class TurnView:
                                           selected_index=None, layout=widgets.Layout(display="none"))
         self.plan = widgets.HTML()
         self.tools = widgets.HTML()
+        self.kernel = widgets.HTML()
+        self.kernel.add_class("acpnb-kernel")
         self.permissions = widgets.VBox()
         self.forms = widgets.VBox()
         self.reply = widgets.Output(layout=widgets.Layout(padding="0 4px"))
@@ -168,7 +179,8 @@ class TurnView:
         self.cancel_button.on_click(lambda _button: self.cancel())
         self.error = widgets.HTML()
         self.widget = widgets.VBox(
-            [self.header, self.attached, self.latest_thought, self.thoughts, self.plan, self.tools, self.permissions, self.forms,
+            [self.header, self.attached, self.latest_thought, self.thoughts, self.plan, self.tools, self.kernel,
+             self.permissions, self.forms,
              self.reply,
              self.error, widgets.HBox([self.footer, self.cancel_button],
                                       layout=widgets.Layout(justify_content="space-between", align_items="center"))],
@@ -207,8 +219,10 @@ class TurnView:
                                   self._tool_html(c)) for c in turn.tool_calls]
             forms = [(item.plain_text(), item.static_html()) if isinstance(item, FormPrompt) else item
                      for item in self._form_items]
+            kernel = [self._kernel_forms(call) for call in list(turn.kernel_calls)]
             return TurnSnapshot(header=self._header_info(), text=turn.text, thoughts=turn.thoughts,
-                                plan=list(turn.plan), tools=tools, notes=self._unmatched_decisions(), pending=pending,
+                                plan=list(turn.plan), tools=tools, kernel=kernel, notes=self._unmatched_decisions(),
+                                pending=pending,
                                 forms=forms, error=self.error_message, usage=turn.usage,
                                 stop_reason=None if running else turn.stop_reason,
                                 attachments=self._attachment_labels())
@@ -255,6 +269,8 @@ class TurnView:
             self._note_permission(event.data)
         elif event.kind == "elicitation":
             self._note_elicitation(event.data)
+        elif event.kind == "kernel":
+            self._note_kernel_call(event.data)
         if event.kind != "done":
             self._throttle.request()
 
@@ -314,6 +330,34 @@ class TurnView:
                 self.forms.children = (*self.forms.children, line)
         if form is not None:
             form.note_record(record)
+
+    def _note_kernel_call(self, call: Any) -> None:
+        """A cell the agent proposed goes below the running cell, once, while that cell still runs."""
+        if call.tool != "propose_cell" or not call.code:
+            return
+        with self._lock:
+            if call.id in self._proposals_seen:
+                return
+            self._proposals_seen.add(call.id)
+            first = len(self._proposals_seen) == 1
+            place = self._place_cell if first and self.cell_waiting and self._is_running() else None
+        if place is None:
+            return
+        try:
+            place(call.code)
+        except Exception:  # noqa: BLE001 - the proposal still shows in the view, with its copy note
+            return
+        with self._lock:
+            self._placed.add(call.id)
+
+    def _kernel_forms(self, call: Any) -> tuple[str, str, str]:
+        """(text, Markdown, HTML) of one kernel call; under the lock."""
+        decisions = self._decisions.get(call.id, ())
+        if not decisions and self.permission_note and call.decision in ("allowed", "rejected"):
+            decisions = [f"permission: {call.decision} automatically ({self.permission_note})"]
+        below = call.id in self._placed
+        return (kernel_call_text(call, decisions, below=below), kernel_call_markdown(call, decisions, below=below),
+                kernel_call_html(call, decisions, below=below))
 
     def _tick(self) -> None:
         """Redraw the running clock once a second until the turn ends."""
@@ -439,7 +483,9 @@ class TurnView:
 
     def _unmatched_decisions(self) -> list[str]:
         calls = self.turn.tool_calls_by_id
-        return [d for call_id, ds in self._decisions.items() if call_id not in calls for d in ds]
+        kernel = {call.id for call in list(self.turn.kernel_calls)}
+        return [d for call_id, ds in self._decisions.items() if call_id not in calls and call_id not in kernel
+                for d in ds]
 
     def render(self) -> None:
         """Bring every widget up to date with the turn (any thread; cheap when nothing changed)."""
@@ -460,6 +506,7 @@ class TurnView:
             tools += "".join(f'<div style="color:{MUTED};font-size:0.9em">{escape(d)}</div>'
                              for d in self._unmatched_decisions())
             self._set(self.tools, "value", tools)
+            self._set(self.kernel, "value", "".join(self._kernel_forms(call)[2] for call in list(turn.kernel_calls)))
             text = turn.text
             outputs = (markdown_output(text),) if text else ()
             if tuple(self.reply.outputs) != outputs:

@@ -20,6 +20,7 @@ import ipywidgets as widgets
 
 from .. import _loop
 from ._html import BORDER, FG, MUTED
+from .kernel import code_html
 
 __all__ = ["PermissionAsker", "PermissionPrompt", "describe_request"]
 
@@ -32,14 +33,19 @@ BUTTON_STYLES: dict[str, str] = {
 
 
 def describe_request(tool_call: Mapping[str, Any]) -> str:
-    """What the agent wants to do, in one line of HTML."""
+    """What the agent wants to do, in one line of HTML; code it wants to run (``rawInput.code``, as the kernel
+    tools' run_code asks) follows, highlighted."""
     title = str(tool_call.get("title") or tool_call.get("toolCallId") or "a tool call")
     kind = tool_call.get("kind")
     paths = [str(loc.get("path")) for loc in tool_call.get("locations") or []
              if isinstance(loc, Mapping) and loc.get("path")]
     where = f'<div style="color:{MUTED};font-size:0.9em">{escape(", ".join(paths))}</div>' if paths else ""
     kind_text = f' <span style="color:{MUTED}">({escape(str(kind))})</span>' if kind else ""
-    return f'<div style="color:{FG}"><b>The agent asks permission:</b> {escape(title)}{kind_text}</div>{where}'
+    raw = tool_call.get("rawInput")
+    code = raw.get("code") if isinstance(raw, Mapping) else None
+    shown = code_html(code) if isinstance(code, str) and code else ""
+    return (f'<div style="color:{FG}"><b>The agent asks permission:</b> {escape(title)}{kind_text}</div>{where}'
+            f"{shown}")
 
 
 class PermissionPrompt:

@@ -116,6 +116,7 @@ class TurnSnapshot:
     thoughts: str = ""
     plan: Sequence[Mapping[str, Any]] = ()
     tools: Sequence[ToolSnapshot] = ()
+    kernel: Sequence[tuple[str, str, str]] = ()  # what the agent did in the kernel: (text, Markdown, HTML) per call
     notes: Sequence[str] = ()  # permission decisions that belong to no tool call
     pending: Sequence[tuple[str, str]] = ()  # permission requests still waiting: (text, the prompt's HTML)
     forms: Sequence[tuple[str, str]] = ()  # the agent's forms, what was asked and answered: (text, HTML)
@@ -149,7 +150,7 @@ def _thoughts_html(thoughts: str) -> str:
 def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
     """text/html, text/markdown and text/plain of a turn."""
     plain_head, md_head = head_line(snapshot.header, with_agent=False)
-    tools = "".join(t.html for t in snapshot.tools)
+    tools = "".join(t.html for t in snapshot.tools) + "".join(html for _, _, html in snapshot.kernel)
     notes = "".join(muted_html(escape(n)) for n in snapshot.notes) + "".join(html for _, html in snapshot.pending)
     notes += "".join(html for _, html in snapshot.forms)
     reply = (f'<div class="acpnb-reply" style="padding:0 4px">{markdown_html(snapshot.text)}</div>'
@@ -166,7 +167,9 @@ def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
     attached = attached_text(snapshot.attachments)
     markdown = "\n\n".join(p for p in (md_head, attached and f"*{md_escape(attached)}*",
                                         "\n".join(md_escape(c) for c in calls),
+                                        *(md for _, md, _ in snapshot.kernel),
                                         "\n".join(f"*{md_escape(n)}*" for n in notes_text), snapshot.text,
                                         *(f"*{md_escape(t)}*" for t in tail), md_escape(context)) if p)
-    plain = "\n".join(p for p in (plain_head, attached, *calls, *notes_text, snapshot.text, *tail, context) if p)
+    plain = "\n".join(p for p in (plain_head, attached, *calls, *(text for text, _, _ in snapshot.kernel),
+                                   *notes_text, snapshot.text, *tail, context) if p)
     return {"text/html": html, "text/markdown": markdown, "text/plain": plain}

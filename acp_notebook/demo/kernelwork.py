@@ -1,0 +1,185 @@
+"""The demo agent's work in the user's kernel, through the MCP server ``kernel`` its session was offered,
+with the official MCP client (``acp_notebook.kernel_tools.client.open_kernel_tools``).
+
+The prompt grammar (checked after file commands and forms, before everything else; case is ignored):
+
+- ``what is in NAME?`` (or ``what's in NAME``, ``describe NAME``, ``inspect NAME``): list_variables, then
+  inspect_variable(NAME); the reply quotes what the kernel said (a DataFrame's real columns and dtypes).
+- ``list variables`` / ``what variables ...``: list_variables.
+- ``run CODE`` / ``compute EXPR``: run_code(CODE) (EXPR alone: its value comes back); under the notebook's
+  "ask" policy the user is asked first, under "read-only" the kernel refuses and the reply says so.
+- ``plot NAME``: propose_cell(``NAME.plot()``): a cell for the user to run, never run by the agent.
+- ``show history`` / ``what did I run``: notebook_history.
+
+Each tool call is reported to the client as an ACP tool_call (in progress) and a tool_call_update
+(completed with the tool's text, or failed with its error), so the cell shows it. A session with no
+``kernel`` server gets a sentence saying so. Runs inside one prompt turn, on the agent's event loop.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .filework import TurnCancelled
+from .session import DemoSession, RunningTurn
+
+if TYPE_CHECKING:
+    from .agent import DemoAgent
+
+__all__ = ["KernelCommand", "KernelWork", "kernel_entry", "parse_kernel_command"]
+
+KERNEL_SERVER = "kernel"
+_NAME = r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("inspect", re.compile(rf"(?:what\s+is\s+in|what's\s+in|describe|inspect)\s+`?{_NAME}`?\s*\??", re.I)),
+    ("list", re.compile(r"(?:list\s+(?:the\s+)?variables|what\s+variables\b.*)", re.I | re.S)),
+    ("run", re.compile(r"run\s+(?P<code>.+)", re.I | re.S)),
+    ("compute", re.compile(r"compute\s+(?P<code>.+)", re.I | re.S)),
+    ("plot", re.compile(rf"plot\s+`?{_NAME}`?\s*\.?", re.I)),
+    ("history", re.compile(r"(?:show\s+(?:the\s+)?history|what\s+did\s+i\s+run)\s*\??", re.I)),
+)
+# What each command calls, in order: (tool, kind of the ACP tool call).
+_KINDS = {"list_variables": "read", "inspect_variable": "read", "notebook_history": "read", "run_code": "execute",
+          "propose_cell": "edit"}
+_QUOTED = 3000  # characters of a tool's text quoted in the reply
+
+
+@dataclass(frozen=True)
+class KernelCommand:
+    action: str  # inspect, list, run, compute, plot, history
+    name: str = ""
+    code: str = ""
+
+
+def parse_kernel_command(prompt: str) -> KernelCommand | None:
+    """The kernel command a prompt asks for (see the module docstring), or None."""
+    text = prompt.strip()
+    for action, pattern in _PATTERNS:
+        match = pattern.fullmatch(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        code = _strip_fence(groups.get("code") or "")
+        return KernelCommand(action, name=groups.get("name") or "", code=code)
+    return None
+
+
+def _strip_fence(code: str) -> str:
+    """``run `x = 1` `` and a fenced block alike: the code without its backticks."""
+    code = code.strip()
+    fenced = re.fullmatch(r"```(?:python)?\s*\n?(.*?)\n?```", code, re.S)
+    if fenced:
+        return fenced.group(1)
+    return code[1:-1] if len(code) > 1 and code[0] == code[-1] == "`" else code
+
+
+def _field(server: Any, name: str) -> Any:
+    return server.get(name) if isinstance(server, dict) else getattr(server, name, None)
+
+
+def kernel_entry(servers: Sequence[Any] | None) -> dict[str, Any] | None:
+    """The stdio server named ``kernel`` among a session request's mcpServers (the SDK's models or dicts), as
+    the plain entry ``open_kernel_tools`` takes; None when there is none."""
+    for server in servers or ():
+        if _field(server, "name") != KERNEL_SERVER or not _field(server, "command"):
+            continue
+        env = [{"name": str(_field(pair, "name")), "value": str(_field(pair, "value"))}
+               for pair in _field(server, "env") or []]
+        return {"name": KERNEL_SERVER, "command": str(_field(server, "command")),
+                "args": [str(arg) for arg in _field(server, "args") or []], "env": env}
+    return None
+
+
+def _text_of(result: Any) -> str:
+    """The text blocks of an MCP tool result, joined; images are named."""
+    parts = []
+    for block in getattr(result, "content", None) or []:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "image":
+            parts.append(f"[an image, {getattr(block, 'mime_type', None) or 'image/png'}]")
+    return "\n".join(parts)
+
+
+def _quoted(text: str) -> str:
+    shown = text if len(text) <= _QUOTED else text[:_QUOTED] + "\n..."
+    return f"\n```\n{shown}\n```"
+
+
+class KernelWork:
+    """One kernel command inside a turn; ``run`` returns the reply's text."""
+
+    def __init__(self, agent: DemoAgent, session: DemoSession, command: KernelCommand, turn: RunningTurn) -> None:
+        self.agent = agent
+        self.session = session
+        self.command = command
+        self.turn = turn
+
+    async def run(self) -> str:
+        entry = self.session.kernel
+        if entry is None:
+            return ("This session has no `kernel` MCP server, so I cannot look into your kernel (a notebook offers "
+                    "one to every session unless its kernel tools are off).")
+        from ..kernel_tools.client import open_kernel_tools
+
+        async with open_kernel_tools(entry) as client:
+            return await self._command(client)
+
+    async def _command(self, client: Any) -> str:
+        command = self.command
+        if command.action == "inspect":
+            listing, _ = await self._call(client, "list_variables", {})
+            text, failed = await self._call(client, "inspect_variable", {"name": command.name})
+            if failed:
+                return f"I could not inspect `{command.name}`: {text}"
+            known = "" if re.search(rf"\b{re.escape(command.name)}\b", listing) else " (it was not in the listing)"
+            return f"Here is what your kernel says about `{command.name}`{known}:{_quoted(text)}"
+        if command.action == "list":
+            text, _ = await self._call(client, "list_variables", {})
+            return f"The variables in your kernel:{_quoted(text)}"
+        if command.action in ("run", "compute"):
+            text, failed = await self._call(client, "run_code", {"code": command.code})
+            if failed:
+                return f"The code did not run: {text}"
+            return f"I ran it in your kernel." + (f" It printed:{_quoted(text)}" if text.strip() else "")
+        if command.action == "plot":
+            code = f"{command.name}.plot()"
+            explanation = f"Plot {command.name} with pandas' default plot."
+            text, failed = await self._call(client, "propose_cell", {"code": code, "explanation": explanation})
+            if failed:
+                return f"I could not propose the cell: {text}"
+            return f"I proposed a cell that plots `{command.name}`; it has not run. Run it when it looks right."
+        text, _ = await self._call(client, "notebook_history", {})
+        return f"What ran in your notebook lately:{_quoted(text)}"
+
+    async def _call(self, client: Any, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """Call one tool, reported as an ACP tool call; (its text, whether it failed)."""
+        session = self.session
+        session.tool_calls += 1
+        call_id = f"call-{session.tool_calls}"
+        await self.agent.update(session, {"sessionUpdate": "tool_call", "toolCallId": call_id,
+                                          "title": f"kernel: {tool}", "kind": _KINDS[tool], "status": "in_progress",
+                                          "rawInput": arguments})
+        try:
+            result = await self.agent.unless_cancelled(self.turn, client.call_tool(tool, arguments))
+        except TurnCancelled:
+            await self._settle(call_id, "failed", "Cancelled")
+            raise
+        except Exception as exc:  # noqa: BLE001 - the bridge or the channel failed: the turn reports it
+            text = f"{type(exc).__name__}: {exc}"
+            await self._settle(call_id, "failed", text)
+            return text, True
+        text = _text_of(result)
+        failed = bool(getattr(result, "is_error", False))
+        await self._settle(call_id, "failed" if failed else "completed", text)
+        return text, failed
+
+    async def _settle(self, call_id: str, status: str, text: str) -> None:
+        update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}
+        if text:
+            update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+        await self.agent.update(self.session, update)

@@ -1,0 +1,213 @@
+"""The client's side of the kernel tools: which sessions are offered the MCP server ``kernel``, one
+``KernelTools`` per session, the policy's "ask" answered in the running turn, and what the tools did
+recorded on that turn.
+
+The server itself (channel, bridge, tools, policy enforcement) is ``acp_notebook.kernel_tools``; here:
+
+- ``resolve_policy`` turns what ``acpnb.start(kernel_tools=...)`` was given into a policy: None means
+  "ask" inside a Jupyter kernel and "off" in plain Python (a script has no notebook to show a question
+  in, and its namespace is not a user's live work).
+- ``KernelLink.open(agent)`` starts one ``KernelTools`` (its own private channel) for a session about
+  to be opened and returns it with its ``mcpServers`` entry; the session adopts it once the agent has
+  answered (``bind``), and closes it when it closes or its agent goes.
+- ``run_code`` under "ask" becomes a permission request answered by the running turn's permission
+  policy (the turn's, the session's, then the agent's): in a ``%%acp`` cell that is the Allow / Reject
+  prompt of ACP permission requests, or ``AcpMagics.permission`` = "allow" / "deny" for unattended
+  runs. With no turn running (a background ``session.prompt`` from code is still a turn; an agent
+  acting between turns is not) nobody can be asked and the call is refused, saying so.
+- Every event of the tools becomes a ``KernelCall`` on the running turn (``turn.kernel_calls``),
+  which the turn's view shows and saves; between turns they are kept on the link (``link.calls``).
+
+Threads: everything here runs on the background loop thread (the ``KernelTools`` callbacks are made
+there); ``resolve_policy`` and the policy setter may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._redact import secret_values
+from .turn import KernelCall
+
+if TYPE_CHECKING:
+    from .client import Agent, Session
+
+__all__ = ["KERNEL_SERVER_NAME", "POLICY_WORDS", "KernelLink", "close_links", "entry_secrets", "in_ipython_kernel",
+           "resolve_policy", "servers_with_kernel"]
+
+logger = logging.getLogger(__name__)
+
+KERNEL_SERVER_NAME = "kernel"
+POLICY_WORDS = ("ask", "read-only", "allow", "off")
+# The options of a run_code question: the kinds of ACP permission options, so the prompt looks and is
+# answered like one (a policy "allow" picks allow_once, "deny" reject_once).
+RUN_OPTIONS = ({"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+               {"optionId": "reject", "name": "Reject", "kind": "reject_once"})
+CALLS_KEPT = 200  # kernel calls kept on a link between turns
+_ids = itertools.count(1)
+
+
+def in_ipython_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (IPython with a kernel), without importing IPython."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+def resolve_policy(value: str | None, *, api: str = "acpnb.start") -> str:
+    """The policy for ``kernel_tools=value``: None is "ask" in a Jupyter kernel and "off" elsewhere; a word
+    is checked. ValueError naming ``api`` and the words otherwise."""
+    if value is None:
+        return "ask" if in_ipython_kernel() else "off"
+    word = value.strip().lower() if isinstance(value, str) else value
+    if word not in POLICY_WORDS:
+        raise ValueError(f"{api}(kernel_tools={value!r}): the kernel tools' policy is one of "
+                         f"{', '.join(repr(w) for w in POLICY_WORDS)} (or None: 'ask' in a Jupyter kernel, "
+                         "'off' in plain Python)")
+    return str(word)
+
+
+def entry_secrets(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The secret values of a ``kernel`` entry's environment (its token), to be masked wherever frames are kept."""
+    env = {str(pair.get("name")): str(pair.get("value")) for pair in entry.get("env") or [] if isinstance(pair, dict)}
+    return secret_values(env)
+
+
+def servers_with_kernel(user_servers: Sequence[Mapping[str, Any]], entry: Mapping[str, Any] | None,
+                        ) -> tuple[list[dict[str, Any]], bool]:
+    """The ``mcpServers`` of a session request: the user's own first, then the kernel entry; and whether the
+    entry went in. A server of the user's named ``kernel`` wins: theirs is the one the agent gets."""
+    servers = [dict(server) for server in user_servers]
+    if entry is None or any(server.get("name") == KERNEL_SERVER_NAME for server in servers):
+        return servers, False
+    return [*servers, dict(entry)], True
+
+
+class KernelLink:
+    """One session's kernel tools: the ``KernelTools`` with its channel, and what its calls did."""
+
+    def __init__(self, agent: Agent, policy: str) -> None:
+        from .kernel_tools import KernelTools
+
+        self.agent = agent
+        self.session: Session | None = None
+        self.entry: dict[str, Any] | None = None
+        self.calls: list[KernelCall] = []  # calls made while no turn ran
+        self._open: dict[str, KernelCall] = {}  # run_code calls asked or running, by code
+        self.tools = KernelTools(policy=policy, ask=self._ask, on_event=self._on_event)
+        self.closed = False
+
+    @classmethod
+    async def open(cls, agent: Agent) -> KernelLink | None:
+        """A started link for a session ``agent`` is about to open; None when the policy is "off"."""
+        if agent.kernel_tools == "off":
+            return None
+        link = cls(agent, agent.kernel_tools)
+        link.entry = dict(await link.tools.start())
+        return link
+
+    def bind(self, session: Session) -> None:
+        self.session = session
+
+    @property
+    def policy(self) -> str:
+        return str(self.tools.policy)
+
+    @policy.setter
+    def policy(self, value: str) -> None:
+        self.tools.policy = value
+
+    async def close(self) -> None:
+        """Close the channel (idempotent): the bridge the agent runs gets refused from now on."""
+        if self.closed:
+            return
+        self.closed = True
+        for call in list(self._open.values()):
+            if call.status == "asking":
+                self._note(call, status="refused", decision="withdrawn: the session closed")
+        await self.tools.close()
+
+    # --- the policy's question (loop thread) ---------------------------------------
+    async def _ask(self, request: Any) -> bool:
+        """Whether ``request.code`` may run: the running turn's permission policy decides."""
+        from .client import PermissionRequest, decide_permission
+
+        code = str(getattr(request, "code", "") or "")
+        session = self.session
+        turn = session._running if session is not None else None
+        call = KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments={"code": code}, code=code,
+                          status="asking")
+        self._open[code] = call
+        if session is None or turn is None:
+            self._note(call, status="refused", decision="refused: no turn is running in this session, so nobody "
+                                                        "could be asked (kernel_tools='ask')")
+            return False
+        self._note(call)
+        tool_call = {"toolCallId": call.id, "title": "Run code in your kernel", "kind": "execute",
+                     "rawInput": {"code": code}}
+        permission = PermissionRequest(session, tool_call, [dict(o) for o in RUN_OPTIONS],
+                                       {"sessionId": session.id, "toolCall": tool_call}, turn)
+        chosen, reason = await decide_permission(session, permission)
+        allowed = chosen == "allow"
+        words = "allowed" if allowed else "rejected" if chosen == "reject" else "not answered"
+        self._note(call, status="running" if allowed else "refused",
+                   decision=f"{words} ({reason})" if reason else words)
+        return allowed
+
+    # --- what the tools did (loop thread) ------------------------------------------
+    def _on_event(self, event: Any) -> None:
+        kind = getattr(event, "kind", "")
+        try:
+            if kind == "run_code_started":
+                call = self._open.get(event.code) or KernelCall(id=f"kernel-{next(_ids)}", tool="run_code",
+                                                                 arguments={"code": event.code}, code=event.code)
+                self._open[event.code] = call
+                self._note(call, status="running")
+            elif kind == "run_code_finished":
+                call = self._open.pop(event.code, None) or KernelCall(
+                    id=f"kernel-{next(_ids)}", tool="run_code", arguments={"code": event.code}, code=event.code)
+                error = str(event.error or "")
+                self._note(call, status="failed" if error else "done", outputs=list(event.outputs or []), error=error)
+            elif kind == "propose_cell":
+                self._note(KernelCall(id=f"kernel-{next(_ids)}", tool="propose_cell",
+                                      arguments=dict(event.arguments or {}), code=str(event.code or ""),
+                                      explanation=str(event.explanation or ""), status="proposed"))
+            elif kind == "tool_call" and event.tool == "run_code" and self.policy in ("read-only", "off"):
+                # Refused by the policy before anything runs: no start or finish event follows.
+                from .kernel_tools.policy import READ_ONLY_REFUSAL
+
+                code = str((event.arguments or {}).get("code") or "")
+                self._note(KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments=dict(event.arguments),
+                                      code=code, status="refused", error=READ_ONLY_REFUSAL))
+            elif kind == "tool_call" and event.tool not in ("run_code", "propose_cell"):
+                self._note(KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool),
+                                      arguments=dict(event.arguments or {}), status="done"))
+        except Exception:  # noqa: BLE001 - a view's record must never fail the tool call itself
+            logger.exception("could not record a kernel tool event %r", kind)
+
+    def _note(self, call: KernelCall, **changes: Any) -> None:
+        """Apply ``changes`` to ``call`` and record it on the running turn (or on the link between turns)."""
+        for name, value in changes.items():
+            setattr(call, name, value)
+        session = self.session
+        turn = session._running if session is not None else None
+        if turn is not None:
+            turn.record_kernel(call)
+            return
+        if not any(known is call for known in self.calls):
+            self.calls.append(call)
+            del self.calls[:-CALLS_KEPT]
+
+
+async def close_links(links: Sequence[KernelLink | None]) -> None:
+    """Close several links at once (a closing agent's sessions); failures are logged, never raised."""
+    results = await asyncio.gather(*(link.close() for link in links if link is not None), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            logger.warning("closing a kernel tools channel failed: %s", result)
+

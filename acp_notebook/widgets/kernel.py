@@ -1,0 +1,148 @@
+"""What the agent did in the user's kernel, as a turn's view and its saved forms show it: each ``KernelCall``
+(turn.py) as HTML (code highlighted, text and image outputs, how an ask was answered) and as Markdown / plain
+text, and the highlighted code a run_code question shows above its Allow / Reject buttons.
+
+Pure functions of plain values (a KernelCall is read, never changed); safe from any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from html import escape
+from typing import Any
+
+from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS, badge, chip, muted_html
+
+__all__ = ["code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text"]
+
+# A call's status as a tool call's badge reads (same colours as the agent's own tool calls).
+STATUS_WORDS: dict[str, tuple[str, str]] = {
+    "asking": ("waiting for you", "#6a1b9a"),
+    "running": ("running", TOOL_STATUS_COLORS["in_progress"]),
+    "done": ("done", TOOL_STATUS_COLORS["completed"]),
+    "failed": ("failed", TOOL_STATUS_COLORS["failed"]),
+    "refused": ("refused", TOOL_STATUS_COLORS["failed"]),
+    "proposed": ("proposed, not run", "#1565c0"),
+}
+TEXT_SHOWN = 4000  # characters of one text output shown in a view (the agent got the tool's own cap)
+PROPOSED_NOTE = "Proposed as a new cell below this one; nothing ran. Review it, then run it yourself."
+PROPOSED_COPY_NOTE = "Proposed; nothing ran. Copy it into a cell to run it."
+
+
+@lru_cache(maxsize=1)
+def _highlighter() -> Any:
+    """(highlight, lexer, formatter) from pygments (IPython's dependency), or None where it is missing."""
+    try:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+    except ImportError:
+        return None
+    # Inline styles, no classes: the saved HTML has no stylesheet to lean on.
+    return highlight, PythonLexer(), HtmlFormatter(noclasses=True, nowrap=True, style="default")
+
+
+def code_html(code: str) -> str:
+    """Python code as a highlighted block."""
+    tools = _highlighter()
+    body = tools[0](code, tools[1], tools[2]) if tools is not None else escape(code)
+    return (f'<pre class="acpnb-kernel-code" style="margin:2px 0;padding:4px 8px;font-family:{MONO};'
+            f'font-size:0.85em;white-space:pre-wrap;color:{FG};border:1px solid {BORDER};border-radius:3px">'
+            f"{body}</pre>")
+
+
+def _arguments_words(call: Any) -> str:
+    """The arguments of a reading tool in a few words: ``name='df', rows=5``."""
+    return ", ".join(f"{key}={value!r}" for key, value in (call.arguments or {}).items() if key != "code")
+
+
+def _decision_lines(call: Any, decisions: Sequence[str]) -> list[str]:
+    """How a run_code question was answered: the prompt's own words when one was shown, else the call's."""
+    return list(decisions) or ([f"permission: {call.decision}"] if call.decision else [])
+
+
+def _output_html(block: Mapping[str, Any]) -> str:
+    if block.get("type") == "image" and isinstance(block.get("data"), str):
+        mime = escape(str(block.get("mimeType") or "image/png"))
+        return (f'<img class="acpnb-kernel-image" style="max-width:100%;margin:2px 0" '
+                f'src="data:{mime};base64,{escape(block["data"])}"/>')
+    text = block.get("text")
+    if not isinstance(text, str) or not text:
+        return ""
+    shown = text if len(text) <= TEXT_SHOWN else text[:TEXT_SHOWN] + f"\n... ({len(text) - TEXT_SHOWN:,} more characters)"
+    return (f'<pre class="acpnb-kernel-output" style="margin:2px 0;padding:2px 8px;font-family:{MONO};'
+            f'font-size:0.85em;white-space:pre-wrap;color:{FG}">{escape(shown)}</pre>')
+
+
+def _title(call: Any) -> str:
+    if call.tool == "run_code":
+        return "Ran code in your kernel" if call.status in ("done", "failed") else "Run code in your kernel"
+    if call.tool == "propose_cell":
+        return "Proposed a cell"
+    return f"{call.tool}({_arguments_words(call)})"
+
+
+def kernel_call_html(call: Any, decisions: Sequence[str] = (), *, below: bool = True) -> str:
+    """One kernel call: the tool, its status, the code, how an ask was answered, the outputs or the error.
+    ``below``: a proposed cell was put below the running one (else the reader is told to copy it)."""
+    words, color = STATUS_WORDS.get(call.status, (call.status, MUTED))
+    head = (f'<span style="font-weight:600">{escape(_title(call))}</span>'
+            + chip("kernel", css_class="acpnb-tool-kind") + badge(words, color, css_class="acpnb-tool-status"))
+    body = [f'<div style="color:{FG};padding:2px 0">{escape(call.explanation)}</div>'] if call.explanation else []
+    if call.code:
+        body.append(code_html(call.code))
+    for line in _decision_lines(call, decisions):
+        body.append(muted_html(escape(line), css_class="acpnb-permission-decision"))
+    body.extend(_output_html(block) for block in call.outputs if isinstance(block, Mapping))
+    if call.error:
+        body.append(f'<pre class="acpnb-kernel-error" style="margin:2px 0;padding:2px 8px;font-family:{MONO};'
+                    f'font-size:0.85em;white-space:pre-wrap;color:#c62828">{escape(call.error)}</pre>')
+    if call.tool == "propose_cell":
+        body.append(muted_html(escape(PROPOSED_NOTE if below else PROPOSED_COPY_NOTE)))
+    return (f'<div class="acpnb-kernel-call" style="border-left:3px solid {color};padding:2px 8px;margin:4px 0">'
+            f'<div style="display:flex;gap:8px;align-items:center;flex-wrap:wrap">{head}</div>{"".join(body)}</div>')
+
+
+def _output_words(block: Mapping[str, Any]) -> str:
+    if block.get("type") == "image":
+        return f"[an image, {block.get('mimeType') or 'image/png'}]"
+    return str(block.get("text") or "")
+
+
+def kernel_call_text(call: Any, decisions: Sequence[str] = (), *, below: bool = True) -> str:
+    """The call as plain text (the saved notebook's text/plain)."""
+    words = STATUS_WORDS.get(call.status, (call.status, ""))[0]
+    lines = [f"{_title(call)} [kernel, {words}]"]
+    if call.explanation:
+        lines.append(call.explanation)
+    if call.code:
+        lines.extend(f"    {line}" for line in call.code.splitlines())
+    lines += _decision_lines(call, decisions)
+    lines += [_output_words(b) for b in call.outputs if isinstance(b, Mapping) and _output_words(b)]
+    if call.error:
+        lines.append(call.error)
+    if call.tool == "propose_cell":
+        lines.append(PROPOSED_NOTE if below else PROPOSED_COPY_NOTE)
+    return "\n".join(lines)
+
+
+def kernel_call_markdown(call: Any, decisions: Sequence[str] = (), *, below: bool = True) -> str:
+    """The call as Markdown: code and outputs in fenced blocks (images named, not embedded)."""
+    from ._html import md_escape
+
+    words = STATUS_WORDS.get(call.status, (call.status, ""))[0]
+    parts = [f"**{md_escape(_title(call))}** (kernel, {md_escape(words)})"]
+    if call.explanation:
+        parts.append(md_escape(call.explanation))
+    if call.code:
+        parts.append(f"```python\n{call.code}\n```")
+    parts += [f"*{md_escape(d)}*" for d in _decision_lines(call, decisions)]
+    texts = [_output_words(b) for b in call.outputs if isinstance(b, Mapping) and _output_words(b)]
+    if texts:
+        parts.append("```\n" + "\n".join(texts) + "\n```")
+    if call.error:
+        parts.append("```\n" + call.error + "\n```")
+    if call.tool == "propose_cell":
+        parts.append(f"*{PROPOSED_NOTE if below else PROPOSED_COPY_NOTE}*")
+    return "\n\n".join(parts)

@@ -1,0 +1,267 @@
+"""The notebook's side of the kernel tools, without a Jupyter kernel: the ``kernel`` entry every session is
+offered (session/new, load, resume; the demo agent as a subprocess and in memory), the policy (Python API,
+magic grammar, AcpMagics trait), the demo agent using the tools over MCP, what a turn records of them and how
+its view saves it.
+
+Outside a kernel the tools serve the IPython shell's namespace (or ``__main__``'s without one) and run on this
+(main) thread while it waits in a blocking call of ours (``session.prompt``): the tests put their variables there.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from traitlets import TraitError
+
+import acp_notebook as acpnb
+from acp_notebook import _loop
+from acp_notebook.kernel_link import resolve_policy
+from acp_notebook.magics import Proxy, Start, parse_line
+from acp_notebook.turn import KernelCall, Turn
+from acp_notebook.widgets.static import TurnSnapshot, turn_forms
+from acp_notebook.widgets.kernel import kernel_call_html, kernel_call_markdown, kernel_call_text
+
+TIMEOUT = 30.0
+BRIDGE = ["-m", "acp_notebook.kernel_tools.bridge"]
+
+
+def sent(agent: acpnb.Agent, method: str) -> list[dict[str, Any]]:
+    return [e["msg"]["params"] for e in agent.log if e["dir"] == "send" and e["msg"].get("method") == method]
+
+
+def env_of(server: dict[str, Any]) -> dict[str, str]:
+    return {pair["name"]: pair["value"] for pair in server["env"]}
+
+
+@pytest.fixture(params=["subprocess", "memory"])
+def start_demo(request, tmp_path):
+    """start_demo(**kwargs): the demo agent as a subprocess or served in memory; closed after the test."""
+    from acp_notebook.demo.agent import DemoAgent
+
+    started: list[acpnb.Agent] = []
+
+    def start(**kwargs: Any) -> acpnb.Agent:
+        kwargs.setdefault("timeout", TIMEOUT)
+        kwargs.setdefault("cwd", tmp_path)
+        spec: Any = [sys.executable, "-m", "acp_notebook.demo"] if request.param == "subprocess" else DemoAgent()
+        agent = acpnb.start(spec, **kwargs)
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        agent.close()
+
+
+def served_namespace() -> dict[str, Any]:
+    """The namespace the tools serve here: an IPython shell's (once a test started one), else ``__main__``'s."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
+
+
+@pytest.fixture
+def main_ns(monkeypatch):
+    """Set variables in the namespace the tools serve; undone afterwards. Returns that namespace."""
+    namespace = served_namespace()
+
+    def put(**values: Any) -> dict[str, Any]:
+        for name, value in values.items():
+            monkeypatch.setitem(namespace, name, value)
+        return namespace
+
+    return put
+
+
+# --- the policy ------------------------------------------------------------------------------
+def test_the_policy_defaults_to_off_outside_a_kernel_and_bad_words_name_the_api():
+    assert resolve_policy(None) == "off"
+    assert resolve_policy(" READ-ONLY ") == "read-only"
+    with pytest.raises(ValueError, match=r"acpnb\.start\(kernel_tools='sometimes'\).*'ask', 'read-only'"):
+        resolve_policy("sometimes")
+    with pytest.raises(ValueError, match="kernel_tools='sometimes'"):
+        acpnb.start("demo", kernel_tools="sometimes")
+
+
+def test_the_magic_grammar_takes_a_policy_per_agent():
+    assert parse_line("start demo --kernel-tools read-only") == Start("demo", kernel_tools="read-only")
+    assert parse_line("start demo --kernel-tools ALLOW").kernel_tools == "allow"
+    assert parse_line("proxy demo=demo --kernel-tools off") == Proxy((("demo", "demo"),), kernel_tools="off")
+    with pytest.raises(UsageError, match="invalid choice: 'sometimes'"):
+        parse_line("start demo --kernel-tools sometimes")
+    with pytest.raises(UsageError, match="--kernel-tools with it"):
+        parse_line("start --replay s.acp.jsonl --kernel-tools allow")
+
+
+def test_the_config_trait_checks_its_value_and_running_agents_follow_it(tmp_path, monkeypatch):
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()
+    ip = globalipapp.get_ipython()
+    monkeypatch.chdir(tmp_path)
+    ip.run_line_magic("load_ext", "acp_notebook")
+    try:
+        magics = ip.magics_manager.registry["AcpMagics"]
+        assert magics.kernel_tools == "ask"
+        with pytest.raises(TraitError, match="AcpMagics.kernel_tools: 'sometimes' is not a policy"):
+            magics.kernel_tools = "sometimes"
+        ip.run_line_magic("config", "AcpMagics.kernel_tools = 'Read-Only'")
+        assert magics.kernel_tools == "read-only"
+        ip.run_line_magic("acp", "start demo")
+        ip.run_line_magic("acp", "start demo --name own --kernel-tools allow")
+        agents = magics.agents
+        assert agents["demo"].agent.kernel_tools == "read-only" and agents["own"].agent.kernel_tools == "allow"
+        ip.run_line_magic("config", "AcpMagics.kernel_tools = 'ask'")
+        # The agent that follows the setting changes, and so do its open sessions' tools; the other keeps its own.
+        assert agents["demo"].agent.kernel_tools == "ask"
+        assert agents["demo"].session.kernel_tools.policy == "ask"
+        assert agents["own"].agent.kernel_tools == "allow"
+    finally:
+        ip.run_line_magic("unload_ext", "acp_notebook")
+        ip.config.pop("AcpMagics", None)
+
+
+# --- the entry on session/new, load and resume -------------------------------------------------
+def test_every_session_is_offered_its_own_kernel_server_after_the_users_own(start_demo):
+    agent = start_demo(kernel_tools="allow")
+    mine = {"name": "files", "command": "files-mcp", "args": [], "env": []}
+    first = agent.new_session(mcp_servers=[mine])
+    second = agent.new_session()
+    (params_first, params_second) = sent(agent, "session/new")
+    assert params_first["mcpServers"][0] == mine
+    kernel = params_first["mcpServers"][1]
+    assert (kernel["name"], kernel["command"], kernel["args"]) == ("kernel", sys.executable, BRIDGE)
+    assert set(env_of(kernel)) == {"ACPNB_KERNEL_CHANNEL", "ACPNB_KERNEL_TOKEN"}
+    # Each session its own channel; the token never shows in what is written down (log, recordings, inspector).
+    assert first.kernel_tools.entry != second.kernel_tools.entry
+    channels = {env_of(p["mcpServers"][-1])["ACPNB_KERNEL_CHANNEL"] for p in (params_first, params_second)}
+    assert len(channels) == 2
+    token = env_of(first.kernel_tools.entry)["ACPNB_KERNEL_TOKEN"]
+    assert token not in repr(agent.log) and "***" in env_of(kernel)["ACPNB_KERNEL_TOKEN"]
+
+
+def test_a_users_server_named_kernel_wins_and_off_offers_none(start_demo):
+    agent = start_demo(kernel_tools="ask")
+    theirs = {"name": "kernel", "command": "their-kernel-mcp", "args": [], "env": []}
+    session = agent.new_session(mcp_servers=[theirs])
+    assert sent(agent, "session/new")[-1]["mcpServers"] == [theirs] and session.kernel_tools is None
+    quiet = start_demo(kernel_tools="off")
+    assert quiet.new_session().kernel_tools is None
+    assert sent(quiet, "session/new")[-1]["mcpServers"] == []
+
+
+def test_load_and_resume_offer_a_fresh_channel_and_close_the_old_one(start_demo):
+    agent = start_demo(kernel_tools="read-only")
+    session = agent.new_session()
+    link = session.kernel_tools
+    loaded = agent.load_session(session.id)
+    assert link.closed and loaded.kernel_tools is not link and not loaded.kernel_tools.closed
+    resumed = agent.resume_session(session.id)
+    assert loaded.kernel_tools.closed and resumed.kernel_tools.policy == "read-only"
+    servers = [p["mcpServers"] for p in sent(agent, "session/load") + sent(agent, "session/resume")]
+    assert all(s[0]["name"] == "kernel" for s in servers)
+    assert servers[0][0]["env"][0] != servers[1][0]["env"][0]  # different channels
+    resumed.close()
+    assert resumed.kernel_tools.closed
+
+
+def test_closing_the_agent_closes_every_channel_and_policy_changes_reach_open_sessions(start_demo):
+    agent = start_demo(kernel_tools="ask")
+    sessions = [agent.new_session(), agent.new_session()]
+    agent.kernel_tools = "read-only"
+    assert [s.kernel_tools.policy for s in sessions] == ["read-only", "read-only"]
+    with pytest.raises(ValueError, match="agent.kernel_tools"):
+        agent.kernel_tools = "maybe"
+    agent.close()
+    assert all(s.kernel_tools.closed for s in sessions)
+
+
+# --- the demo agent uses the tools over MCP --------------------------------------------------------
+def test_the_demo_answers_with_the_real_columns_of_a_dataframe(start_demo, main_ns):
+    pd = pytest.importorskip("pandas")
+    main_ns(df=pd.DataFrame({"height_cm": [170, 182], "city": ["Oslo", "Lima"]}))
+    session = start_demo(kernel_tools="read-only").new_session()
+    turn = session.prompt("what is in df?", timeout=TIMEOUT)
+    assert "height_cm" in turn.text and "city" in turn.text
+    assert [c.title for c in turn.tool_calls] == ["kernel: list_variables", "kernel: inspect_variable"]
+    assert all(c.status == "completed" for c in turn.tool_calls)
+    assert [(c.tool, c.arguments) for c in turn.kernel_calls] == [("list_variables", {}),
+                                                                  ("inspect_variable", {"name": "df"})]
+
+
+def test_run_code_runs_under_allow_and_is_refused_under_read_only(start_demo, main_ns):
+    main = main_ns(x=None)
+    allowed = start_demo(kernel_tools="allow").new_session()
+    turn = allowed.prompt("run x = 41 + 1", timeout=TIMEOUT)
+    assert main["x"] == 42 and "I ran it in your kernel" in turn.text
+    (call,) = turn.kernel_calls
+    assert (call.tool, call.code, call.status) == ("run_code", "x = 41 + 1", "done")
+
+    refused = start_demo(kernel_tools="read-only").new_session()
+    turn = refused.prompt("run x = 0", timeout=TIMEOUT)
+    assert main["x"] == 42
+    assert "did not run" in turn.text and "read-only" in turn.text
+    assert turn.tool_calls[0].status == "failed"
+    assert [(c.tool, c.status) for c in turn.kernel_calls] == [("run_code", "refused")]
+
+
+def test_ask_is_answered_by_the_permission_policy_and_says_so(start_demo, main_ns):
+    main = main_ns(z=None)
+    asking = start_demo(kernel_tools="ask", permission="allow").new_session()
+    turn = asking.prompt("compute z = 6 * 7", timeout=TIMEOUT)
+    assert main["z"] == 42
+    (call,) = turn.kernel_calls
+    assert (call.status, call.decision) == ("done", "allowed")
+
+    denying = start_demo(kernel_tools="ask").new_session()  # the Python API's permission policy is "deny"
+    turn = denying.prompt("run z = 0", timeout=TIMEOUT)
+    assert main["z"] == 42 and "rejected" in turn.text
+    assert [(c.status, c.decision) for c in turn.kernel_calls] == [("refused", "rejected")]
+
+
+def test_ask_with_no_turn_running_refuses_and_records_why(start_demo):
+    from acp_notebook.kernel_tools import RunRequest
+
+    session = start_demo(kernel_tools="ask", permission="allow").new_session()
+    link = session.kernel_tools
+    assert _loop.run_sync(link._ask(RunRequest("print(1)")), TIMEOUT) is False
+    (call,) = link.calls
+    assert call.status == "refused" and "no turn is running" in call.decision
+
+
+def test_plot_proposes_a_cell_and_a_session_without_the_server_is_told_so(start_demo, main_ns):
+    main_ns(df=[1, 2, 3])
+    session = start_demo(kernel_tools="read-only").new_session()
+    turn = session.prompt("plot df", timeout=TIMEOUT)
+    (call,) = turn.kernel_calls
+    assert (call.tool, call.code, call.status) == ("propose_cell", "df.plot()", "proposed")
+    assert "it has not run" in turn.text
+    bare = start_demo(kernel_tools="off").new_session()
+    assert "no `kernel` MCP server" in bare.prompt("what is in df?", timeout=TIMEOUT).text
+
+
+# --- what a turn's view saves -------------------------------------------------------------------
+def test_the_saved_forms_show_the_code_its_outputs_and_the_answer():
+    from acp_notebook.widgets._html import HeaderInfo
+
+    ran = KernelCall(id="kernel-1", tool="run_code", code="x = 41 + 1\nx", status="done", decision="allowed",
+                     outputs=[{"type": "text", "text": "42"}, {"type": "image", "data": "iVBORw0KGgo=",
+                                                                  "mimeType": "image/png"}])
+    proposed = KernelCall(id="kernel-2", tool="propose_cell", code="df.plot()", explanation="Plot it.",
+                          status="proposed")
+    turn = Turn("run it", "s1")
+    turn.record_kernel(ran)
+    turn.record_kernel(ran)  # a change of a call already seen: still one call
+    assert turn.kernel_calls == [ran]
+    kernel = [(kernel_call_text(c), kernel_call_markdown(c, below=False), kernel_call_html(c)) for c in (ran, proposed)]
+    header = HeaderInfo(title="t", agent="demo", model="", status="done", extra="")
+    forms = turn_forms(TurnSnapshot(header=header, kernel=kernel))
+    html, markdown, plain = forms["text/html"], forms["text/markdown"], forms["text/plain"]
+    assert "acpnb-kernel-call" in html and 'src="data:image/png;base64,iVBORw0KGgo="' in html
+    assert "permission: allowed" in html and "42" in html and "not run" in html
+    assert "```python\nx = 41 + 1\nx\n```" in markdown and "Copy it into a cell" in markdown
+    assert "Ran code in your kernel [kernel, done]" in plain and "    df.plot()" in plain
+    assert "[an image, image/png]" in plain
