@@ -57,12 +57,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, unknown_session
+from .kernel_link import kernel_entry, result_text
 
-__all__ = ["CellAgent", "CellSession", "TurnCancelled", "boolean", "select"]
+__all__ = ["CellAgent", "CellSession", "KernelToolError", "TurnCancelled", "boolean", "select"]
 
 # How long a hook waits for one notification to be written before giving up (the agent's loop is
 # gone, e.g. the client closed the connection mid-turn).
 SEND_TIMEOUT = 10.0
+KERNEL_CALL_TIMEOUT = 120.0  # a kernel tool call from a hook (run_code may wait for the user's click)
 HOOKS = ("initialize", "new_session", "set_config_option", "prompt")
 
 _current: contextvars.ContextVar[CellSession | None] = contextvars.ContextVar("acp_cell_session", default=None)
@@ -194,6 +196,11 @@ class _Call:
         self.turn = turn
 
 
+class KernelToolError(Exception):
+    """A kernel tool answered with an error (refused by the notebook's policy or the user, a name that does not
+    exist, code that raised...): the message is the tool's own."""
+
+
 class CellSession:
     """One session of a CellAgent: its config options, its title, and the senders of ``session/update``.
 
@@ -209,6 +216,7 @@ class CellSession:
         self._wire = wire
         self._options = options
         self._lock = threading.RLock()
+        self.kernel: dict[str, Any] | None = None  # the `kernel` MCP server the client offered (kernel_link.kernel_entry)
 
     def __repr__(self) -> str:
         return f"<CellSession {self.id} {self.values}>"
@@ -438,6 +446,33 @@ class CellAgent:
     def set_value(self, option_id: str, value: Any) -> None:
         self.session.set_value(option_id, value)
 
+    # --- the notebook's kernel tools, over MCP as any agent calls them ----------------------
+    def kernel_tool(self, tool: str, **arguments: Any) -> str:
+        """Call one of the tools of the ``kernel`` MCP server the client offered this session and return its text
+        (an image is named). KernelToolError when the tool answered an error; RuntimeError when the session was
+        offered no kernel server (``kernel_tools="off"``)."""
+        session = self.session
+        if session.kernel is None:
+            raise RuntimeError("this session was offered no `kernel` MCP server (the client's kernel_tools is 'off', "
+                               "or it is not acp-notebook)")
+        return session._wire.kernel_call(session.kernel, tool, arguments)
+
+    def list_variables(self) -> str:
+        return self.kernel_tool("list_variables")
+
+    def inspect_variable(self, name: str, rows: int = 10) -> str:
+        return self.kernel_tool("inspect_variable", name=name, rows=rows)
+
+    def run_code(self, code: str) -> str:
+        """Run code in the user's kernel (as the notebook's policy allows: it may ask the user, or refuse)."""
+        return self.kernel_tool("run_code", code=code)
+
+    def notebook_history(self, n: int = 10) -> str:
+        return self.kernel_tool("notebook_history", n=n)
+
+    def propose_cell(self, code: str, explanation: str = "") -> str:
+        return self.kernel_tool("propose_cell", code=code, explanation=explanation)
+
 
 # --- the wire side ------------------------------------------------------------------------------
 _CANCELLED = object()
@@ -471,6 +506,21 @@ def _learner_frames(error: BaseException) -> list[traceback.FrameSummary]:
 def _settle(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
     if not future.done():
         future.set_result(outcome)
+
+
+async def _kernel_call(entry: dict[str, Any], tool: str, arguments: dict[str, Any]) -> str:
+    import tempfile
+
+    from .kernel_tools.client import open_kernel_tools
+
+    # The bridge's stderr goes to a file of its own (a kernel's sys.stderr has no descriptor to give it).
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with open_kernel_tools(entry, errlog=errlog) as client:
+            result = await client.call_tool(tool, arguments)
+    text = result_text(result)
+    if getattr(result, "is_error", False):
+        raise KernelToolError(text)
+    return text
 
 
 class _Wire:
@@ -519,6 +569,13 @@ class _Wire:
             asyncio.run_coroutine_threadsafe(self.send(session_id, update), loop).result(SEND_TIMEOUT)
         except (RuntimeError, TimeoutError) as exc:  # the loop is closed, or no longer runs
             raise ConnectionError("the client has disconnected; the update was not sent") from exc
+
+    def kernel_call(self, entry: dict[str, Any], tool: str, arguments: dict[str, Any]) -> str:
+        """From a hook's thread: one kernel tool call over MCP (a bridge started from ``entry``), on the agent's loop."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("the kernel tools are called from the hooks (prompt, set_config_option, new_session)")
+        return asyncio.run_coroutine_threadsafe(_kernel_call(entry, tool, arguments), loop).result(KERNEL_CALL_TIMEOUT)
 
     # --- running hooks --------------------------------------------------------------------
     async def run_hook(self, hook: str, session: CellSession | None, args: tuple[Any, ...] = (), *,
@@ -608,6 +665,7 @@ class _Wire:
             raise RequestError(INTERNAL_ERROR, f"{type(self.agent).__name__}.options: {exc}") from None
         options = [o for o in declared if self.client_booleans or o["type"] != "boolean"]
         session = CellSession(self, f"{self._prefix}-{next(self._numbers)}", cwd, options)
+        session.kernel = kernel_entry(mcp_servers)
         await self.run_hook("new_session", session)
         self._sessions[session.id] = session
         return {"sessionId": session.id, "configOptions": session.options}

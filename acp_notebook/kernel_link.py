@@ -17,6 +17,8 @@ The server itself (channel, bridge, tools, policy enforcement) is ``acp_notebook
   acting between turns is not) nobody can be asked and the call is refused, saying so.
 - Every event of the tools becomes a ``KernelCall`` on the running turn (``turn.kernel_calls``),
   which the turn's view shows and saves; between turns they are kept on the link (``link.calls``).
+- For agents on the other side (the demo agent, CellAgent): ``kernel_entry`` finds the ``kernel`` server
+  among the ``mcpServers`` a session request brought.
 
 Threads: everything here runs on the background loop thread (the ``KernelTools`` callbacks are made
 there); ``resolve_policy`` and the policy setter may be called from any thread.
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from .client import Agent, Session
 
 __all__ = ["KERNEL_SERVER_NAME", "POLICY_WORDS", "KernelLink", "close_links", "entry_secrets", "in_ipython_kernel",
-           "resolve_policy", "servers_with_kernel"]
+           "kernel_entry", "resolve_policy", "result_text", "servers_with_kernel"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,35 @@ def entry_secrets(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The secret values of a ``kernel`` entry's environment (its token), to be masked wherever frames are kept."""
     env = {str(pair.get("name")): str(pair.get("value")) for pair in entry.get("env") or [] if isinstance(pair, dict)}
     return secret_values(env)
+
+
+def _field(server: Any, name: str) -> Any:
+    return server.get(name) if isinstance(server, dict) else getattr(server, name, None)
+
+
+def kernel_entry(servers: Sequence[Any] | None) -> dict[str, Any] | None:
+    """The stdio server named ``kernel`` among a session request's mcpServers (the SDK's models or dicts), as
+    the plain entry ``open_kernel_tools`` takes; None when there is none."""
+    for server in servers or ():
+        if _field(server, "name") != KERNEL_SERVER_NAME or not _field(server, "command"):
+            continue
+        env = [{"name": str(_field(pair, "name")), "value": str(_field(pair, "value"))}
+               for pair in _field(server, "env") or []]
+        return {"name": KERNEL_SERVER_NAME, "command": str(_field(server, "command")),
+                "args": [str(arg) for arg in _field(server, "args") or []], "env": env}
+    return None
+
+
+def result_text(result: Any) -> str:
+    """The text blocks of an MCP tool result (``mcp.types.CallToolResult``), joined; an image is named."""
+    parts = []
+    for block in getattr(result, "content", None) or []:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "image":
+            parts.append(f"[an image, {getattr(block, 'mime_type', None) or 'image/png'}]")
+    return "\n".join(parts)
 
 
 def servers_with_kernel(user_servers: Sequence[Mapping[str, Any]], entry: Mapping[str, Any] | None,

@@ -265,3 +265,29 @@ def test_the_saved_forms_show_the_code_its_outputs_and_the_answer():
     assert "```python\nx = 41 + 1\nx\n```" in markdown and "Copy it into a cell" in markdown
     assert "Ran code in your kernel [kernel, done]" in plain and "    df.plot()" in plain
     assert "[an image, image/png]" in plain
+
+
+# --- CellAgent's helpers -----------------------------------------------------------------------
+def test_a_cell_agent_calls_the_kernel_tools_over_mcp(main_ns, tmp_path):
+    from acp_notebook.cellagent import CellAgent, KernelToolError
+
+    class Looker(CellAgent):
+        def prompt(self, text):
+            if text == "look":
+                return self.inspect_variable("numbers")
+            try:
+                return self.run_code(text)
+            except KernelToolError as refused:
+                return f"refused: {refused}"
+
+    namespace = main_ns(numbers=[3, 1, 4], w=None)
+    with acpnb.start(Looker(), kernel_tools="allow", cwd=tmp_path, timeout=TIMEOUT) as agent:
+        session = agent.new_session()
+        assert "[3, 1, 4]" in session.prompt("look", timeout=TIMEOUT).text
+        session.prompt("w = sum(numbers)", timeout=TIMEOUT)
+        assert namespace["w"] == 8
+        agent.kernel_tools = "read-only"
+        assert "read-only" in session.prompt("w = 0", timeout=TIMEOUT).text and namespace["w"] == 8
+    with acpnb.start(Looker(), kernel_tools="off", cwd=tmp_path, timeout=TIMEOUT) as bare:
+        with pytest.raises(acpnb.RpcError, match="no `kernel` MCP server"):
+            bare.new_session().prompt("look", timeout=TIMEOUT)

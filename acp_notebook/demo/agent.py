@@ -25,9 +25,10 @@ from acp.schema import ClientCapabilities
 from pydantic import ValidationError
 
 from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, client_version, unknown_session
+from ..kernel_link import kernel_entry
 from . import elicitation, replies, tasks
 from .filework import FileWork, TurnCancelled, client_error, parse_file_command, run_edit
-from .kernelwork import KernelWork, kernel_entry, parse_kernel_command
+from .kernelwork import KernelWork, parse_kernel_command
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
 from .session import DemoSession, Exchange, RunningTurn, new_session_id
 from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir

@@ -19,19 +19,18 @@ Each tool call is reported to the client as an ACP tool_call (in progress) and a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..kernel_link import result_text
 from .filework import TurnCancelled
 from .session import DemoSession, RunningTurn
 
 if TYPE_CHECKING:
     from .agent import DemoAgent
 
-__all__ = ["KernelCommand", "KernelWork", "kernel_entry", "parse_kernel_command"]
+__all__ = ["KernelCommand", "KernelWork", "parse_kernel_command"]
 
-KERNEL_SERVER = "kernel"
 _NAME = r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("inspect", re.compile(rf"(?:what\s+is\s+in|what's\s+in|describe|inspect)\s+`?{_NAME}`?\s*\??", re.I)),
@@ -74,35 +73,6 @@ def _strip_fence(code: str) -> str:
     if fenced:
         return fenced.group(1)
     return code[1:-1] if len(code) > 1 and code[0] == code[-1] == "`" else code
-
-
-def _field(server: Any, name: str) -> Any:
-    return server.get(name) if isinstance(server, dict) else getattr(server, name, None)
-
-
-def kernel_entry(servers: Sequence[Any] | None) -> dict[str, Any] | None:
-    """The stdio server named ``kernel`` among a session request's mcpServers (the SDK's models or dicts), as
-    the plain entry ``open_kernel_tools`` takes; None when there is none."""
-    for server in servers or ():
-        if _field(server, "name") != KERNEL_SERVER or not _field(server, "command"):
-            continue
-        env = [{"name": str(_field(pair, "name")), "value": str(_field(pair, "value"))}
-               for pair in _field(server, "env") or []]
-        return {"name": KERNEL_SERVER, "command": str(_field(server, "command")),
-                "args": [str(arg) for arg in _field(server, "args") or []], "env": env}
-    return None
-
-
-def _text_of(result: Any) -> str:
-    """The text blocks of an MCP tool result, joined; images are named."""
-    parts = []
-    for block in getattr(result, "content", None) or []:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "image":
-            parts.append(f"[an image, {getattr(block, 'mime_type', None) or 'image/png'}]")
-    return "\n".join(parts)
 
 
 def _quoted(text: str) -> str:
@@ -173,7 +143,7 @@ class KernelWork:
             text = f"{type(exc).__name__}: {exc}"
             await self._settle(call_id, "failed", text)
             return text, True
-        text = _text_of(result)
+        text = result_text(result)
         failed = bool(getattr(result, "is_error", False))
         await self._settle(call_id, "failed" if failed else "completed", text)
         return text, failed

@@ -90,7 +90,7 @@ def kernel_call_html(call: Any, decisions: Sequence[str] = (), *, below: bool = 
     head = (f'<span style="font-weight:600">{escape(_title(call))}</span>'
             + chip("kernel", css_class="acpnb-tool-kind") + badge(words, color, css_class="acpnb-tool-status"))
     body = [f'<div style="color:{FG};padding:2px 0">{escape(call.explanation)}</div>'] if call.explanation else []
-    if call.code:
+    if call.code and call.status != "asking":  # while asking, the Allow / Reject prompt shows the code
         body.append(code_html(call.code))
     for line in _decision_lines(call, decisions):
         body.append(muted_html(escape(line), css_class="acpnb-permission-decision"))
