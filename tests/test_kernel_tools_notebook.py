@@ -119,6 +119,9 @@ def test_the_config_trait_checks_its_value_and_running_agents_follow_it(tmp_path
         assert agents["demo"].agent.kernel_tools == "ask"
         assert agents["demo"].session.kernel_tools.policy == "ask"
         assert agents["own"].agent.kernel_tools == "allow"
+        # The session panel says what the agent may do in the kernel.
+        assert "kernel tools: allow (the agent reads your variables and runs code)" in \
+            magics.panel(agents["own"].session).snapshot().note
     finally:
         ip.run_line_magic("unload_ext", "acp_notebook")
         ip.config.pop("AcpMagics", None)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS, badge, chip, muted_html
 
-__all__ = ["code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text"]
+__all__ = ["code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text", "kernel_tools_note"]
 
 # A call's status as a tool call's badge reads (same colours as the agent's own tool calls).
 STATUS_WORDS: dict[str, tuple[str, str]] = {
@@ -24,6 +24,13 @@ STATUS_WORDS: dict[str, tuple[str, str]] = {
     "failed": ("failed", TOOL_STATUS_COLORS["failed"]),
     "refused": ("refused", TOOL_STATUS_COLORS["failed"]),
     "proposed": ("proposed, not run", "#1565c0"),
+}
+# What each policy lets the agent do, as a session panel says it.
+POLICY_NOTES: dict[str, str] = {
+    "ask": "kernel tools: ask (the agent reads your variables and asks before running code)",
+    "read-only": "kernel tools: read-only (the agent reads your variables, runs no code)",
+    "allow": "kernel tools: allow (the agent reads your variables and runs code)",
+    "off": "kernel tools: off",
 }
 TEXT_SHOWN = 4000  # characters of one text output shown in a view (the agent got the tool's own cap)
 PROPOSED_NOTE = "Proposed as a new cell below this one; nothing ran. Review it, then run it yourself."
@@ -50,6 +57,12 @@ def code_html(code: str) -> str:
     return (f'<pre class="acpnb-kernel-code" style="margin:2px 0;padding:4px 8px;font-family:{MONO};'
             f'font-size:0.85em;white-space:pre-wrap;color:{FG};border:1px solid {BORDER};border-radius:3px">'
             f"{body}</pre>")
+
+
+def kernel_tools_note(session: Any) -> str:
+    """The session's kernel tools policy in words; "" when it was offered none."""
+    link = getattr(session, "kernel_tools", None)
+    return POLICY_NOTES.get(link.policy, "") if link is not None else ""
 
 
 def _arguments_words(call: Any) -> str:

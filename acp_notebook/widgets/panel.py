@@ -35,6 +35,7 @@ from ..state import ConfigOption, ConfigOptions, StateEvent
 from ._html import error_html, header_html, muted_html, usage_html, widget_bundle
 from .comms import follow_changes
 from .display import Bundle, LiveDisplay, close_widget_tree
+from .kernel import kernel_tools_note
 from .labels import bound_agent, choice_label, dropdown_options, session_header_info, value_label
 from .static import LIVE_WORDS, PanelSnapshot, panel_forms
 
@@ -140,7 +141,7 @@ class SessionPanel:
                 # every turn (each refresh rebuilds the live view in JupyterLab).
                 info = session_header_info(self.session, status="idle", detail="", title_hint=self.title_hint)
             settings = tuple((o.name, value_label(o)) for o in self.session.config)
-            note = reason if closed and reason else binding_note(self.session, self.proxy_agents)
+            note = reason if closed and reason else self._note()
             return PanelSnapshot(header=info, settings=settings, note=note, error=self.last_error,
                                  usage=self.session.usage)
 
@@ -185,12 +186,17 @@ class SessionPanel:
             return session_header_info(self.session, status="closed", detail="", title_hint=self.title_hint)
         return session_header_info(self.session, title_hint=self.title_hint)
 
+    def _note(self) -> str:
+        """The proxy's binding and the session's kernel tools, in words."""
+        return " · ".join(n for n in (binding_note(self.session, self.proxy_agents),
+                                      kernel_tools_note(self.session)) if n)
+
     def render_header(self) -> None:
         with self._lock:
             header = header_html(self._header_info(), live=True)
             if self.header.value != header:
                 self.header.value = header
-            note = binding_note(self.session, self.proxy_agents)
+            note = self._note()
             note_html = muted_html(escape(note), css_class="acpnb-note") if note else ""
             if self.note.value != note_html:
                 self.note.value = note_html
