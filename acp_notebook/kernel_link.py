@@ -34,18 +34,18 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._redact import secret_values
+from .kernel_tools.policy import POLICIES, parse_policy
 from .turn import KernelCall
 
 if TYPE_CHECKING:
     from .client import Agent, Session
 
-__all__ = ["KERNEL_SERVER_NAME", "POLICY_WORDS", "KernelLink", "close_links", "entry_secrets", "in_ipython_kernel",
+__all__ = ["KERNEL_SERVER_NAME", "KernelLink", "close_links", "entry_secrets", "in_ipython_kernel",
            "kernel_entry", "resolve_policy", "result_text", "servers_with_kernel"]
 
 logger = logging.getLogger(__name__)
 
 KERNEL_SERVER_NAME = "kernel"
-POLICY_WORDS = ("ask", "read-only", "allow", "off")
 # The options of a run_code question: the kinds of ACP permission options, so the prompt looks and is
 # answered like one (a policy "allow" picks allow_once, "deny" reject_once).
 RUN_OPTIONS = ({"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -66,12 +66,12 @@ def resolve_policy(value: str | None, *, api: str = "acpnb.start") -> str:
     is checked. ValueError naming ``api`` and the words otherwise."""
     if value is None:
         return "ask" if in_ipython_kernel() else "off"
-    word = value.strip().lower() if isinstance(value, str) else value
-    if word not in POLICY_WORDS:
+    try:
+        return parse_policy(value)
+    except ValueError:
         raise ValueError(f"{api}(kernel_tools={value!r}): the kernel tools' policy is one of "
-                         f"{', '.join(repr(w) for w in POLICY_WORDS)} (or None: 'ask' in a Jupyter kernel, "
-                         "'off' in plain Python)")
-    return str(word)
+                         f"{', '.join(repr(w) for w in POLICIES)} (or None: 'ask' in a Jupyter kernel, "
+                         "'off' in plain Python)") from None
 
 
 def entry_secrets(entry: Mapping[str, Any]) -> list[tuple[str, str]]:

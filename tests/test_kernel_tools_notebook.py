@@ -90,7 +90,7 @@ def test_the_magic_grammar_takes_a_policy_per_agent():
     assert parse_line("start demo --kernel-tools read-only") == Start("demo", kernel_tools="read-only")
     assert parse_line("start demo --kernel-tools ALLOW").kernel_tools == "allow"
     assert parse_line("proxy demo=demo --kernel-tools off") == Proxy((("demo", "demo"),), kernel_tools="off")
-    with pytest.raises(UsageError, match="invalid choice: 'sometimes'"):
+    with pytest.raises(UsageError, match="--kernel-tools: 'sometimes' is not a policy: use ask, read-only"):
         parse_line("start demo --kernel-tools sometimes")
     with pytest.raises(UsageError, match="--kernel-tools with it"):
         parse_line("start --replay s.acp.jsonl --kernel-tools allow")
@@ -119,12 +119,16 @@ def test_the_config_trait_checks_its_value_and_running_agents_follow_it(tmp_path
         assert agents["demo"].agent.kernel_tools == "ask"
         assert agents["demo"].session.kernel_tools.policy == "ask"
         assert agents["own"].agent.kernel_tools == "allow"
+        # A %%acp cell that blocks for its turn (no kernel here) runs the tools' work on this thread meanwhile.
+        result = ip.run_cell("%%acp own\nrun shared = 5 * 5")
+        assert result.error_in_exec is None and ip.user_ns["shared"] == 25
         # The session panel says what the agent may do in the kernel.
         assert "kernel tools: allow (the agent reads your variables and runs code)" in \
             magics.panel(agents["own"].session).snapshot().note
     finally:
         ip.run_line_magic("unload_ext", "acp_notebook")
         ip.config.pop("AcpMagics", None)
+        ip.user_ns.pop("shared", None)
 
 
 # --- the entry on session/new, load and resume -------------------------------------------------

@@ -11,14 +11,15 @@ reach the kernel through the MCP server ``kernel``; what the cells show is saved
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbclient")
 pytest.importorskip("pandas")
+
+from tests.test_saved_notebook import execute  # noqa: E402
 
 pytestmark = pytest.mark.kernel
 
@@ -46,10 +47,7 @@ def saved(tmp_path_factory) -> Any:
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
-    client = nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
-    client.execute(env={**os.environ, "JPY_SESSION_NAME": str(path)})
-    nbformat.write(notebook, path)
+    execute(notebook, path)  # a kernel that knows the notebook's path, as Jupyter Server tells it; then saved
     return nbformat.read(path, as_version=4)
 
 

@@ -95,7 +95,9 @@ def wait_for_view(view: Any) -> None:
     """The blocking path (no async cells here): wait, and turn Ctrl-C into session/cancel."""
     try:
         with _cell_waits(view):
-            concurrent.futures.wait([view.finished])
+            # _loop.wait runs the kernel tools' work meanwhile (this thread is the kernel thread they need).
+            with contextlib.suppress(Exception):  # the turn's failure is raised below, as the view saw it
+                _loop.wait(view.finished)
     except KeyboardInterrupt:
         _loop.submit(view.session.acancel())
         concurrent.futures.wait([view.finished], CANCEL_GRACE_S)

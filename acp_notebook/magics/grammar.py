@@ -18,7 +18,7 @@ from typing import Union
 from IPython.core.error import UsageError
 
 from .._protocol import parse_bool_word
-from ..kernel_link import POLICY_WORDS
+from ..kernel_tools.policy import parse_policy
 
 __all__ = [
     "COMMANDS", "Authenticate", "Cancel", "CellPrompt", "Command", "Help", "ListSessions", "LoadSession",
@@ -174,8 +174,15 @@ def _pairs(words: Sequence[str], what: str, command: str) -> tuple[tuple[str, st
     return tuple(pairs)
 
 
+def _policy(text: str) -> str:
+    try:
+        return parse_policy(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a policy: use ask, read-only, allow or off") from None
+
+
 def _kernel_tools_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kernel-tools", dest="kernel_tools", type=str.lower, choices=POLICY_WORDS, metavar="POLICY")
+    parser.add_argument("--kernel-tools", dest="kernel_tools", type=_policy, metavar="POLICY")
 
 
 def _agent_option(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ from traitlets.config import Configurable
 
 from .. import _loop
 from ..errors import AcpError
-from ..kernel_link import POLICY_WORDS
+from ..kernel_tools.policy import POLICIES, parse_policy
 from ..widgets.display import finalize_all, flush_all
 from . import cells
 from .commands import Runner
@@ -104,11 +104,12 @@ class AcpMagics(Magics, Configurable):
     @validate("kernel_tools")
     def _check_kernel_tools(self, proposal: dict[str, Any]) -> str:
         value = proposal["value"]
-        word = value.strip().lower()
-        if word not in POLICY_WORDS:
+        try:
+            return parse_policy(value)
+        except ValueError:
             raise TraitError(f"AcpMagics.kernel_tools: {value!r} is not a policy; use one of "
-                             f"{', '.join(repr(w) for w in POLICY_WORDS)}, e.g. %config AcpMagics.kernel_tools = 'ask'")
-        return word
+                             f"{', '.join(repr(w) for w in POLICIES)}, e.g. %config AcpMagics.kernel_tools = 'ask'") \
+                from None
 
     @observe("kernel_tools")
     def _kernel_tools_changed(self, change: dict[str, Any]) -> None:
