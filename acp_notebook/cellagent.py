@@ -509,14 +509,10 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | Non
 
 
 async def _kernel_call(entry: dict[str, Any], tool: str, arguments: dict[str, Any]) -> str:
-    import tempfile
-
     from .kernel_tools.client import open_kernel_tools
 
-    # The bridge's stderr goes to a file of its own (a kernel's sys.stderr has no descriptor to give it).
-    with tempfile.TemporaryFile("w+") as errlog:
-        async with open_kernel_tools(entry, errlog=errlog) as client:
-            result = await client.call_tool(tool, arguments)
+    async with open_kernel_tools(entry) as client:
+        result = await client.call_tool(tool, arguments)
     text = result_text(result)
     if getattr(result, "is_error", False):
         raise KernelToolError(text)
