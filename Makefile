@@ -13,6 +13,9 @@ $(VENV)/.installed-all: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all]'
+	# An editable install leaves out the package's data files: enable the saving server extension by hand.
+	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
+	cp jupyter-config/jupyter_server_config.d/acp_notebook.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-all
