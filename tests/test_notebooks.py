@@ -190,7 +190,7 @@ def test_teaching_exercises_show_the_learners_options_as_widgets(teaching):
 
     # Panels are updated in place: each shows its agent's last settings.
     assert "Model: Smart \u00b7 Thought level: High \u00b7 Tone: Plain" in panel("%acp start --object thinking_tutor")
-    assert "new option: thought_level = High" in texts(code_cell(teaching, "%acp set model=smart thought_level"))
+    assert "\nthought_level = High" in texts(code_cell(teaching, "%acp set model=smart thought_level"))
     assert "Model: Fast \u00b7 Tone: Plain" in panel("%acp start --object fallback_tutor")  # after the fallback
     fallback = texts(code_cell(teaching, "fallback = acpnb.current()"))
     assert "model now: fast | options: ['model', 'tone']" in fallback
