@@ -39,6 +39,14 @@ _entry = _acp_loop.run_sync(_kt.start(), 30)
 print(_json.dumps(_entry))
 """
 
+# An agent inside the kernel itself: an MCP client on the kernel's background loop, through the bridge.
+AGENT_IN_KERNEL = """
+from acp_notebook.kernel_tools.client import open_kernel_tools as _open_kernel_tools
+async def _agent(*calls):
+    async with _open_kernel_tools(_entry) as session:
+        return [await session.call_tool(tool, arguments) for tool, arguments in calls]
+"""
+
 
 class Kernel:
     """A kernel driven over the Jupyter protocol; cells can be sent and collected separately."""
@@ -177,26 +185,16 @@ def test_output_figures_and_secrets(kernel: Kernel, entry: dict[str, Any]) -> No
 
 def test_a_tool_call_made_while_a_cell_blocks_on_our_wait_runs_instead_of_deadlocking(
         kernel: Kernel, entry: dict[str, Any]) -> None:
-    cell = kernel.run(
-        "from acp_notebook.kernel_tools.client import open_kernel_tools\n"
-        "async def _agent():\n"
-        "    async with open_kernel_tools(_entry) as session:\n"
-        "        ran = await session.call_tool('run_code', {'code': 'inside = 5'})\n"
-        "        listed = await session.call_tool('list_variables', {})\n"
-        "        return ran, listed\n"
-        "_ran, _listed = _acp_loop.run_sync(_agent(), 60)\n"
-        "print(_ran.is_error, inside, [v['name'] for v in _listed.structured_content['variables']])")
-    assert cell["stdout"] == "False 5 ['open_kernel_tools', 'inside']\n"
+    cell = kernel.run(AGENT_IN_KERNEL + (
+        "_ran, _listed = _acp_loop.run_sync(_agent(('run_code', {'code': 'inside = 5'}), ('list_variables', {})), 60)\n"
+        "print(_ran.is_error, inside, [v['name'] for v in _listed.structured_content['variables']])"))
+    assert cell["stdout"] == "False 5 ['inside']\n"
 
 
 def test_a_tool_call_made_while_a_cell_awaits_runs_on_the_kernel_loop(kernel: Kernel, entry: dict[str, Any]) -> None:
-    cell = kernel.run(
-        "from acp_notebook.kernel_tools.client import open_kernel_tools\n"
-        "async def _agent():\n"
-        "    async with open_kernel_tools(_entry) as session:\n"
-        "        return await session.call_tool('run_code', {'code': 'awaited = 7\\nawaited * 6'})\n"
-        "_ran = await _acp_loop.run_async(_agent(), 60)\n"
-        "print(_ran.is_error, awaited, _ran.content[0].text.strip())")
+    cell = kernel.run(AGENT_IN_KERNEL + (
+        "(_ran,) = await _acp_loop.run_async(_agent(('run_code', {'code': 'awaited = 7\\nawaited * 6'})), 60)\n"
+        "print(_ran.is_error, awaited, _ran.content[0].text.strip())"))
     assert cell["stdout"] == "False 7 42\n"
 
 
