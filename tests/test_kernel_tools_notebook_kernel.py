@@ -6,7 +6,8 @@ reach the kernel through the MCP server ``kernel``; what the cells show is saved
 - under ``allow``, "run x = 41 + 1" defines x and the next cell uses it; under ``read-only`` it is refused
   and the cell says so; under ``ask`` with ``AcpMagics.permission = 'allow'`` (an unattended run) it runs
   and the cell says it was allowed automatically;
-- the saved notebook's static outputs show the run_code block (the code and what came out).
+- the saved notebook's static outputs show the run_code block (the code and what came out);
+- a CellAgent served in the kernel calls the tools over MCP from its hook.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ CELLS = [
     "%config AcpMagics.permission = 'allow'\n%acp start demo --name asker --kernel-tools ask",
     "%%acp asker\ncompute z = 6 * 7",
     "print(z)",
+    "from acp_notebook.cellagent import CellAgent\n\nclass Peek(CellAgent):\n    def prompt(self, text):\n"
+    "        return self.inspect_variable(text.strip())\n\npeek = Peek()",
+    "%acp start --object peek --kernel-tools read-only",
+    "%%acp peek\ndf",
     "%acp stop --all",
 ]
 
@@ -97,3 +102,9 @@ def test_under_ask_an_unattended_run_follows_the_permission_setting(saved):
     plain = static(saved, "%%acp asker\ncompute z = 6 * 7")
     assert "permission: allowed automatically (AcpMagics.permission = 'allow')" in plain
 
+
+
+def test_a_cell_agent_in_the_kernel_reads_a_variable_over_mcp(saved):
+    plain = static(saved, "%%acp peek\ndf")
+    assert "height_cm" in plain and "Pune" in plain
+    assert "inspect_variable(name='df', rows=10)" in plain
