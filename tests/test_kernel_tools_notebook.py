@@ -298,3 +298,24 @@ def test_a_cell_agent_calls_the_kernel_tools_over_mcp(main_ns, tmp_path):
     with acpnb.start(Looker(), kernel_tools="off", cwd=tmp_path, timeout=TIMEOUT) as bare:
         with pytest.raises(acpnb.RpcError, match="no `kernel` MCP server"):
             bare.new_session().prompt("look", timeout=TIMEOUT)
+
+
+def test_the_question_shows_the_code_it_asks_about_and_is_saved_with_it(monkeypatch):
+    import comm
+    from comm.base_comm import BaseComm
+
+    from acp_notebook.kernel_link import RUN_OPTIONS
+    from acp_notebook.widgets.permission import PermissionPrompt
+
+    class QuietComm(BaseComm):
+        def publish_msg(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    monkeypatch.setattr(comm, "create_comm", lambda **kwargs: QuietComm(**kwargs))
+    prompt = PermissionPrompt({"toolCallId": "kernel-9", "title": "Run code in your kernel", "kind": "execute",
+                               "rawInput": {"code": "import os\nos.remove('data.csv')"}}, list(RUN_OPTIONS))
+    assert [b.description for b in prompt.buttons] == ["Allow", "Reject"]
+    waiting = prompt.static_html()
+    assert "acpnb-kernel-code" in waiting and "data.csv" in waiting and "Waiting for an answer: Allow | Reject" in waiting
+    prompt.choose("reject")
+    assert "You chose: Reject." in prompt.static_html() and "data.csv" in prompt.static_html()
