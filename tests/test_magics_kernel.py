@@ -155,7 +155,7 @@ def test_the_cancel_button_of_a_running_cell_cancels_the_turn(frontend):
     clicked: list[float] = []
 
     def click_cancel_once_streaming(msg: dict[str, Any]) -> None:
-        comm_id = button_opened(msg, "Cancel")
+        comm_id = button_opened(msg, "Cancel turn")
         if comm_id is not None:
             cancel.append(comm_id)
         state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}

@@ -24,7 +24,13 @@ ERROR_COLOR = "#c62828"
 WARN_COLOR = "#b26a00"
 ERROR_BG = "rgba(198, 40, 40, 0.08)"
 ARROWS = {"send": "\u2192", "recv": "\u2190"}
-COLUMNS = "3em 7.2em 8.4em minmax(8em, 16em) 6.5em 7.5em minmax(8em, 1fr)"
+# Fixed widths that hold each label on one line ("← notification", "↪ #123 · 12.3 s"), which also
+# never wrap (white-space:nowrap): header and rows are separate grids and must line up.
+COLUMNS = "3.4em 7.2em 9.8em minmax(8em, 16em) 6.5em 9.8em minmax(8em, 1fr)"
+NOWRAP = "white-space:nowrap"
+# An opened row turns its marker down; without the stylesheet (GitHub) it stays a plain ▸.
+MARKER_STYLE = ("<style>.acpnb-frame > summary .acpnb-marker{display:inline-block;transition:transform .1s}"
+                ".acpnb-frame[open] > summary .acpnb-marker{transform:rotate(90deg)}</style>")
 # ipywidgets' HTML widget sets a tall line height meant for one-line labels: set our own.
 LINE = "line-height:1.45"
 HEADERS = ("#", "time", "direction", "method / update", "session", "round trip", "summary")
@@ -111,14 +117,15 @@ def _summary_line(row: FrameRow) -> str:
     direction = "client \u2192 agent" if row.direction == "send" else "agent \u2192 client"
     waiting = row.kind == "request" and row.pair is None
     cells = [
-        (f"\u25b8 {row.index}", f"color:{MUTED};text-align:right;padding-right:0.6em", ""),
-        (row.clock, f"color:{MUTED}", ""),
-        (f"{ARROWS[row.direction]} {row.kind_word}", f"color:{kind_color};font-weight:600", direction),
+        (str(row.index), f"color:{MUTED};text-align:right;padding-right:0.6em;{NOWRAP}", ""),
+        (row.clock, f"color:{MUTED};{NOWRAP}", ""),
+        (f"{ARROWS[row.direction]} {row.kind_word}", f"color:{kind_color};font-weight:600;{NOWRAP}", direction),
         (row.label, "font-weight:600;overflow-wrap:anywhere", row.method if row.update else ""),
-        (short_session(row.session_id), f"color:{MUTED}", row.session_id),
-        (_pair_text(row), f"color:{WARN_COLOR if waiting else MUTED}", ""),
+        (short_session(row.session_id), f"color:{MUTED};{NOWRAP}", row.session_id),
+        (_pair_text(row), f"color:{WARN_COLOR if waiting else MUTED};{NOWRAP}", ""),
     ]
     html = "".join(f'<span style="{style}"{_title(tip)}>{escape(text)}</span>' for text, style, tip in cells)
+    html = html.replace(">", '><span class="acpnb-marker">\u25b8</span> ', 1)  # in the first cell, before the index
     html += f'<span style="color:{FG};word-break:break-word">{_badges(row)}{escape(row.summary)}</span>'
     return html
 
@@ -174,7 +181,7 @@ def row_html(row: FrameRow, *, opened: bool = False, json_open_depth: int = 4) -
 
 # --- the table -------------------------------------------------------------------------------------------
 def header_html() -> str:
-    cells = "".join(f"<span>{escape(h)}</span>" for h in HEADERS)
+    cells = "".join(f'<span style="{NOWRAP}">{escape(h)}</span>' for h in HEADERS)
     return (f'<div class="acpnb-frames-head" style="display:grid;grid-template-columns:{COLUMNS};gap:0 8px;'
             f"padding:3px 4px 3px 7px;font-weight:600;color:{MUTED};background:{PANEL_BG};"
             f'border-bottom:1px solid {BORDER}">{cells}</div>')
@@ -204,7 +211,7 @@ def table_html(rows: Sequence[FrameRow], *, total: int | None = None, open_rows:
     if not rows:
         body = f'<div style="color:{MUTED};padding:4px 8px">No frames match.</div>'
     scroll = f"max-height:{max_height};overflow-y:auto;" if max_height else ""
-    return (f'<div class="acpnb-frames" style="text-align:left;{LINE};color:{FG}">'
+    return (f'{MARKER_STYLE}<div class="acpnb-frames" style="text-align:left;{LINE};color:{FG}">'
             f'<div style="margin-bottom:3px">{legend_html(rows, total)}</div>'
             f'<div style="border:1px solid {BORDER};border-radius:4px">{header_html()}'
             f'<div class="acpnb-frames-body" style="{scroll}font-family:{MONO};font-size:0.92em">{body}</div>'

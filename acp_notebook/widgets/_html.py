@@ -223,12 +223,30 @@ def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 
                 f'<pre style="margin:2px 0;padding:2px 6px;font-family:{MONO};font-size:0.85em;'
                 f'white-space:pre-wrap;color:{FG}">{escape(clipped)}</pre>'
             )
+    for block in _withdrawn_diffs(call):
+        body.append(muted_html("the change it proposed, not applied:", css_class="acpnb-proposed-diff")
+                    + diff_html(block))
     return (
         f'<div class="acpnb-tool-call" style="border-left:3px solid {TOOL_STATUS_COLORS.get(status, BORDER)};'
         f'padding:2px 8px;margin:4px 0">'
         f'<div style="display:flex;gap:8px;align-items:center;flex-wrap:wrap">{"".join(head)}</div>'
         f'{"".join(body)}</div>'
     )
+
+
+def _withdrawn_diffs(call: Any) -> list[Mapping[str, Any]]:
+    """Diffs an earlier update of the tool call carried that its content no longer has.
+
+    A later update's content replaces the earlier one (the protocol's rule), so a write the user
+    rejected would lose the change it proposed to the "denied" message; the view keeps showing it."""
+    current = [block for block in call.content or [] if isinstance(block, Mapping)]
+    withdrawn: list[Mapping[str, Any]] = []
+    for update in getattr(call, "updates", None) or ():
+        for block in update.get("content") or () if isinstance(update, Mapping) else ():
+            if isinstance(block, Mapping) and block.get("type") == "diff" and block not in current \
+                    and block not in withdrawn:
+                withdrawn.append(block)
+    return withdrawn
 
 
 def money(cost: Any) -> str:

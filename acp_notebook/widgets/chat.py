@@ -173,7 +173,8 @@ class TurnView:
         self.forms = widgets.VBox()
         self.reply = widgets.Output(layout=widgets.Layout(padding="0 4px"))
         self.footer = widgets.HTML()
-        self.cancel_button = widgets.Button(description="Cancel", icon="stop", tooltip="Send session/cancel",
+        self.cancel_button = widgets.Button(description="Cancel turn", icon="stop",
+                                            tooltip="Stop the agent's turn (sends session/cancel)",
                                             layout=widgets.Layout(width="auto"))
         self.cancel_button.add_class("acpnb-cancel")
         self.cancel_button.on_click(lambda _button: self.cancel())

@@ -307,7 +307,8 @@ class FormPrompt:
                        for name, prop in self.schema_fields.items()]
         self.submit_button = self._button("Submit", "primary", "Send these answers to the agent", self.submit)
         self.decline_button = self._button("Decline", "", "Tell the agent you will not answer", self.decline)
-        self.cancel_button = self._button("Cancel", "", "Dismiss the form without an answer", self.cancel)
+        self.cancel_button = self._button("Cancel form", "", "Close this form without an answer (the agent hears "
+                                          "'cancel'); the turn goes on", self.cancel)
         self.problem = widgets.HTML()
         self.outcome = widgets.HTML()
         self.widget = widgets.VBox(
@@ -325,7 +326,7 @@ class FormPrompt:
     def _button(text: str, style: str, tooltip: str, action: Any) -> widgets.Button:
         button = widgets.Button(description=text, button_style=style, tooltip=tooltip,
                                 layout=widgets.Layout(width="auto"))
-        button.add_class(f"acpnb-form-{text.lower()}")
+        button.add_class(f"acpnb-form-{text.split()[0].lower()}")
         button.on_click(lambda _button: action())
         return button
 

@@ -42,6 +42,11 @@ REFRESH_INTERVAL = 0.5
 SAVE_INTERVAL = 2.0  # quiet time before the saved form is refreshed
 SAVE_AT_LEAST = 30.0  # ... or this long into a burst of frames that does not end
 UPDATE_PREFIX = "session/update#"
+# The live table scrolls in a box of its own (a widget) that outlives each redraw of the table's HTML,
+# so the reader's place is kept: it opens at the top (initialize first), stays where the reader
+# scrolled while frames arrive, and a box scrolled to its end stays at the end as rows are added,
+# so the table follows them (tests/browser/test_messages_browser.py checks both in chromium).
+SCROLL_HEIGHT = "32em"
 
 
 def summarize_frames(log: Iterable[Mapping[str, Any]]) -> list[FrameRow]:
@@ -110,10 +115,10 @@ class ProtocolInspector:
     """A live, filterable table of an agent's frames; rows unfold into explanations, changes and JSON."""
 
     def __init__(self, agent: Any, *, method: str | None = None, session_id: str | None = None,
-                 rows: int = 15, interval: float = REFRESH_INTERVAL, save_interval: float = SAVE_INTERVAL,
+                 interval: float = REFRESH_INTERVAL, save_interval: float = SAVE_INTERVAL,
                  limit: int = 500, save_limit: int = 200) -> None:
         self.agent = agent
-        self.rows, self.limit, self.save_limit = rows, limit, save_limit
+        self.limit, self.save_limit = limit, save_limit
         self.displays: list[LiveDisplay] = []  # appended on the kernel thread (show), read from any thread
         self._lock = threading.RLock()
         self._applying = False  # set while the inspector itself changes its controls
@@ -144,13 +149,17 @@ class ProtocolInspector:
         self.session = widgets.Dropdown(options=[("all sessions", ALL_SESSIONS)], value=ALL_SESSIONS,
                                         description="Session", style=style, layout=auto)
         self.follow = widgets.Checkbox(value=True, description="Follow newest", indent=False, layout=auto,
-                                       tooltip="Show the newest frames as they arrive; untick to browse them all")
+                                       tooltip="New frames join the table as they arrive (scrolled to its end, the "
+                                               "table follows them); untick to hold the table still while you read")
         self.status = widgets.HTML()
         self.table = widgets.HTML(layout=widgets.Layout(width="100%"))
+        scroll = widgets.VBox([self.table], layout=widgets.Layout(width="100%", max_height=SCROLL_HEIGHT,
+                                                                  overflow_y="auto"))
+        scroll.add_class("acpnb-frames-scroll")
         self.capabilities = widgets.HTML(layout=widgets.Layout(width="100%"))
         bar = widgets.HBox([self.method, self.session, self.follow, self.status],
                            layout=widgets.Layout(grid_gap="12px", align_items="center", flex_flow="row wrap"))
-        self.widget = widgets.VBox([bar, self.table, self.capabilities], layout=widgets.Layout(width="100%"))
+        self.widget = widgets.VBox([bar, scroll, self.capabilities], layout=widgets.Layout(width="100%"))
         self.widget.add_class("acpnb-inspector")
         for control in (self.method, self.session, self.follow):
             control.observe(self._on_control, names="value")
@@ -282,21 +291,17 @@ class ProtocolInspector:
             self._applying = False
 
     def _render(self) -> None:
-        shown = self.visible()
-        following = self.follow.value
-        rows = shown[-self.rows:] if following else shown
+        rows = self.visible()
         check_rows(rows)
         self._held = 0
-        self.table.value = table_html(rows, total=len(self._analyzer.rows), max_height=None if following else "32em")
+        self.table.value = table_html(rows, total=len(self._analyzer.rows))
         self.capabilities.value = capabilities_html(capabilities(self._analyzer.rows))
-        self._render_status(len(shown) - len(rows))
+        self._render_status()
 
-    def _render_status(self, hidden: int = 0) -> None:
+    def _render_status(self) -> None:
         notes = []
         if self._held:
             notes.append(f"{self._held} new frames held back: tick Follow newest to see them")
-        elif hidden:
-            notes.append(f"{hidden} earlier frames not shown: untick Follow newest to browse them all")
         if not _schema.available():
             notes.append(f"schema checks are off: {_schema.INSTALL_HINT}")
         text = escape("; ".join(notes), quote=False)
