@@ -293,3 +293,39 @@ def test_printing_from_another_thread_while_agent_code_runs_is_not_captured(tool
     _listed, (answer,) = call_all(tools.entry, [("run_code", {"code": code})])
     assert texts(answer) == "from the code\n"
     assert "from the worker" in capsys.readouterr().out
+
+
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    """A temporary directory with a path short enough for a socket in it (pytest's are not)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="kt-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_channel_left_by_a_killed_kernel_is_removed_when_the_next_opens(short_tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    tmp_path = short_tmp_path
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    dead = tmp_path / "acpnb-kt-dead"
+    dead.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(dead / "kernel.sock"))
+    listener.close()  # bound, never listening: what a killed kernel leaves
+    unrelated = tmp_path / "acpnb-kt-starting"
+    unrelated.mkdir()  # no socket yet: another kernel may be about to bind it
+    tools = KernelTools(namespace={})
+    run(tools.start())
+    try:
+        live = Path(entry_environment(tools.entry)["ACPNB_KERNEL_CHANNEL"]).parent
+        assert live.parent == tmp_path and live.exists()
+        assert not dead.exists() and unrelated.exists()
+    finally:
+        run(tools.close())

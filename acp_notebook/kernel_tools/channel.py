@@ -16,6 +16,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import socket
 import stat
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -69,10 +70,29 @@ def _private_directory() -> Path:
             continue
         if len(os.path.join(base, "acpnb-kt-XXXXXXXX", "kernel.sock")) > _MAX_SOCKET_PATH:
             continue
+        _remove_dead_channels(Path(base))
         path = Path(tempfile.mkdtemp(prefix="acpnb-kt-", dir=base))  # mkdtemp makes it 0700
         os.chmod(path, stat.S_IRWXU)
         return path
     raise OSError("no directory for the kernel tools' socket: set XDG_RUNTIME_DIR or TMPDIR to a short, writable path")
+
+
+def _remove_dead_channels(base: Path) -> None:
+    """Directories left by kernels that were killed (nothing closed them): a socket nobody listens on."""
+    for directory in base.glob("acpnb-kt-*"):
+        socket_path = directory / "kernel.sock"
+        try:
+            if directory.stat().st_uid != os.getuid() or not socket_path.is_socket():
+                continue
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(socket_path))
+            finally:
+                probe.close()
+        except ConnectionRefusedError:
+            shutil.rmtree(directory, ignore_errors=True)
+        except OSError:
+            continue
 
 
 class Channel:
