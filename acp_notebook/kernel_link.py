@@ -130,6 +130,7 @@ class KernelLink:
         self.entry: dict[str, Any] | None = None
         self.calls: list[KernelCall] = []  # calls made while no turn ran
         self._open: dict[str, KernelCall] = {}  # run_code calls asked or running, by code
+        self._turns: dict[str, Any] = {}  # call id -> the turn it began in, until it ends (a Turn)
         self.tools = KernelTools(policy=policy, ask=self._ask, on_event=self._on_event)
         self.closed = False
 
@@ -173,11 +174,11 @@ class KernelLink:
         turn = session._running if session is not None else None
         call = KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments={"code": code}, code=code,
                           status="asking")
-        self._open[code] = call
         if session is None or turn is None:
             self._note(call, status="refused", decision="refused: no turn is running in this session, so nobody "
                                                         "could be asked (kernel_tools='ask')")
             return False
+        self._open[code] = call
         self._note(call)
         tool_call = {"toolCallId": call.id, "title": "Run code in your kernel", "kind": "execute",
                      "rawInput": {"code": code}}
@@ -186,6 +187,8 @@ class KernelLink:
         chosen, reason = await decide_permission(session, permission)
         allowed = chosen == "allow"
         words = "allowed" if allowed else "rejected" if chosen == "reject" else "not answered"
+        if not allowed:
+            self._open.pop(code, None)
         self._note(call, status="running" if allowed else "refused",
                    decision=f"{words} ({reason})" if reason else words)
         return allowed
@@ -222,11 +225,17 @@ class KernelLink:
             logger.exception("could not record a kernel tool event %r", kind)
 
     def _note(self, call: KernelCall, **changes: Any) -> None:
-        """Apply ``changes`` to ``call`` and record it on the running turn (or on the link between turns)."""
+        """Apply ``changes`` to ``call`` and record it on the turn it began in (the running one when it began;
+        on the link when none ran). A call that ended is forgotten here: a later one is a new call."""
         for name, value in changes.items():
             setattr(call, name, value)
         session = self.session
-        turn = session._running if session is not None else None
+        turn = self._turns.get(call.id) or (session._running if session is not None else None)
+        ended = call.status not in ("asking", "running")
+        if ended:
+            self._turns.pop(call.id, None)
+        elif turn is not None:
+            self._turns[call.id] = turn
         if turn is not None:
             turn.record_kernel(call)
             return
