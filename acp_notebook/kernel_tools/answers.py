@@ -12,7 +12,7 @@ from typing import Any
 
 from .._redact import MASK, Redactor, secret_values
 
-__all__ = ["IMAGE_LIMIT", "TEXT_LIMIT", "Answer", "cap_text", "masked_value", "namespace_redactor", "secret_name"]
+__all__ = ["IMAGE_LIMIT", "TEXT_LIMIT", "Answer", "busy_message", "cap_text", "masked_value", "namespace_redactor", "secret_name"]
 
 TEXT_LIMIT = 20_000  # characters of text in one answer
 IMAGE_LIMIT = 1_000_000  # bytes of one PNG, before base64
@@ -55,6 +55,11 @@ def namespace_redactor(namespace: Mapping[str, Any]) -> Redactor:
     """Masks the values of the environment's secrets and of the namespace's secret-named strings."""
     strings = {name: value for name, value in list(namespace.items()) if type(value) is str}
     return Redactor([*secret_values(os.environ), *secret_values(strings)])
+
+
+def busy_message(waited: float) -> str:
+    return (f"the kernel is busy running a cell: waited {waited:g} s for it to finish; "
+            "try again when the user's cell is done")
 
 
 def masked_value(name: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from .answers import Answer, cap_text, masked_value, namespace_redactor, secret_name
 from .pictures import picture
 
-__all__ = ["HIDDEN_NAMES", "inspect_variable", "list_variables", "notebook_history", "user_variables"]
+__all__ = ["HIDDEN_NAMES", "current_shell", "inspect_variable", "list_variables", "notebook_history", "user_variables"]
 
 HIDDEN_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
 _LENGTH_TYPES = (str, bytes, bytearray, list, tuple, dict, set, frozenset, range, deque)
@@ -31,6 +31,12 @@ SAMPLE_ROWS = 50_000
 FULL_SCAN_BYTES = 1 << 30  # null counts scan the whole frame up to this size
 OUTPUT_CHARS = 500  # of one history entry's output
 SECTION_CHARS = 7_000  # of a frame's head and of its describe(), so that both fit in one answer
+
+
+def current_shell() -> Any:
+    """The IPython shell this process runs, or None (a plain script)."""
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
 
 
 def user_variables(namespace: Mapping[str, Any], hidden: Any = ()) -> dict[str, Any]:

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .. import _loop
-from .answers import IMAGE_LIMIT, TEXT_LIMIT, Answer, namespace_redactor
+from .answers import IMAGE_LIMIT, TEXT_LIMIT, Answer, busy_message, namespace_redactor
+from .namespace import current_shell
 from .pictures import figure_png, image_block
 from .policy import KernelToolEvent
 
@@ -200,9 +201,7 @@ def _traceback(error: BaseException) -> str:
 
 def run_code_here(code: str, namespace: Any, capture: Capture) -> Answer:
     """Run ``code`` in ``namespace`` (kernel thread). KeyboardInterrupt passes through to the pump."""
-    from .server import _shell
-
-    shell = _shell()
+    shell = current_shell()
     capture.redact = namespace_redactor(namespace).text
     try:
         tree = ast.parse(code, FILENAME)
@@ -241,8 +240,6 @@ def _show_result(value: Any, shell: Any, capture: Capture) -> None:
 async def run_code_tool(code: str, work: Callable[[Capture], Answer], timeout: float,
                         emit: Callable[[KernelToolEvent], None]) -> Answer:
     """Hand ``work`` to the kernel thread under ``timeout``; the answer, with events around it (loop)."""
-    from .server import busy_message
-
     capture = Capture()
     emit(KernelToolEvent("run_code_started", "run_code", {"code": code}, code=code))
     answer: Answer | None = None

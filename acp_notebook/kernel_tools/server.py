@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .. import _loop
-from .answers import Answer
+from .answers import Answer, busy_message
 from .channel import CHANNEL_ENV, TOKEN_ENV, Channel, LineReader, LineWriter
 from .policy import READ_ONLY_REFUSAL, REJECTED, KernelToolEvent, RunRequest, parse_policy
 from .tools import TOOLS, ArgumentError, argument
@@ -160,10 +160,10 @@ class KernelTools:
         return await self._read(inspect, f"inspecting {name!r}")
 
     async def _tool_notebook_history(self, arguments: dict[str, Any]) -> Answer:
-        from .namespace import notebook_history
+        from .namespace import current_shell, notebook_history
 
         n = argument("notebook_history", arguments, "n", int, 10)
-        return await self._read(lambda: notebook_history(_shell(), n), "reading the notebook's history")
+        return await self._read(lambda: notebook_history(current_shell(), n), "reading the notebook's history")
 
     async def _tool_propose_cell(self, arguments: dict[str, Any]) -> Answer:
         code = argument("propose_cell", arguments, "code", str)
@@ -195,7 +195,9 @@ class KernelTools:
         """The namespace the tools serve and the names hidden from listings (kernel thread)."""
         if self.namespace is not None:
             return self.namespace, ()
-        shell = _shell()
+        from .namespace import current_shell
+
+        shell = current_shell()
         if shell is not None:
             return shell.user_ns, getattr(shell, "user_ns_hidden", ())
         return vars(sys.modules["__main__"]), ()
@@ -225,16 +227,6 @@ class KernelTools:
 def _import_sdk() -> None:
     for module in ("mcp.types", "mcp.server.lowlevel", "mcp.server.stdio"):
         importlib.import_module(module)
-
-
-def busy_message(waited: float) -> str:
-    return (f"the kernel is busy running a cell: waited {waited:g} s for it to finish; "
-            "try again when the user's cell is done")
-
-
-def _shell() -> Any:
-    ipython = sys.modules.get("IPython")
-    return ipython.get_ipython() if ipython is not None else None
 
 
 def _version() -> str:
