@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from .jupyterlab import JupyterLabServer, LabPage, screenshot_dir, write_notebook
-from .test_saved_notebook import _BROKEN_JS, restart_kernel, save, start_cell
+from .test_saved_notebook import _BROKEN_JS, menu, restart_kernel, save, start_cell
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 FIRST_PROMPT = "new topic: Owls and their nests"
@@ -101,3 +101,37 @@ def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, 
     finally:
         context.close()
     assert json.loads((root / RUNNING).read_text()) == saved  # reopening wrote nothing
+
+
+def _saved_turn_after(lab_page: LabPage, server: JupyterLabServer, name: str, command: str) -> str:
+    """Run a turn until it waits for a permission click, end the kernel with the Kernel menu's ``command``,
+    save: the text of the turn's saved output."""
+    root = server.root_dir
+    (root / "notes.txt").write_text("first line\nsecond line\n")
+    write_notebook(root / name, RUNNING_CELLS)
+    lab_page.open_notebook(name)
+    lab_page.run_cell(0)
+    start_cell(lab_page, 1)
+    lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=lab_page.output(1))
+    if command == "kernelmenu:restart":
+        restart_kernel(lab_page)
+    else:
+        menu(lab_page, "Kernel", command)
+        lab_page.page.get_by_text("No Kernel").first.wait_for()
+    saved = save(lab_page, server, name)
+    (output,) = saved["cells"][1]["outputs"]
+    assert WIDGET_MIME not in output["data"]
+    return "".join(output["data"]["text/plain"])
+
+
+def test_a_turn_whose_kernel_shuts_down_is_saved_ended(lab_page: LabPage, jupyterlab_server: JupyterLabServer) -> None:
+    text = _saved_turn_after(lab_page, jupyterlab_server, "shut_down_owls.ipynb", "kernelmenu:shutdown")
+    assert "· cancelled ·" in text.splitlines()[0] and "waiting" not in text and "live in" not in text
+
+
+def test_a_turn_whose_kernel_restarts_keeps_its_last_live_form(lab_page: LabPage,
+                                                               jupyterlab_server: JupyterLabServer) -> None:
+    """The case the kernel cannot fix: JupyterLab drops what a kernel it restarts sends last, so the turn's
+    output keeps the form it had while it waited (README, "Saving and sharing notebooks")."""
+    text = _saved_turn_after(lab_page, jupyterlab_server, "restarted_owls.ipynb", "kernelmenu:restart")
+    assert "· waiting · live in a running kernel" in text.splitlines()[0]
