@@ -90,6 +90,14 @@ def _log_shown(b: dict[str, Any]) -> Any:
     return found
 
 
+def _workspace_setup(b: dict[str, Any]) -> Any:
+    found = _get(b, "workspaces", "setup")
+    if not found:
+        return None
+    return tuple(_get(found, method, part, "median") for part in ("setup_s", "diff_and_remove_s")
+                 for method in ("worktree", "copy")) + (found.get("megabytes"),)
+
+
 ROWS: list[Row] = [
     ("1 client", "20,000-chunk turn, acp-notebook / bare SDK client", "<= 1.0x",
      lambda b: _get(b, "client", "ratio"), _x, lambda v: v <= 1.0),
@@ -144,6 +152,15 @@ ROWS: list[Row] = [
      "< 50 ms", lambda b: (_get(b, "kernel_tools", "start", "median"),
                            _get(b, "kernel_tools", "first_connection", "median")),
      lambda v: f"{_ms(v[0])} [{_ms(v[1])}]", lambda v: v[0] < 0.050),
+    ("8 workspaces", "a trial's workspace of a 100 MB repository, made and noted: git worktree; copy (median) "
+     "[diff and removal after the turn]", "< 1 s", _workspace_setup,
+     lambda v: f"{_s(v[0])}; {_s(v[1])} [{_s(v[2])}; {_s(v[3])}] ({v[4]:g} MB)", lambda v: max(v[0], v[1]) < 1.0),
+    ("8 workspaces", "workspace sweep, 100 samples x 3 models at concurrency 8: a trial's time beyond its turn and "
+     "its check (median) [wall time x 8 / trials beyond them; one trial at a time]", "< 50 ms",
+     lambda b: (_get(b, "workspaces", "overhead", "overhead_per_trial_s", "median"),
+                _get(b, "workspaces", "overhead", "wall_per_slot_minus_turn_and_check_s"),
+                _get(b, "workspaces", "overhead_one_at_a_time", "overhead_per_trial_s", "median")),
+     lambda v: f"{_ms(v[0])} [{_ms(v[1])}; {_ms(v[2])}]", lambda v: v[0] < 0.050),
 ]
 
 
@@ -170,11 +187,16 @@ def render_table(results: dict[str, Any]) -> str:
             (_get(d, "load", "load_average_start") for d in (_get(found, "by_delay") or {}).values()), None)
         if load:
             loads.append(f"{name} {load[0]}")
+    elsewhere = [f"{name} on {_get(found, 'machine', 'cpu')} ({_get(found, 'machine', 'cores')} cores), "
+                 f"{found.get('started')}, commit {_get(found, 'machine', 'commit')}"
+                 for name, found in benchmarks.items() if isinstance(found, dict) and found.get("machine")]
     lines += ["", f"Machine: {info.get('cpu')}, {info.get('cores')} cores, {info.get('memory_gib')} GiB; "
                   f"{info.get('os')}; Python {info.get('python')}; {packages}.",
               f"Run: {results.get('started')} ({results.get('mode')} mode, commit {info.get('commit')}); "
               f"1-minute load average as each benchmark started: {', '.join(loads) or 'n/a'}. "
               f"Commands: `.venv/bin/python bench/run.py` (each script's own command is in results.json)."]
+    if elsewhere:
+        lines.append(f"Run separately: {'; '.join(elsewhere)}.")
     return "\n".join(lines)
 
 

@@ -36,6 +36,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "kernel_tools": ("kernel_tools.py", ["--rounds", "7"],
                      ["--variables", "50", "--frame-rows", "1000", "--inspect-rows", "1000", "--calls", "5",
                       "--rounds", "1"]),
+    "workspaces": ("workspaces.py", ["--mb", "100", "--files", "2000", "--trials", "10", "--samples", "100"],
+                   ["--mb", "2", "--files", "40", "--trials", "1", "--samples", "2"]),
 }
 
 

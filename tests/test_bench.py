@@ -35,7 +35,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
 @pytest.mark.slow  # the quick benchmark run of the `results` fixture
 def test_every_benchmark_runs_and_reports_its_machine(results: dict) -> None:
     assert results["mode"] == "quick"
-    assert set(results["benchmarks"]) == {"client", "proxy", "notebook", "sweeps", "startup", "memory", "kernel_tools"}
+    assert set(results["benchmarks"]) == {"client", "proxy", "notebook", "sweeps", "startup", "memory", "kernel_tools",
+                                          "workspaces"}
     machine = results["machine"]
     assert machine["cores"] and machine["python"] and "agent-client-protocol" in machine["packages"]
     for name, found in results["benchmarks"].items():
@@ -120,3 +121,14 @@ def test_a_relay_ends_when_its_client_or_agent_does(relay: str, gone: str) -> No
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_the_workspace_benchmark_reports_set_up_and_overhead(results: dict) -> None:
+    found = results["benchmarks"]["workspaces"]
+    for method in ("worktree", "copy"):
+        assert found["setup"][method]["method"] == method
+        assert _summary(found["setup"][method]["setup_s"]) and _summary(found["setup"][method]["diff_and_remove_s"])
+    overhead = found["overhead"]
+    assert overhead["trials"] == 6 and _summary(overhead["overhead_per_trial_s"]) and _summary(overhead["turn_s"])
+    assert "wall_per_slot_minus_turn_and_check_s" in overhead and overhead["check_s"] > 0
+    assert "8 workspaces" in report.render_table(results)

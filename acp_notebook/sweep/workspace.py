@@ -36,7 +36,7 @@ __all__ = ["CommandResult", "Workspace", "WorkspaceError", "WorkspaceSettings", 
 
 OUTPUT_LIMIT = 64 * 1024   # bytes of a command's output kept (the tail)
 DIFF_FILE_LIMIT = 2 * 1024 * 1024  # larger files are named in a diff, not compared line by line
-RACY_WINDOW_NS = 2_000_000_000  # a file changed this soon after the snapshot is compared by content
+RACY_WINDOW_NS = 100_000_000  # a file whose time is this close to the snapshot is compared by content (coarse clocks)
 EMPTY = ""  # a sample's ``workspace`` field that asks for an empty directory
 _SKIP = {".git"}  # never part of a copy's diff
 
