@@ -320,6 +320,7 @@ async def run_attempt(trial: Trial, pool: AgentPool, settings: TrialSettings) ->
     transient = False
     try:
         workspace = await make_workspace(trial, settings, row, attempt)
+        attempt.phase = "starting the agent"
         session = await open_session(pool, trial.agent_name, trial.value, settings, row, trial.confirmed_id, attempt,
                                      workspace=workspace)
         attempt.phase = "prompt"
