@@ -329,3 +329,29 @@ def test_a_channel_left_by_a_killed_kernel_is_removed_when_the_next_opens(short_
         assert not dead.exists() and unrelated.exists()
     finally:
         run(tools.close())
+
+
+def test_a_message_over_the_line_limit_ends_the_connection_with_the_bridges_line(
+        namespace: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from acp_notebook.kernel_tools import channel
+
+    monkeypatch.setattr(channel, "LINE_LIMIT", 4096)
+    tools = KernelTools(policy="allow", namespace=namespace)
+    run(tools.start())
+    errlog_path = tmp_path / "bridge.err"
+
+    async def go() -> BaseException | None:
+        with errlog_path.open("w") as errlog:
+            async with open_kernel_tools(tools.entry, errlog=errlog) as session:
+                try:
+                    await asyncio.wait_for(session.call_tool("run_code", {"code": "#" * 10_000}), TIMEOUT)
+                except Exception as exc:  # noqa: BLE001 - the error is what this test looks at
+                    return exc
+                return None
+
+    try:
+        assert run(go()) is not None
+    finally:
+        run(tools.close())
+    assert errlog_path.read_text().strip().splitlines() == [
+        "acp-notebook kernel bridge: the kernel's channel closed (the kernel restarted or its session ended)"]

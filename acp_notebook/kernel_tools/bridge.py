@@ -61,6 +61,8 @@ def _read_line(sock: socket.socket) -> bytes:
 
 
 def _pump_stdin(sock: socket.socket, ended: threading.Event) -> None:
+    """stdin -> socket; ``ended`` is set only when the agent ends our input (a failed send means the
+    kernel's side went away, which the main thread reports)."""
     try:
         while True:
             data = os.read(0, _CHUNK)
@@ -68,7 +70,7 @@ def _pump_stdin(sock: socket.socket, ended: threading.Event) -> None:
                 break
             sock.sendall(data)
     except OSError:
-        pass
+        return
     ended.set()
     try:
         sock.shutdown(socket.SHUT_WR)  # the kernel's server sees the end of input and finishes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -27,6 +28,7 @@ from .bridge import CHANNEL_ENV, HANDSHAKE_OK, TOKEN_ENV
 __all__ = ["CHANNEL_ENV", "TOKEN_ENV", "Channel", "HANDSHAKE_OK", "LINE_LIMIT"]
 
 HANDSHAKE_TIMEOUT_S = 10.0
+log = logging.getLogger(__name__)
 # One MCP message is one line; a run_code request carries a whole cell of code, an answer an image.
 LINE_LIMIT = 32 * 1024 * 1024
 # sockaddr_un holds about 107 bytes of path.
@@ -41,7 +43,11 @@ class LineReader:
 
     async def __aiter__(self) -> AsyncIterator[str]:
         while True:
-            line = await self._reader.readline()
+            try:
+                line = await self._reader.readline()
+            except ValueError:  # a line over LINE_LIMIT: the connection ends, its bridge says so
+                log.warning("a message over %d bytes came through the kernel tools' channel; closing it", LINE_LIMIT)
+                return
             if not line:
                 return
             yield line.decode("utf-8", errors="replace")
