@@ -268,3 +268,16 @@ def test_a_kernel_restart_during_a_call_ends_the_call_and_the_bridge(kernel: Ker
     assert _loop.run_sync(go(), TIMEOUT * 2) is not None, "the call answered although its kernel restarted"
     assert errlog_path.read_text().strip().splitlines() == [
         "acp-notebook kernel bridge: the kernel's channel closed (the kernel restarted or its session ended)"]
+
+
+def test_an_agents_tool_calls_run_while_a_cell_blocks_in_session_prompt_or_awaits_aprompt(kernel: Kernel) -> None:
+    """The demo agent (a subprocess) calls run_code through its bridge during the turn of a cell that waits
+    for that very turn: blocking in ``session.prompt()``, then awaiting ``session.aprompt()``."""
+    kernel.run("import acp_notebook as acpnb\n"
+               "agent = acpnb.start('demo', kernel_tools='allow')\n"
+               "session = agent.new_session()")
+    blocking = kernel.run("turn = session.prompt('run made_in_turn = 3')\nprint(made_in_turn, turn.stop_reason)")
+    assert blocking["stdout"] == "3 end_turn\n"
+    awaiting = kernel.run("turn = await session.aprompt('compute made_in_turn * 14')\nprint('42' in turn.text)")
+    assert awaiting["stdout"] == "True\n"
+    kernel.run("agent.close()")
