@@ -9,11 +9,13 @@ BIN := $(VENV)/bin
 SDK1 := agent-client-protocol==1.0.0rc3
 SDK1_DIR := $(VENV)/sdk1
 
+# An editable install leaves out the package's data files, so the saving server extension is enabled by
+# copying its config into the venv. (A comment here, not in the recipe: make would print it, and a
+# person reading `make demo` would take "by hand" as something left for them to do.)
 $(VENV)/.installed-all: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all]'
-	# An editable install leaves out the package's data files: enable the saving server extension by hand.
 	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
 	cp jupyter-config/jupyter_server_config.d/acp_notebook.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	touch $@

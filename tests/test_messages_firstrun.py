@@ -103,6 +103,8 @@ def test_make_demo_names_only_what_its_install_provides():
     demo = makefile[makefile.index("\ndemo:"):].split("\n\n")[0]
     assert "$(BIN)/jupyter lab" in demo and "demo: install" in demo
     assert "install: $(VENV)/.installed-all" in makefile and "-e '.[all]'" in makefile
+    install = makefile[makefile.index("\n$(VENV)/.installed-all:"):].split("\n\n")[0]
+    assert not [line for line in (demo + install).splitlines() if line.startswith("\t#")]  # make would print them
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
