@@ -186,6 +186,17 @@ def test_closing_the_agent_closes_every_channel_and_policy_changes_reach_open_se
     assert all(s.kernel_tools.closed for s in sessions)
 
 
+def test_through_the_proxy_the_agent_behind_it_reaches_the_kernel(main_ns, tmp_path):
+    main_ns(numbers=[3, 1, 4])
+    with acpnb.start_proxy({"demo": "demo"}, kernel_tools="read-only", cwd=tmp_path, timeout=TIMEOUT) as proxy:
+        session = proxy.new_session()
+        session.set("model", "demo:fast")
+        assert "[3, 1, 4]" in session.prompt("what is in numbers?", timeout=TIMEOUT).text
+        resumed = proxy.resume_session(session.id)
+        assert resumed.kernel_tools is not session.kernel_tools and session.kernel_tools.closed
+        assert "[3, 1, 4]" in resumed.prompt("what is in numbers?", timeout=TIMEOUT).text
+
+
 # --- the demo agent uses the tools over MCP --------------------------------------------------------
 def test_the_demo_answers_with_the_real_columns_of_a_dataframe(start_demo, main_ns):
     pd = pytest.importorskip("pandas")
