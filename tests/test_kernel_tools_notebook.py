@@ -330,3 +330,41 @@ def test_the_question_shows_the_code_it_asks_about_and_is_saved_with_it(monkeypa
     assert "acpnb-kernel-code" in waiting and "data.csv" in waiting and "Waiting for an answer: Allow | Reject" in waiting
     prompt.choose("reject")
     assert "You chose: Reject." in prompt.static_html() and "data.csv" in prompt.static_html()
+
+
+def test_the_first_proposal_goes_below_a_waiting_cell_and_the_others_say_copy(monkeypatch, tmp_path):
+    import comm
+    from comm.base_comm import BaseComm
+
+    from acp_notebook.widgets.chat import TurnView
+
+    class QuietComm(BaseComm):
+        def publish_msg(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    monkeypatch.setattr(comm, "create_comm", lambda **kwargs: QuietComm(**kwargs))
+    placed: list[str] = []
+    with acpnb.start("demo", cwd=tmp_path, kernel_tools="off") as agent:
+        session = agent.new_session()
+        turns = [Turn("plot", session.id, session=session) for _ in range(2)]
+        waiting, returned = (TurnView(turn, place_cell=placed.append) for turn in turns)
+        waiting.cell_waiting = True  # as cells.py sets it while the %%acp cell waits for its turn
+        calls = [KernelCall(id=f"k{i}", tool="propose_cell", code=f"df.plot({i})", status="proposed") for i in range(3)]
+
+        async def propose() -> None:
+            for call in calls[:2]:
+                turns[0].record_kernel(call)
+            turns[1].record_kernel(calls[2])
+
+        _loop.run_sync(propose(), TIMEOUT)
+        assert placed == ["df.plot(0)"]  # JupyterLab makes one cell of an execute reply: the first proposal
+        plain = turn_forms(waiting.snapshot())["text/plain"]
+        assert plain.count("Proposed as a new cell below this one") == 1 and "Copy it into a cell" in plain
+        assert "Copy it into a cell" in turn_forms(returned.snapshot())["text/plain"]  # its cell no longer runs
+
+        async def finish() -> None:
+            for turn in turns:
+                turn.finish({"stopReason": "end_turn"}, None)
+
+        _loop.run_sync(finish(), TIMEOUT)
+        assert waiting.finished.result(TIMEOUT) is turns[0] and returned.finished.result(TIMEOUT) is turns[1]
