@@ -232,10 +232,10 @@ class Workspace:
     async def create(cls, source: str, root: Path, name: str) -> Workspace:
         root.mkdir(parents=True, exist_ok=True)
         path = root / name
-        if path.exists():  # left by an earlier attempt of the same trial
-            await asyncio.to_thread(_remove_tree, path)
         method = workspace_method(source)
         workspace = cls(path, source, method)
+        if path.exists():  # kept by an earlier attempt or run of the same trial (keep_workspaces=True)
+            await workspace.remove()
         if method == "empty":
             path.mkdir()
         elif method == "worktree":
