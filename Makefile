@@ -75,6 +75,7 @@ screenshots: install-dev
 recordings: install-dev
 	bash scripts/install-agents.sh
 	$(BIN)/python tests/interop/record_sessions.py
+	$(BIN)/python tests/interop/record_sessions.py --kernel
 
 # Every benchmark of bench/ (about 10 minutes): bench/results.json and the table in bench/README.md.
 # BENCH_ONLY=client,proxy runs a subset and updates just those results.

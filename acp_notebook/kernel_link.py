@@ -152,8 +152,7 @@ class KernelLink:
 
     @policy.setter
     def policy(self, value: str) -> None:
-        if not self.closed:
-            self.tools.policy = value
+        self.tools.policy = value
 
     async def close(self) -> None:
         """Close the channel (idempotent): the bridge the agent runs gets refused from now on."""

@@ -1,5 +1,6 @@
 """The protocol inspector on the ``kernel`` entry of session/new, load and resume: what it says the
-server is, how it is reached, the policy in force, and that its token never shows.
+server is, how it is reached, the policy in force, and that its token never shows; and the recorded
+real-agent sessions that used the kernel tools, replayed offline.
 
 The frames here are the ones a client writes down: passed through the Redactor as ``Agent.log`` and
 recordings pass them (the token's value is not in any environment the redactor knows: the name rule
@@ -9,9 +10,16 @@ of ``env`` lists masks it).
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
+import pytest
+
+import acp_notebook as acpnb
 from acp_notebook._redact import Redactor
-from acp_notebook.frames import analyze, Analyzer
+from acp_notebook.frames import Analyzer, analyze
+from acp_notebook.record import Recording
+from acp_notebook.testing import replay_script
 from acp_notebook.widgets._frames_html import frames_text, row_html
 from acp_notebook.widgets.inspector import ProtocolInspector
 
@@ -85,3 +93,37 @@ def test_the_name_rule_masks_secret_entries_of_env_and_headers_lists_only():
                                               {"name": "HOME_DIR", "value": "/h"}, {"name": "MODE", "value": "fast"}]
     assert masked["configOptions"] == frame["configOptions"]
     assert not redactor.finds({"configOptions": frame["configOptions"], "env": [{"name": "MODE", "value": "x"}]})
+
+
+# --- the recorded real-agent sessions (tests/interop/record_sessions.py --kernel) ------------------------
+KERNEL_RECORDINGS = Path(__file__).resolve().parents[1] / "notebooks" / "recordings" / "kernel-tools"
+
+
+@pytest.mark.parametrize("name, prefix", [("claude", "mcp__kernel__"), ("opencode", "kernel_")])
+def test_a_recorded_kernel_session_replays_offline_and_the_inspector_explains_it(tmp_path, name, prefix):
+    path = KERNEL_RECORDINGS / f"{name}.acp.jsonl"
+    run = replay_script(path, cwd=tmp_path)
+    (turn,) = run.turns
+    assert turn.stop_reason == "end_turn" and turn.text.endswith("Kernel answered: 1491")
+    assert [(c.title, c.status) for c in turn.tool_calls] == [(f"{prefix}list_variables", "completed"),
+                                                              (f"{prefix}run_code", "completed")]
+    # Claude asked before each MCP call (answered as recorded); the kernel's own Allow is no ACP frame.
+    assert len(turn.permissions) == (2 if name == "claude" else 0)
+    rows = analyze({"dir": f.direction, "t": f.t, "msg": f.msg} for f in Recording.load(path).frames)
+    (new,) = [r for r in rows if r.method == "session/new" and r.kind == "request"]
+    assert new.summary.endswith("\u00b7 mcp: kernel") and "masked (***)" in new.servers[0]
+    (entry,) = new.msg["params"]["mcpServers"]
+    assert {e["name"]: e["value"] for e in entry["env"]}["ACPNB_KERNEL_TOKEN"] == "***"
+
+
+def test_a_live_inspector_names_the_policy_in_force_and_never_the_token(tmp_path):
+    with acpnb.start([sys.executable, "-m", "acp_notebook.demo"], cwd=tmp_path, kernel_tools="read-only",
+                     timeout=30) as agent:
+        session = agent.new_session()
+        token = {e["name"]: e["value"] for e in session.kernel_tools.entry["env"]}["ACPNB_KERNEL_TOKEN"]
+        inspector = agent.inspector()
+        static = inspector._static()
+        inspector.close()
+        assert "Policy in force: read-only: the reading tools answer; run_code is refused." in static["text/html"]
+        assert "mcp: kernel" in static["text/plain"]
+        assert token not in json.dumps(static) and token not in json.dumps(list(agent.log))

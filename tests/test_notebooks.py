@@ -222,3 +222,19 @@ def test_teaching_notebook_walks_through_recorded_real_agents(teaching):
     assert "gemini-cli 0.61.0: mode=default (from modes), model=auto (from models)" in four
     recorded = [t for t in inspector_tables(teaching) if "ses_df89edcd1ffe9bR2M95m4mAq4J" in t]
     assert recorded and "50 frames" in recorded[0]  # the whole recording, opened without an agent
+
+
+def test_teaching_notebook_explains_the_kernel_entry_and_makes_a_kernel_tool_call(teaching):
+    # Part 1's session/new already carries the entry; 3.6 explains it from a real agent's recording.
+    assert "mcp: kernel" in texts(code_cell(teaching, "session = agent.new_session()"))
+    recorded = texts(code_cell(teaching, "from acp_notebook.widgets.inspector import summarize_frames"))
+    assert "MCP servers offered to the session" in recorded
+    assert "kernel: acp-notebook&#x27;s own MCP server" in recorded and "masked (***)" in recorded
+    assert "&quot;ACPNB_KERNEL_TOKEN&quot;" in recorded and "&quot;***&quot;" in recorded
+    calls = texts(code_cell(teaching, "tool_rows = "))
+    assert calls.count("mcp__kernel__list_variables") >= 2 and "mcp__kernel__run_code" in calls
+    assert "session/request_permission" in calls
+    # The demo agent, live: list_variables and inspect_variable over MCP, df's real columns in the reply.
+    live = texts(code_cell(teaching, "import pandas as pd"))
+    assert "kernel: list_variables" in live and "kernel: inspect_variable" in live
+    assert "- city: str, 0" in live and "- rain_mm: int64, 0" in live

@@ -1,7 +1,10 @@
-"""Helpers the interop tests share: reading a Turn's stream, cancelling mid-stream, permission kinds."""
+"""Helpers the interop tests share: reading a Turn's stream, cancelling mid-stream, permission kinds, and the
+setting of the kernel tools' sessions (test_interop_kernel_tools.py and record_sessions.py --kernel)."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import Any
 
@@ -63,3 +66,40 @@ def assert_cancelled_mid_stream(turn: acpnb.Turn) -> None:
     assert turn.stop_reason == "cancelled", turn
     # The stream was cut: the reply stops short of its last word.
     assert turn.text and not turn.text.rstrip().endswith("word30"), turn.text
+
+
+# --- the notebook's kernel tools (the MCP server named `kernel`) ---------------------------------------
+KERNEL_CODE = "total = int(df['rain_mm'].sum()); total"
+KERNEL_PROMPT = f"kernel {KERNEL_CODE}"  # the model server's command: list_variables, then run_code
+KERNEL_ANSWER = "Kernel answered: 1491"
+RUN_TITLE = "Run code in your kernel"  # the kernel tools' own Allow / Reject question under "ask"
+
+
+def kernel_frame() -> Any:
+    """The DataFrame the kernel tools find as `df`."""
+    import pandas as pd
+
+    return pd.DataFrame({"city": ["Oslo", "Lima", "Pune"], "rain_mm": [763, 6, 722]})
+
+
+def served_namespace() -> dict[str, Any]:
+    """Where the kernel tools look outside a Jupyter kernel: the IPython shell's namespace, else __main__'s."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
+
+
+def allow_everything(asked: list[dict[str, Any]]) -> Any:
+    """A permission policy that clicks Allow (once) on every question and keeps each one's tool call."""
+
+    def click(request: Any) -> str:
+        asked.append(request.tool_call)
+        options = {o.get("kind"): o["optionId"] for o in request.options}
+        return options.get("allow_once") or request.options[0]["optionId"]
+
+    return click
+
+
+def bridge_env() -> dict[str, str]:
+    """The kernel tools' bridge runs as the agent's child: it must import this checkout of acp_notebook."""
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}

@@ -1,6 +1,7 @@
 """Record a session with each pinned real agent, offline, for replay (notebooks/recordings/NAME.acp.jsonl).
 
     .venv/bin/python tests/interop/record_sessions.py [claude opencode codex gemini] [--out DIR]
+    .venv/bin/python tests/interop/record_sessions.py --kernel [claude opencode] [--out DIR]
 
 (`make recordings` runs it for all four.) Each agent runs as in the interop tests: installed by
 scripts/install-agents.sh, a fresh HOME, no network, its model calls answered by the scripted
@@ -10,6 +11,11 @@ turn that writes a file through a tool call after a permission request, and sess
 carries the titles these agents give their sessions. Keys in the environment are masked by the
 recorder. The session's cwd is WORK, a fixed path, so the recorded prompts read the same on
 every machine that replays them.
+
+With --kernel (claude and opencode; into recordings/kernel-tools/): a session offered the
+notebook's kernel tools under the "ask" policy, with a DataFrame `df` in the namespace they serve,
+and one turn in which the model lists the variables, then runs code after an Allow (the answer:
+"Kernel answered: 1491"). The session/new frame carries the `kernel` entry, its token masked.
 
 Agents change: re-run this after bumping a pinned version, and check the replay tests.
 """
@@ -23,7 +29,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from agent_setups import AGENTS, home_env
+from agent_setups import AGENTS, AgentSetup, home_env
+from interop_support import KERNEL_PROMPT, allow_everything, bridge_env, kernel_frame, served_namespace
 from model_server import ModelServer
 
 import acp_notebook as acpnb
@@ -57,13 +64,19 @@ CONFIG_STEPS: dict[str, Callable[[acpnb.Session], None]] = {
 }
 
 
-def record(name: str, out: Path, server: ModelServer) -> Path:
+def _prepare(name: str) -> AgentSetup:
+    """The agent's setup, once it is known to be installed; WORK emptied for its session."""
     setup = AGENTS[name]
     if not setup.installed():
         raise SystemExit(f"{name}: {setup.package}@{setup.version} is not installed; run scripts/install-agents.sh")
     if WORK.exists():
         shutil.rmtree(WORK)
     WORK.mkdir(parents=True)
+    return setup
+
+
+def record(name: str, out: Path, server: ModelServer) -> Path:
+    setup = _prepare(name)
     path = out / f"{name}.acp.jsonl"
     with tempfile.TemporaryDirectory(prefix=f"acp-rec-{name}-") as home:
         spec = setup.spec(Path(home), server)
@@ -79,18 +92,39 @@ def record(name: str, out: Path, server: ModelServer) -> Path:
     return path
 
 
+KERNEL_AGENTS = ("claude", "opencode")
+
+
+def record_kernel(name: str, out: Path, server: ModelServer) -> Path:
+    """A session with the notebook's kernel tools (see the module docstring)."""
+    setup = _prepare(name)
+    served_namespace()["df"] = kernel_frame()
+    path = out / f"{name}.acp.jsonl"
+    with tempfile.TemporaryDirectory(prefix=f"acp-rec-{name}-") as home:
+        spec = setup.spec(Path(home), server)
+        with acpnb.start(spec, cwd=WORK, inherit_env=False, env={**home_env(Path(home)), **bridge_env()}, record=path,
+                         permission=allow_everything([]), kernel_tools="ask", timeout=90) as agent:
+            agent.new_session().prompt(KERNEL_PROMPT, timeout=TURN_TIMEOUT)
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("agents", nargs="*", default=list(AGENTS), help="default: all four")
-    parser.add_argument("--out", type=Path, default=ROOT / "notebooks" / "recordings")
+    parser.add_argument("agents", nargs="*", help="default: all four (with --kernel: claude and opencode)")
+    parser.add_argument("--out", type=Path, help="default: notebooks/recordings (with --kernel: its kernel-tools/)")
+    parser.add_argument("--kernel", action="store_true", help="sessions that use the notebook's kernel tools")
     args = parser.parse_args(argv)
-    unknown = [a for a in args.agents if a not in AGENTS]
+    known = KERNEL_AGENTS if args.kernel else tuple(AGENTS)
+    names = args.agents or list(known)
+    unknown = [a for a in names if a not in known]
     if unknown:
-        parser.error(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join(AGENTS)}")
-    args.out.mkdir(parents=True, exist_ok=True)
+        parser.error(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    out = args.out or ROOT / "notebooks" / "recordings" / ("kernel-tools" if args.kernel else "")
+    out.mkdir(parents=True, exist_ok=True)
     with ModelServer() as server:
-        for name in args.agents:
-            print(f"{name}: recorded {record(name, args.out, server)}", file=sys.stderr)
+        for name in names:
+            path = (record_kernel if args.kernel else record)(name, out, server)
+            print(f"{name}: recorded {path}", file=sys.stderr)
     return 0
 
 
