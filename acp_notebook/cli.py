@@ -19,15 +19,25 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 def _usage() -> str:
-    width = max(map(len, SUBCOMMANDS))
-    lines = ["usage: acp-notebook COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<{width}}  {help_}" for name, (_, _, help_) in SUBCOMMANDS.items()]
-    lines += ["", "`acp-notebook COMMAND --help` shows a command's options."]
-    return "\n".join(lines)
+    from . import _term
+
+    rows = [["", name, help_] for name, (_, _, help_) in SUBCOMMANDS.items()]
+    table = _term.table(["", "", ""], rows, _term.width(), wrapped={2}).split("\n", 1)[1]  # no header line
+    return "\n".join(["usage: acp-notebook COMMAND [ARGS...]", "", "commands:", table, "",
+                      "`acp-notebook COMMAND --help` shows a command's options."])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): nothing is wrong, so no traceback. Python would also
+        # complain when it flushes stdout at exit, hence stdout pointed at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
+
+
+def _run(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
@@ -37,13 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module_name, function_name, _ = SUBCOMMANDS[name]
     runner: Callable[[list[str]], int | None] = getattr(import_module(module_name), function_name)
-    try:
-        return int(runner(rest) or 0)
-    except BrokenPipeError:
-        # The reader stopped early (`| head`): nothing is wrong, so no traceback. Python would also
-        # complain when it flushes stdout at exit, hence stdout pointed at /dev/null first.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141  # as a shell reports a command ended by SIGPIPE
+    return int(runner(rest) or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -152,7 +152,8 @@ class KernelLink:
 
     @policy.setter
     def policy(self, value: str) -> None:
-        self.tools.policy = value
+        if not self.closed:
+            self.tools.policy = value
 
     async def close(self) -> None:
         """Close the channel (idempotent): the bridge the agent runs gets refused from now on."""

@@ -92,6 +92,10 @@ def test_secret_values_are_masked_wherever_they_appear() -> None:
     assert "correct-horse" not in namespace.inspect_variable(found, "config").text_of()
     assert "***DB_PASSWORD***" in namespace.inspect_variable(found, "config").text_of()
     assert namespace.inspect_variable(found, "DB_PASSWORD").text_of().startswith("DB_PASSWORD = *** (masked")
+    settings = {"settings": {"region": "eu", "api_key": "k-1", "nested": [{"password": "p"}]}}
+    assert namespace.inspect_variable(settings, "settings").text_of() == (
+        "settings: dict\n{'api_key': '***', 'nested': [{'password': '***'}], 'region': 'eu'}")
+    assert settings["settings"]["api_key"] == "k-1"  # the user's own object is left as it was
 
 
 def test_an_unknown_variable_names_close_ones() -> None:

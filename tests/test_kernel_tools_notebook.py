@@ -182,6 +182,10 @@ def test_closing_the_agent_closes_every_channel_and_policy_changes_reach_open_se
     assert [s.kernel_tools.policy for s in sessions] == ["read-only", "read-only"]
     with pytest.raises(ValueError, match="agent.kernel_tools"):
         agent.kernel_tools = "maybe"
+    agent.kernel_tools = "off"  # the channels close: the agent's bridge is cut off, reading tools too
+    assert all(s.kernel_tools.closed for s in sessions)
+    agent.kernel_tools = "ask"
+    assert agent.new_session().kernel_tools.policy == "ask"
     agent.close()
     assert all(s.kernel_tools.closed for s in sessions)
 

@@ -114,3 +114,9 @@ def test_error_colours_follow_the_terminal_no_color_and_ipythons_setting():
     for text in (_ipython_error(["--colors=NoColor"]), _ipython_error([], env=_env(NO_COLOR="1")),
                  _ipython_error([], terminal=False)):
         assert "AcpError: boom" in text and "Hint: do x" in text and "\x1b[31m" not in text and "\x1b[2m" not in text
+
+
+def test_the_commands_list_fits_the_terminal():
+    done = subprocess.run([*CLI, "--help"], env=_env(COLUMNS="60"), capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0 and widest(done.stdout) <= 60
+    assert "  replay      serve a recorded session on stdio, as the" in done.stdout

@@ -178,3 +178,16 @@ def test_the_manifest_records_the_workspace_settings(project, tmp_path):
     assert manifest["parameters"]["workspace"] == str(project) and manifest["parameters"]["setup"] == "true"
     assert manifest["parameters"]["workspaces_in"] == str(tmp_path / "run" / "workspaces")
     assert res.rows[0]["status"] == "ok"
+
+
+def test_a_kept_workspace_is_replaced_when_its_trial_runs_again(repo, tmp_path):
+    first = acpnb.sweep(["write one to a.txt"], ["demo:fast"], workspace=repo, out=tmp_path / "run",
+                        keep_workspaces=True, progress=False)
+    kept = Path(first.rows[0]["workspace_path"])
+    (kept / "stale.txt").write_text("left from the first run")
+    again = acpnb.sweep(["write one to a.txt"], ["demo:fast"], workspace=repo, out=tmp_path / "run",
+                        keep_workspaces=True, retry_failed=True, scorers=[command("test ! -e stale.txt", name="fresh")],
+                        progress=False)
+    row = again.rows[0]
+    assert row["status"] == "ok" and row["score_fresh"] == 1.0 and row["workspace_path"] == str(kept)
+    assert len(git(repo, "worktree", "list").splitlines()) == 2  # the repository and the one kept workspace

@@ -30,6 +30,7 @@ MAX_ROWS = 100  # rows a head may show
 SAMPLE_ROWS = 50_000
 FULL_SCAN_BYTES = 1 << 30  # null counts scan the whole frame up to this size
 OUTPUT_CHARS = 500  # of one history entry's output
+MASKED_ITEMS = 10_000  # dicts and lists up to this length are searched for secret-named keys
 SECTION_CHARS = 7_000  # of a frame's head and of its describe(), so that both fit in one answer
 
 
@@ -128,8 +129,10 @@ def inspect_variable(namespace: Mapping[str, Any], name: str, rows: int = 10, hi
     image = picture(value)
     if image is not None:
         return image
-    text = _describe_text(name, value, rows)
-    return Answer.text(namespace_redactor(namespace).text(text))
+    redactor = namespace_redactor(namespace)
+    if type(value) in (dict, list) and len(value) <= MASKED_ITEMS:
+        value = redactor.masked(value)  # a copy only when it holds a secret: {"api_key": ...} shows ***
+    return Answer.text(redactor.text(_describe_text(name, value, rows)))
 
 
 def _describe_text(name: str, value: Any, rows: int) -> str:

@@ -54,9 +54,16 @@ examples:
 """
 
 
+# Written out: argparse never breaks a group of exclusive options, so its own usage line for the
+# dataset sources ran past an 80-column terminal. The options themselves are listed below it.
+USAGE = """%(prog)s --model AGENT:MODEL [--model ...]
+                          (--prompt TEXT | --prompts FILE | --dataset FILE |
+                           --tasks DIR) [options]"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="acp-notebook sweep", epilog=EPILOG, formatter_class=_term.ParagraphHelpFormatter,
+        prog="acp-notebook sweep", epilog=EPILOG, usage=USAGE, formatter_class=_term.ParagraphHelpFormatter,
         description="Send a dataset's prompts to several agent:model ids, score the replies, and summarise "
                     "accuracy, latency, tokens and cost per model.")
     add = parser.add_argument

@@ -36,7 +36,9 @@ __all__ = ["CommandResult", "Workspace", "WorkspaceError", "WorkspaceSettings", 
 
 OUTPUT_LIMIT = 64 * 1024   # bytes of a command's output kept (the tail)
 DIFF_FILE_LIMIT = 2 * 1024 * 1024  # larger files are named in a diff, not compared line by line
-RACY_WINDOW_NS = 100_000_000  # a file whose time is this close to the snapshot is compared by content (coarse clocks)
+# A file whose time is this close to the snapshot is compared by content: the kernel stamps files with a coarse
+# clock (a tick of 4-10 ms), so a later write within the same tick could leave size and time unchanged.
+RACY_WINDOW_NS = 20_000_000
 EMPTY = ""  # a sample's ``workspace`` field that asks for an empty directory
 _SKIP = {".git"}  # never part of a copy's diff
 
@@ -120,8 +122,8 @@ def _kill_group(pid: int) -> None:
 
 
 def _git(args: list[str], cwd: str | os.PathLike[str], env: Mapping[str, str] | None = None,
-         check: bool = True) -> str:
-    done = subprocess.run(["git", *args], cwd=os.fspath(cwd), capture_output=True, text=True,
+         check: bool = True, stdin: str | None = None) -> str:
+    done = subprocess.run(["git", *args], cwd=os.fspath(cwd), capture_output=True, text=True, input=stdin,
                           env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}, check=False)
     if check and done.returncode != 0:
         raise WorkspaceError(f"git {' '.join(args[:2])} failed in {cwd}: {done.stderr.strip()[-500:]}")
@@ -232,10 +234,10 @@ class Workspace:
     async def create(cls, source: str, root: Path, name: str) -> Workspace:
         root.mkdir(parents=True, exist_ok=True)
         path = root / name
-        if path.exists():  # left by an earlier attempt of the same trial
-            await asyncio.to_thread(_remove_tree, path)
         method = workspace_method(source)
         workspace = cls(path, source, method)
+        if path.exists():  # kept by an earlier attempt or run of the same trial (keep_workspaces=True)
+            await workspace.remove()
         if method == "empty":
             path.mkdir()
         elif method == "worktree":
@@ -248,11 +250,10 @@ class Workspace:
         return workspace
 
     async def mark_start(self, *, after_setup: bool) -> None:
-        """Record what the agent is given: the tree (worktrees) or each file's size and time (copies)."""
+        """Record what the agent is given: each file's size and time, and for worktrees the tree too."""
         if self.method == "worktree":
             self.start_tree = await asyncio.to_thread(self._tree) if after_setup else \
                 (await asyncio.to_thread(_git, ["rev-parse", "HEAD^{tree}"], self.path)).strip()
-            return
         current = await asyncio.to_thread(snapshot, self.path)
         if after_setup and self.method == "copy":
             await asyncio.to_thread(self._save_setup_changes, current)
@@ -287,16 +288,32 @@ class Workspace:
         return {"GIT_OBJECT_DIRECTORY": str(objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "objects")}
 
     def _tree(self) -> str:
+        """The workspace as it is now, as a tree object (in the trial's own object directory)."""
         env = self._object_env()
         _git(["add", "--all", "."], self.path, env)
         return _git(["write-tree"], self.path, env).strip()
 
+    def _changed(self) -> list[str]:
+        """Paths whose size or time differs from the start (or whose time is too close to it to tell)."""
+        now = snapshot(self.path)
+        return [relative for relative in sorted(set(now) | set(self.start))
+                if self.start.get(relative) != now.get(relative)
+                or (relative in now and now[relative][1] >= self.started_ns - RACY_WINDOW_NS)]
+
     def _git_diff(self) -> tuple[str, int]:
+        """``git diff`` of the starting tree against the index, once the changed paths are added to it. Only
+        those paths are handed to git: with second-granular index times it would otherwise re-read every file
+        of a fresh checkout ("racily clean") to find the few that changed."""
+        changed = self._changed()
+        if not changed:
+            return "", 0
         env = self._object_env()
-        end = self._tree()
-        names = _git(["diff", "--name-only", "--no-renames", self.start_tree or "HEAD", end], self.path, env)
-        text = _git(["-c", "core.quotepath=off", "diff", "--no-color", "--no-ext-diff", "--no-renames",
-                     self.start_tree or "HEAD", end], self.path, env)
+        _git(["add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul"], self.path, env,
+             stdin="\0".join(changed))
+        base = self.start_tree or "HEAD"
+        names = _git(["diff", "--cached", "--name-only", "--no-renames", base], self.path, env)
+        text = _git(["-c", "core.quotepath=off", "diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames",
+                     base], self.path, env)
         return text, len([n for n in names.splitlines() if n.strip()])
 
     def _baseline(self, relative: str) -> Path | None:
@@ -307,32 +324,25 @@ class Workspace:
         return Path(self.source) / relative
 
     def _copy_diff(self) -> tuple[str, int]:
-        now = snapshot(self.path)
         parts: list[str] = []
-        for relative in sorted(set(now) | set(self.start)):
-            before, after = self.start.get(relative), now.get(relative)
-            racy = after is not None and after[1] >= self.started_ns - RACY_WINDOW_NS
-            if before == after and not racy:
-                continue
-            old = _read(self._baseline(relative)) if before is not None else None
-            new = _read(self.path / relative) if after is not None else None
-            if old == new:
-                continue
-            parts.append(file_diff(relative, old, new))
+        for relative in self._changed():
+            old = _read(self._baseline(relative)) if relative in self.start else None
+            new = _read(self.path / relative) if os.path.lexists(self.path / relative) else None
+            if old != new:
+                parts.append(file_diff(relative, old, new))
         return "".join(parts), len(parts)
 
     # --- the end ------------------------------------------------------------------------------
     async def remove(self) -> None:
-        if self.method == "worktree":
-            async with _repo_lock(self.source):
-                await asyncio.to_thread(_git, ["worktree", "remove", "--force", str(self.path)], self.source, None,
-                                        False)
+        """Delete the copy (and what was kept beside it); a worktree's registration goes with ``worktree prune``
+        (``worktree remove`` would first re-read every file to look for changes)."""
         for path in (self.path, self.path.with_name(self.path.name + ".start"),
                      self.path.with_name(self.path.name + ".objects")):
             if path.exists():
                 await asyncio.to_thread(_remove_tree, path)
         if self.method == "worktree":
-            await asyncio.to_thread(_git, ["worktree", "prune"], self.source, None, False)
+            async with _repo_lock(self.source):
+                await asyncio.to_thread(_git, ["worktree", "prune"], self.source, None, False)
 
 
 _LOCKS: dict[str, asyncio.Lock] = {}
