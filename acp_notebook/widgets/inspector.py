@@ -42,10 +42,11 @@ REFRESH_INTERVAL = 0.5
 SAVE_INTERVAL = 2.0  # quiet time before the saved form is refreshed
 SAVE_AT_LEAST = 30.0  # ... or this long into a burst of frames that does not end
 UPDATE_PREFIX = "session/update#"
-# The live table scrolls in a box of its own (a widget) that outlives each redraw of the table's HTML,
-# so the reader's place is kept: it opens at the top (initialize first), stays where the reader
-# scrolled while frames arrive, and a box scrolled to its end stays at the end as rows are added,
-# so the table follows them (tests/browser/test_messages_browser.py checks both in chromium).
+# The live table scrolls in a box of its own (a widget) that outlives each redraw of the table's HTML:
+# it opens at the top (initialize first) and new frames join at the bottom without moving the reader.
+# Two things it cannot do: follow new frames once the reader scrolls to the end (no scroll position
+# reaches the kernel from a plain widget; that needs a frontend extension), and keep the place when the
+# saved form is refreshed after a burst of frames (JupyterLab rebuilds the view: back to the top).
 SCROLL_HEIGHT = "32em"
 
 
@@ -149,8 +150,8 @@ class ProtocolInspector:
         self.session = widgets.Dropdown(options=[("all sessions", ALL_SESSIONS)], value=ALL_SESSIONS,
                                         description="Session", style=style, layout=auto)
         self.follow = widgets.Checkbox(value=True, description="Follow newest", indent=False, layout=auto,
-                                       tooltip="New frames join the table as they arrive (scrolled to its end, the "
-                                               "table follows them); untick to hold the table still while you read")
+                                       tooltip="New frames join the table as they arrive; untick to hold the table "
+                                               "still while you read (rows you opened stay open)")
         self.status = widgets.HTML()
         self.table = widgets.HTML(layout=widgets.Layout(width="100%"))
         scroll = widgets.VBox([self.table], layout=widgets.Layout(width="100%", max_height=SCROLL_HEIGHT,
