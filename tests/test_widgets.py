@@ -518,7 +518,9 @@ def test_a_panel_output_follows_the_session_and_closes_static(comms, demo, shown
     session.prompt("new topic: Herons")
     flush_all()
     latest = outputs_of(shown, live)[-1]  # a live output is marked so (see acp_notebook/saving.py)
-    assert latest.metadata == {"acp_notebook": {"session": {"title": "Herons"}, "live": True}}
+    ours = latest.metadata["acp_notebook"]
+    assert ours["session"] == {"title": "Herons"} and ours["live"]["pid"] > 0
+    assert "closed" in ours["live"]["ended"]["text/plain"] and "the kernel stopped" in ours["live"]["ended"]["text/plain"]
     assert "· open · live in a running kernel" in latest.data["text/plain"]  # what a notebook saved now shows
     panel.close("closed with %acp stop")
     final = outputs_of(shown, live)[-1]

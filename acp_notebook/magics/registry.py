@@ -14,19 +14,18 @@ replaced, never mutated.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 
 from ..client import Agent, Session, set_current
+from ..widgets.display import kernel_id
 from ..widgets.labels import agent_label
 from ..widgets.panel import SessionPanel
 from .records import SessionRecord
@@ -181,7 +180,7 @@ class NotebookAgents:
         if self._store is not None:
             notebook = self._notebook()
             self._store.save(record, notebook=str(notebook) if notebook else None, workdir=os.getcwd(),
-                             kernel_id=_kernel_id())
+                             kernel_id=kernel_id())
 
     def _watch(self, entry: AgentEntry, session: Session) -> None:
         """Rewrite the record when the agent changes the session's title or options (loop thread)."""
@@ -258,21 +257,6 @@ class NotebookAgents:
             len(named), f"its {len(named)} sessions ({', '.join(named)})")
         label = agent_label(sessions[0]) if sessions else entry.agent.name
         return f"Stopped agent '{entry.alias}' ({label}) and closed {what}; its panels show it closed."
-
-
-@functools.cache
-def _kernel_id() -> str | None:
-    """This kernel's id (its connection file is kernel-ID.json), when it runs under Jupyter. A process
-    that has not imported ipykernel is no kernel: nothing is imported for the question."""
-    if "ipykernel" not in sys.modules:
-        return None
-    try:
-        from ipykernel.connect import get_connection_file
-
-        name = Path(get_connection_file()).stem
-    except Exception:  # an IPython without a kernel app: there is no id to record
-        return None
-    return name.removeprefix("kernel-") or None
 
 
 def launch_of(spec: Any) -> dict[str, Any]:

@@ -10,8 +10,10 @@ An output that still holds the live widget is marked ``metadata["acp_notebook"][
 notebook saved then (the agent running, or the kernel gone before it could send the static
 forms: JupyterLab drops a restarting kernel's last messages) would otherwise keep a widget
 reference that a later JupyterLab renders as "Error displaying widget: model not found"
-instead of the static forms beside it. The server extension in saving.py drops the widget
-from marked outputs as the notebook is saved.
+instead of the static forms beside it. The mark says which kernel process holds the widget
+(host, pid, kernel id) and carries the forms the output takes when that process is gone
+(``ENDED``): the server extension in saving.py drops the widget from marked outputs as the
+notebook is saved, and puts those forms in when the kernel has ended meanwhile.
 
 Threads and ordering:
 
@@ -36,21 +38,27 @@ print again, from a background thread, into whatever runs then).
 
 from __future__ import annotations
 
+import functools
+import os
+import socket
+import sys
 import threading
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _loop
 
-__all__ = ["Bundle", "LiveDisplay", "close_widget_tree", "finalize_all", "flush_all", "open_displays"]
+__all__ = ["Bundle", "LiveDisplay", "close_widget_tree", "finalize_all", "flush_all", "kernel_id", "open_displays"]
 
 REFRESH_INTERVAL = 0.25
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STATIC_MIMES = ("text/html", "text/markdown", "text/plain")
 METADATA_KEY = "acp_notebook"  # as in magics/records.py
 LIVE_FLAG = "live"
+ENDED = "the kernel stopped"  # the reason a live output's forms for a gone kernel give
 
 
 @dataclass
@@ -72,13 +80,34 @@ class Bundle:
                 metadata.pop(METADATA_KEY)
         return Bundle({k: v for k, v in self.data.items() if k in STATIC_MIMES}, metadata)
 
-    def marked(self) -> Bundle:
-        """The bundle, its output marked live when it holds a widget (see the module docstring)."""
+    def marked(self, ended: dict[str, Any]) -> Bundle:
+        """The bundle, its output marked live when it holds a widget (see the module docstring); ``ended``:
+        the static forms for when this kernel is gone."""
         if WIDGET_MIME not in self.data:
             return self
         ours = self.metadata.get(METADATA_KEY)
-        mark = {**(ours if isinstance(ours, dict) else {}), LIVE_FLAG: True}
+        mark = {**(ours if isinstance(ours, dict) else {}), LIVE_FLAG: {**_kernel_process(), "ended": ended}}
         return Bundle(self.data, {**self.metadata, METADATA_KEY: mark})
+
+
+@functools.cache
+def kernel_id() -> str | None:
+    """This kernel's id (its connection file is kernel-ID.json), when it runs under Jupyter. A process
+    that has not imported ipykernel is no kernel: nothing is imported for the question."""
+    if "ipykernel" not in sys.modules:
+        return None
+    try:
+        from ipykernel.connect import get_connection_file
+
+        name = Path(get_connection_file()).stem
+    except Exception:  # an IPython without a kernel app: there is no id to record
+        return None
+    return name.removeprefix("kernel-") or None
+
+
+@functools.cache
+def _kernel_process() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "kernel": kernel_id()}
 
 
 _registry_lock = threading.Lock()
@@ -145,7 +174,7 @@ class LiveDisplay:
             self.shell = get_ipython()
             with self._flags:
                 final = self.final
-            bundle = self._render(True, "").static() if final else self._render(False, "").marked()
+            bundle = self._render(True, "").static() if final else self._live_bundle()
             display(bundle.data, raw=True, metadata=bundle.metadata, display_id=self.display_id)
             self._last = (bundle.static().data, bundle.metadata)
             with self._flags:
@@ -156,6 +185,12 @@ class LiveDisplay:
             if self.final:  # finalized meanwhile, before it was registered: do not keep it
                 with _registry_lock:
                     _open.pop(self.display_id, None)
+
+    def _live_bundle(self) -> Bundle:
+        bundle = self._render(False, "")
+        if WIDGET_MIME not in bundle.data:
+            return bundle
+        return bundle.marked(self._render(True, ENDED).static().data)
 
     def refresh(self) -> None:
         """Mark the output stale and publish it soon (any thread)."""
@@ -180,7 +215,7 @@ class LiveDisplay:
                 if self.final or not self._stale:
                     return
                 self._stale = False
-            bundle = self._render(False, "").marked()
+            bundle = self._live_bundle()
             seen = (bundle.static().data, bundle.metadata)
             if seen == self._last:
                 return
