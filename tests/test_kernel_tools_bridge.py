@@ -355,3 +355,35 @@ def test_a_message_over_the_line_limit_ends_the_connection_with_the_bridges_line
         run(tools.close())
     assert errlog_path.read_text().strip().splitlines() == [
         "acp-notebook kernel bridge: the kernel's channel closed (the kernel restarted or its session ended)"]
+
+
+SCRIPT = """
+import sys
+from acp_notebook import _loop
+from acp_notebook.kernel_tools import KernelTools
+from acp_notebook.kernel_tools.client import open_kernel_tools
+
+answer = 42
+tools = KernelTools(policy="allow")
+entry = _loop.run_sync(tools.start(), 30)
+
+async def agent():
+    async with open_kernel_tools(entry) as session:
+        listed = await session.call_tool("list_variables", {})
+        ran = await session.call_tool("run_code", {"code": "doubled = answer * 2"})
+        return listed, ran
+
+listed, ran = _loop.run_sync(agent(), 60)
+print([v["name"] for v in listed.structured_content["variables"]], ran.is_error, doubled)
+_loop.run_sync(tools.close(), 30)
+"""
+
+
+def test_outside_ipython_the_tools_serve_main_while_the_script_waits_in_our_call(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], env=bridge_env(None), capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == (
+        "['KernelTools', 'open_kernel_tools', 'answer', 'tools', 'entry', 'agent'] False 84")
