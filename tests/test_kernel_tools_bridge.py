@@ -186,7 +186,8 @@ def test_read_only_refuses_run_code_and_ask_asks(tools: KernelTools, namespace: 
     assert refused.is_error and texts(refused).startswith("refused: the kernel tools are read-only")
     assert 'AcpMagics.kernel_tools = "allow"' in texts(refused) and not listed.is_error
     tools.policy, tools.ask = "ask", ask
-    _listed, (rejected, allowed) = call_all(tools.entry, [("run_code", {"code": "b = 1"}), ("run_code", {"code": "c = 2"})])
+    _listed, (rejected, allowed) = call_all(tools.entry, [("run_code", {"code": "b = 1"}),
+                                                          ("run_code", {"code": "c = 2"})])
     assert rejected.is_error and texts(rejected) == "the user rejected running this code"
     assert not allowed.is_error and asked == ["b = 1", "c = 2"]
     assert "a" not in namespace and "b" not in namespace and namespace["c"] == 2

@@ -12,7 +12,8 @@ from typing import Any
 
 from .._redact import MASK, Redactor, secret_values
 
-__all__ = ["IMAGE_LIMIT", "TEXT_LIMIT", "Answer", "busy_message", "cap_text", "masked_value", "namespace_redactor", "secret_name"]
+__all__ = ["IMAGE_LIMIT", "TEXT_LIMIT", "Answer", "busy_message", "cap_text", "masked_value", "namespace_redactor",
+           "secret_name"]
 
 TEXT_LIMIT = 20_000  # characters of text in one answer
 IMAGE_LIMIT = 1_000_000  # bytes of one PNG, before base64

@@ -178,7 +178,8 @@ def _frame_text(name: str, df: Any, rows: int) -> str:
     parts = [f"{name}: pandas.DataFrame, {total_rows:,} rows x {total_cols:,} columns, "
              f"{human_bytes(_size(df))} (shallow)"]
     more = f" (the first {MAX_COLUMNS} of {total_cols})" if total_cols > MAX_COLUMNS else ""
-    parts.append(f"\ncolumns{more}: name, dtype, nulls" + (" (in a sample)" if nulls_from is sample and sampled else ""))
+    in_sample = " (in a sample)" if nulls_from is sample and sampled else ""
+    parts.append(f"\ncolumns{more}: name, dtype, nulls{in_sample}")
     for column in shown.columns:
         nulls = int(nulls_from[column].isna().sum()) if shown.columns.is_unique else "?"
         parts.append(f"- {column}: {shown[column].dtype}, {nulls}")

@@ -68,7 +68,8 @@ def picture(value: Any) -> Answer | None:
         png = figure_png(value)
         note = f"matplotlib Figure, {width:g} x {height:g} in, {len(value.axes)} axes"
         if png is None:
-            return Answer.text(note + f"; its PNG stays over {IMAGE_LIMIT:,} bytes even drawn small, so it was left out")
+            return Answer.text(f"{note}; its PNG stays over {IMAGE_LIMIT:,} bytes even drawn small, "
+                               "so it was left out")
         return Answer([{"type": "text", "text": note}, image_block(png)])
     if _is_pil_image(value):
         note = f"PIL image, {value.width} x {value.height}, mode {value.mode}"

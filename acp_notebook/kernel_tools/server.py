@@ -131,7 +131,7 @@ class KernelTools:
     # -- the tools -----------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Answer:
-        """Call one tool in process (what the MCP handler does; benchmarks and CellAgent use it too)."""
+        """Call one tool in process: what the MCP handler does for each tools/call (the benchmark calls it directly)."""
         self._emit(KernelToolEvent("tool_call", tool, dict(arguments)))
         handler = getattr(self, f"_tool_{tool}", None) if tool in TOOLS else None
         if handler is None:
