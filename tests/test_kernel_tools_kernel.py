@@ -281,3 +281,15 @@ def test_an_agents_tool_calls_run_while_a_cell_blocks_in_session_prompt_or_await
     awaiting = kernel.run("turn = await session.aprompt('compute made_in_turn * 14')\nprint('42' in turn.text)")
     assert awaiting["stdout"] == "True\n"
     kernel.run("agent.close()")
+
+
+def test_the_tools_still_reach_the_kernel_after_nest_asyncio_apply(kernel: Kernel, entry: dict[str, Any]) -> None:
+    pytest.importorskip("nest_asyncio")
+    kernel.run("import nest_asyncio\nnest_asyncio.apply()\nbefore = 1")
+    assert "before: int" in texts(call(entry, "list_variables"))  # the idle kernel's loop, patched
+    cell = kernel.run(AGENT_IN_KERNEL + (
+        "import asyncio\n"
+        "(_ran,) = asyncio.get_event_loop().run_until_complete(\n"
+        "    _acp_loop.run_async(_agent(('run_code', {'code': 'nested = before + 1'})), 60))\n"
+        "print(_ran.is_error, nested)"))
+    assert cell["stdout"] == "False 2\n"
