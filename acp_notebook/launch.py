@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shlex
 import shutil
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
@@ -20,7 +21,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = ["AgentSpec", "AgentStatus", "AgentTable", "agents", "agent_cache_dir", "auth_hint", "auto_auth_method",
-           "register", "resolve_spec", "spec_of", "user_agents_file"]
+           "register", "registry", "resolve_spec", "spec_of", "user_agents_file"]
 
 
 @dataclass(frozen=True)
@@ -349,7 +350,50 @@ def _builtin() -> dict[str, AgentSpec]:
     return {spec.name: spec for spec in (demo, claude, codex, gemini, opencode)}
 
 
-_registry: dict[str, AgentSpec] = _builtin()
+class AgentRegistry:
+    """The named agents: the built-in ones, the user's TOML file's (read on first use, and again when
+    the file's path changes) and those registered at run time. One per process (``registry``);
+    ``overlay()`` undoes what is registered inside it (for tests)."""
+
+    def __init__(self, specs: Mapping[str, AgentSpec]) -> None:
+        self._specs = dict(specs)
+        self._user_file: Path | None = None
+
+    def add(self, spec: AgentSpec) -> AgentSpec:
+        self._specs[spec.name] = spec
+        return spec
+
+    def get(self, name: str) -> AgentSpec | None:
+        self._read_user_file()
+        return self._specs.get(name)
+
+    def items(self) -> list[tuple[str, AgentSpec]]:
+        self._read_user_file()
+        return list(self._specs.items())
+
+    def names(self) -> list[str]:
+        self._read_user_file()
+        return list(self._specs)
+
+    def _read_user_file(self) -> None:
+        path = user_agents_file()
+        if self._user_file != path:
+            self._user_file = path
+            load_user_agents(path)
+
+    @contextlib.contextmanager
+    def overlay(self) -> Iterator[AgentRegistry]:
+        """Agents registered (or replaced, or read from a user file) inside the block are forgotten after it."""
+        saved, user_file = dict(self._specs), self._user_file
+        try:
+            yield self
+        finally:
+            self._specs.clear()
+            self._specs.update(saved)
+            self._user_file = user_file
+
+
+registry = AgentRegistry(_builtin())
 
 SpecLike = Union[str, Sequence[str], AgentSpec]
 
@@ -365,8 +409,7 @@ def register(name: str, spec: SpecLike | Mapping[str, Any], *, env: Mapping[str,
         made = _spec_from_mapping(name, spec)
     else:
         made = AgentSpec(name=name, command=tuple(_argv(spec)), env=dict(env or {}), description=description)
-    _registry[name] = made
-    return made
+    return registry.add(made)
 
 
 def _argv(command: str | Sequence[str]) -> list[str]:
@@ -409,26 +452,13 @@ def load_user_agents(path: Path | None = None) -> list[str]:
     return added
 
 
-_user_file_loaded: Path | None = None
-
-
-def _ensure_user_agents() -> None:
-    global _user_file_loaded
-    path = user_agents_file()
-    if _user_file_loaded != path:
-        _user_file_loaded = path
-        load_user_agents(path)
-
-
 def agents() -> AgentTable:
     """Every registered agent with whether (and how) it can start on this machine."""
-    _ensure_user_agents()
-    return AgentTable((name, spec.status()) for name, spec in _registry.items())
+    return AgentTable((name, spec.status()) for name, spec in registry.items())
 
 
 def registered(name: str) -> AgentSpec | None:
-    _ensure_user_agents()
-    return _registry.get(name)
+    return registry.get(name)
 
 
 def resolve_spec(spec: SpecLike, env: Mapping[str, str] | None = None) -> tuple[str, list[str], dict[str, str]]:
@@ -440,7 +470,7 @@ def resolve_spec(spec: SpecLike, env: Mapping[str, str] | None = None) -> tuple[
         if found is not None:
             return found.name, found.resolve(), {**found.env, **(env or {})}
         if shutil.which(spec.strip()) is None:
-            known = ", ".join(sorted(_registry))
+            known = ", ".join(sorted(registry.names()))
             raise AgentStartError(
                 f"unknown agent {spec!r}",
                 command=[spec],
@@ -465,5 +495,4 @@ def spec_of(spec: SpecLike) -> AgentSpec | None:
 
 
 def known_names() -> Iterable[str]:
-    _ensure_user_agents()
-    return list(_registry)
+    return registry.names()

@@ -35,8 +35,14 @@ def test_missing_program_falls_back_to_npx_or_says_what_to_install(monkeypatch, 
     assert acpnb.agents()["gemini"].how.startswith("npx")
 
 
-def test_register_and_resolve_specs(monkeypatch):
-    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
+@pytest.fixture
+def private_registry():
+    """Agents registered (and user files read) by a test are forgotten after it."""
+    with launch.registry.overlay():
+        yield
+
+
+def test_register_and_resolve_specs(private_registry):
     acpnb.register("mine", "python -m acp_notebook.demo --delay 0", env={"X": "1"})
     name, argv, env = launch.resolve_spec("mine", {"Y": "2"})
     assert (name, argv[-2:], env) == ("mine", ["--delay", "0"], {"X": "1", "Y": "2"})
@@ -48,9 +54,7 @@ def test_register_and_resolve_specs(monkeypatch):
         acpnb.register("empty", [])
 
 
-def test_user_toml_file_adds_agents(monkeypatch, tmp_path):
-    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
-    monkeypatch.setattr(launch, "_user_file_loaded", None)
+def test_user_toml_file_adds_agents(private_registry, monkeypatch, tmp_path):
     path = tmp_path / "agents.toml"
     path.write_text(f'[agents.local]\ncommand = ["{sys.executable}", "-m", "acp_notebook.demo"]\n'
                     'description = "my copy"\nenv = { ACP_DEMO_DELAY = "0" }\n')
@@ -60,8 +64,9 @@ def test_user_toml_file_adds_agents(monkeypatch, tmp_path):
     assert table["local"].spec.env == {"ACP_DEMO_DELAY": "0"}
     with acpnb.start("local", cwd=tmp_path) as agent:
         assert agent.info["name"] == "acp-notebook-demo"
-    path.write_text("[agents.broken\n")
-    monkeypatch.setattr(launch, "_user_file_loaded", None)
+    broken = tmp_path / "broken.toml"  # the file is read again when its path changes
+    broken.write_text("[agents.broken\n")
+    monkeypatch.setenv("ACP_NOTEBOOK_AGENTS_FILE", str(broken))
     with pytest.raises(ValueError, match="not valid TOML"):
         acpnb.agents()
 

@@ -36,9 +36,10 @@ def demo_with_delay(seconds: float) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def private_registry(monkeypatch):
+def private_registry():
     """Agents registered by a test disappear after it."""
-    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
+    with launch.registry.overlay():
+        yield
 
 
 def interval(row: dict) -> tuple[datetime, datetime]:

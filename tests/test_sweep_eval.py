@@ -25,11 +25,9 @@ PROXY = [sys.executable, "-m", "acp_notebook.proxy", "--agent", "d=demo"]
 
 @pytest.fixture(scope="module")
 def proxy_registered():
-    saved = dict(launch._registry)
-    acpnb.register("px", PROXY)
-    yield
-    launch._registry.clear()
-    launch._registry.update(saved)
+    with launch.registry.overlay():
+        acpnb.register("px", PROXY)
+        yield
 
 
 @pytest.fixture(scope="module")

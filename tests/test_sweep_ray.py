@@ -46,15 +46,13 @@ def cluster():
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """The dataset, the proxy registered under "px", and the local executor's run to compare with."""
-    saved = dict(launch._registry)
-    acpnb.register("px", PROXY)
-    workdir = tmp_path_factory.mktemp("ray")
-    dataset = arithmetic.write_dataset(workdir / "tasks.jsonl")
-    local = acpnb.sweep(dataset, MODELS, prompt=arithmetic.TEMPLATE, scorers=arithmetic.scorers(),
-                        out=workdir / "local", progress=False)
-    yield workdir, dataset, local
-    launch._registry.clear()
-    launch._registry.update(saved)
+    with launch.registry.overlay():
+        acpnb.register("px", PROXY)
+        workdir = tmp_path_factory.mktemp("ray")
+        dataset = arithmetic.write_dataset(workdir / "tasks.jsonl")
+        local = acpnb.sweep(dataset, MODELS, prompt=arithmetic.TEMPLATE, scorers=arithmetic.scorers(),
+                            out=workdir / "local", progress=False)
+        yield workdir, dataset, local
 
 
 def test_ray_gives_the_local_rows(cluster, setup):
@@ -101,8 +99,15 @@ class InterruptAfterFirstTrial(Progress):
             signal.pthread_kill(self.main_thread, signal.SIGINT)
 
 
-def test_an_interrupted_ray_sweep_keeps_what_finished_and_closes_the_workers_agents(cluster, tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
+@pytest.fixture
+def private_registry():
+    """Agents registered by the test disappear after it."""
+    with launch.registry.overlay():
+        yield
+
+
+def test_an_interrupted_ray_sweep_keeps_what_finished_and_closes_the_workers_agents(cluster, tmp_path,
+                                                                                      private_registry):
     acpnb.register("slowdemo", [sys.executable, "-m", "acp_notebook.demo", "--delay", "0.2"])
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
