@@ -11,7 +11,8 @@ What it answers:
 - ``session/prompt``: a turn of ``agent_message_chunk`` notifications, then ``end_turn``. Words of
   the form ``key=value`` in the prompt's text override the command line's settings for that turn:
   ``chunks=20000`` (how many), ``size=12`` (characters each), ``delay=0.02`` (seconds between two
-  chunks; none before the first), ``reply=1.0`` (spread the chunks over this many seconds instead).
+  chunks; none before the first), ``reply=1.0`` (spread the chunks over this many seconds instead),
+  ``tag=WORD`` (every chunk's text starts with ``[WORD]``: a load test tells whose chunk it got).
 - anything else: error -32601.
 
 Usage: python bench/agent.py [--chunks 10] [--size 12] [--delay 0]
@@ -91,20 +92,23 @@ class BenchAgent:
             self.answer(request_id, error={"code": -32601, "message": f"method not found: {method}"})
 
     # --- a turn --------------------------------------------------------------------
-    def settings(self, params: dict[str, Any]) -> dict[str, float]:
-        settings = dict(self.defaults)
+    def settings(self, params: dict[str, Any]) -> tuple[dict[str, float], str]:
+        """The turn's numeric settings and its tag ("" unless the prompt says ``tag=WORD``)."""
+        settings, tag = dict(self.defaults), ""
         for block in params.get("prompt") or []:
             for word in str(block.get("text", "")).split():
                 key, _, value = word.partition("=")
-                if key in settings and value:
+                if key == "tag":
+                    tag = value
+                elif key in settings and value:
                     settings[key] = float(value)
-        return settings
+        return settings, tag
 
     def turn(self, request_id: Any, params: dict[str, Any], cancelled: threading.Event) -> None:
-        settings = self.settings(params)
+        settings, tag = self.settings(params)
         chunks, size = int(settings["chunks"]), int(settings["size"])
         delay = settings["reply"] / max(1, chunks - 1) if settings["reply"] else settings["delay"]
-        text = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+        text = (f"[{tag}]" if tag else "") + ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
         line = (json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {
             "sessionId": params["sessionId"],
             "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}},

@@ -35,8 +35,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
 @pytest.mark.slow  # the quick benchmark run of the `results` fixture
 def test_every_benchmark_runs_and_reports_its_machine(results: dict) -> None:
     assert results["mode"] == "quick"
-    assert set(results["benchmarks"]) == {"client", "proxy", "notebook", "sweeps", "startup", "memory", "kernel_tools",
-                                          "workspaces"}
+    assert set(results["benchmarks"]) == {"client", "proxy", "load", "notebook", "sweeps", "startup", "memory",
+                                          "kernel_tools", "workspaces"}
     machine = results["machine"]
     assert machine["cores"] and machine["python"] and "agent-client-protocol" in machine["packages"]
     for name, found in results["benchmarks"].items():
@@ -52,6 +52,9 @@ def test_side_by_side_benchmarks_report_both_sides_and_their_ratio(results: dict
     per_trial = bench["sweeps"]["per_trial"]
     assert _summary(per_trial["bare_sdk"]) and _summary(per_trial["sweep"]) and "overhead_per_trial_s" in per_trial
     assert _summary(bench["sweeps"]["concurrency"]["concurrent"]) and bench["sweeps"]["concurrency"]["ratio"] > 0
+    load = bench["load"]
+    assert load["proxy"]["n"] == load["relay"]["n"] == load["sessions"] and load["ratio_median"] > 0
+    assert load["turns_checked"] == 4 * load["sessions"]  # a warm-up turn and a measured one, on each side
     for delay in bench["proxy"]["by_delay"].values():
         for metric in ("request", "turn"):
             for floor in ("metrics", "relay_metrics", "sdk_relay_metrics"):
