@@ -1,4 +1,6 @@
-"""The SDK's package registered without its package-level names until something reads them.
+"""The SDK's package registered without its package-level names until something reads them; and the one
+place that reaches into the SDK's private attributes (``raw_connection``, ``message_router``,
+``sdk_cancels_requests``), each checked, so that an SDK that moves one fails here with a clear message.
 
 Importing any module of the SDK (``acp.connection``) first runs ``acp/__init__.py``, and that
 builds every pydantic model of the protocol's schema: about 0.35 s on the build machine, most of
@@ -16,10 +18,13 @@ Any thread may call it; the package is set up under a lock and completed under a
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import threading
 from typing import Any
+
+__all__ = ["defer_sdk_package", "message_router", "raw_connection", "sdk_cancels_requests"]
 
 PACKAGE = "acp"
 
@@ -58,3 +63,32 @@ def _register_package() -> None:
 
     package.__getattr__ = __getattr__  # type: ignore[method-assign]
     sys.modules[PACKAGE] = package
+
+
+def raw_connection(agent_side: Any) -> Any:
+    """The ``acp.connection.Connection`` an ``AgentSideConnection`` wraps: it sends our dicts unchanged (the
+    typed side sends only its models, which drop `_custom` option categories and fields they do not know)."""
+    from acp.connection import Connection
+
+    raw = getattr(agent_side, "_conn", None)
+    if not isinstance(raw, Connection):
+        raise RuntimeError("the acp SDK's AgentSideConnection no longer exposes its Connection as _conn")
+    return raw
+
+
+def message_router(connection: Any) -> Any:
+    """The ``MessageRouter`` a ``Connection`` dispatches to (to add methods the SDK's agent router lacks)."""
+    from acp.router import MessageRouter
+
+    router = getattr(connection, "_handler", None)
+    if not isinstance(router, MessageRouter):
+        raise RuntimeError("the acp SDK's Connection no longer keeps its MessageRouter as _handler")
+    return router
+
+
+@functools.lru_cache(maxsize=1)
+def sdk_cancels_requests() -> bool:
+    """Whether the installed SDK sends $/cancel_request itself when a request is cancelled (its 1.x line does)."""
+    from acp.connection import Connection
+
+    return hasattr(Connection, "_send_cancel_request")

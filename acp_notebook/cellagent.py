@@ -57,6 +57,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, unknown_session
+from ._sdk import raw_connection
 from .kernel_link import kernel_entry, result_text
 
 __all__ = ["CellAgent", "CellSession", "KernelToolError", "TurnCancelled", "boolean", "select"]
@@ -542,12 +543,7 @@ class _Wire:
     def _raw(self) -> Any:
         # AgentSideConnection only sends typed updates, and its models drop `_custom` option
         # categories; the Connection it wraps sends our dicts unchanged (as the demo agent does).
-        from acp.connection import Connection
-
-        raw = getattr(self.connection, "_conn", None)
-        if not isinstance(raw, Connection):
-            raise RuntimeError("the acp SDK's AgentSideConnection no longer exposes its Connection as _conn")
-        return raw
+        return raw_connection(self.connection)
 
     async def send(self, session_id: str, update: dict[str, Any]) -> None:
         await self._raw().send_notification("session/update", {"sessionId": session_id, "update": update})

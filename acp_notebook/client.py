@@ -41,7 +41,6 @@ from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, client_
 from .connection import AgentConnection, files, transport_for
 from .connection.checks import odd_current_values, options_problem, update_problem
 from .connection.routing import Applier
-from .connection.transport import StdioTransport
 from .elicitation import ElicitationPolicy, ElicitationRequest
 from .elicitation import decide as decide_elicitation
 from .elicitation import response as elicitation_response
@@ -57,6 +56,7 @@ from .errors import (
     _data_details,
 )
 from ._redact import Redactor, secret_values
+from ._timeout import CANCEL_GRACE_S
 from .kernel_link import KernelLink, close_links, entry_secrets, resolve_policy, servers_with_kernel
 from .launch import AgentSpec, SpecLike, spec_of, terminal_login_command
 from .record.format import Recorder
@@ -74,8 +74,6 @@ logger = logging.getLogger(__name__)
 # 200,000-chunk one costs at most LOG_LIMIT_BYTES here.
 LOG_LIMIT = 100_000
 LOG_LIMIT_BYTES = 64 * 2**20
-# How long a turn the caller gave up on may take to end after session/cancel.
-CANCEL_GRACE_S = 5.0
 # Update kinds that belong to a turn (the others describe the session: its options, title, commands).
 TURN_UPDATES = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan",
                           "usage_update"})
@@ -195,10 +193,8 @@ class Agent:
         self.name = self.name or name
         self._redactor = Redactor([*secret_values(agent_env), *self.extra_secrets])
         # Masked: a key passed on the command line would otherwise show wherever the command is shown.
-        self.command = [self._redactor.text(str(part)) for part in getattr(transport, "argv", None)
-                        or [transport.description]]
-        if isinstance(transport, StdioTransport):
-            transport.stderr_listeners.append(self._fan_out_stderr)
+        self.command = [self._redactor.text(str(part)) for part in transport.command or [transport.description]]
+        transport.stderr_listeners.append(self._fan_out_stderr)
         if self._record_to is not None:
             self._recorder = self._new_recorder(self._record_to)
         self.connection = AgentConnection(

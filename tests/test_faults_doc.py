@@ -18,7 +18,7 @@ from pathlib import Path
 from acp_notebook import client
 from acp_notebook._process import STDERR_LINES_KEPT
 from acp_notebook.connection import files, transport
-from acp_notebook.proxy import backend, server
+from acp_notebook.proxy import backend, server, session
 from tests.test_faults import FAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def limits() -> list[tuple[str, str]]:
          f"`--probe-timeout` (default {server.DEFAULT_PROBE_TIMEOUT:g} s)"),
         ("Proxy: an agent's start", f"`--start-timeout` (default {server.DEFAULT_START_TIMEOUT:g} s)"),
         ("Proxy: every other request to an agent", f"{backend.DEFAULT_REQUEST_TIMEOUT:g} s (prompts: none)"),
-        ("Proxy: updates held for sessions not yet bound or known", f"{server.HELD_UPDATES_KEPT} per session, "
+        ("Proxy: updates held for sessions not yet bound or known", f"{session.HELD_UPDATES_KEPT} per session, "
          f"{backend.ORPHAN_UPDATES_KEPT} per unknown session id"),
     ]
 

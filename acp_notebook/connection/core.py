@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import json
 import os
@@ -47,6 +46,8 @@ from typing import Any, Literal
 
 from .._protocol import AUTH_REQUIRED, AUTH_RETRIED_METHODS, INTERNAL_ERROR, INVALID_REQUEST
 from .._redact import Redactor
+from .._sdk import sdk_cancels_requests
+from .._timeout import within
 from ..errors import (
     AcpError,
     AcpTimeoutError,
@@ -72,14 +73,6 @@ RequestHandler = Callable[[str, Any, bool], Awaitable[Any]]
 ExitHook = Callable[[], "Awaitable[None] | None"]
 
 _DEFAULT = object()  # "use the connection's request_timeout"
-
-
-@functools.lru_cache(maxsize=1)
-def _sdk_cancels_requests() -> bool:
-    """Whether the installed SDK sends $/cancel_request itself when a request is cancelled (its 1.x line does)."""
-    from acp.connection import Connection
-
-    return hasattr(Connection, "_send_cancel_request")
 
 
 # In the data of an error the connection made up itself, standing in for an answer it could not
@@ -297,7 +290,7 @@ class AgentConnection:
         try:
             with self.router.sending(apply) as slot:
                 sent = self._conn.send_request(method, params)
-                return await (sent if deadline is None else _within(sent, deadline))
+                return await (sent if deadline is None else within(sent, deadline))
         except (asyncio.CancelledError, asyncio.TimeoutError) as exc:
             if slot is not None:
                 self._cancel_request(method, slot.request_id)
@@ -327,7 +320,7 @@ class AgentConnection:
 
         Not for prompts (session/cancel is how a turn is stopped), and not when the SDK sends it itself
         (its 1.x line does, when a request is cancelled)."""
-        if request_id is None or method == "session/prompt" or self.state != "running" or _sdk_cancels_requests():
+        if request_id is None or method == "session/prompt" or self.state != "running" or sdk_cancels_requests():
             return
         task = asyncio.ensure_future(self.notify("$/cancel_request", {"requestId": request_id}))
         task.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -481,17 +474,6 @@ class AgentConnection:
             await self.transport.close()
         if self._exit_watch is not None:
             self._exit_watch.cancel()
-
-
-async def _within(awaitable: Awaitable[Any], seconds: float) -> Any:
-    """``asyncio.wait_for`` without the task it wraps the awaitable in, where Python has ``asyncio.timeout``
-    (3.11+): every request goes through here, and that task costs two more trips through the event
-    loop before the answer reaches its caller (a tenth of a proxied round trip)."""
-    timeout = getattr(asyncio, "timeout", None)
-    if timeout is None:
-        return await asyncio.wait_for(awaitable, seconds)
-    async with timeout(seconds):
-        return await awaitable
 
 
 class _Tap:

@@ -7,12 +7,13 @@ its peer: it starts it (``open``), ends it (``close``) and says when and how it 
 (``ended``, ``exit_code``, ``stderr_tail``), so that errors can name the cause.
 
 - ``StdioTransport``: an agent subprocess, newline-delimited JSON over its pipes. The framing
-  is ours rather than the SDK's ``NdjsonTransport`` so that every line the agent writes (not
-  JSON, not an object, too long) is reported to ``on_bad_frame`` and shows in the frame log
-  instead of vanishing into a logger. A line over the frame limit is skipped as it streams in;
-  when its first bytes show an answer or a request with an id, ``receive`` returns a
-  ``DroppedFrame`` saying so, and the connection fails that request at once (or answers the
-  agent's request with an error) instead of leaving someone waiting for its deadline.
+  (``_ndjson``, shared with the proxy's client link and the replay server) is ours rather than
+  the SDK's ``NdjsonTransport`` so that every line the agent writes (not JSON, not an object,
+  too long) is reported to ``on_bad_frame`` and shows in the frame log instead of vanishing into
+  a logger. A line over the frame limit is skipped as it streams in; when its first bytes show
+  an answer or a request with an id, ``receive`` returns a ``DroppedFrame`` saying so, and the
+  connection fails that request at once (or answers the agent's request with an error) instead
+  of leaving someone waiting for its deadline.
 - ``MemoryTransport``: an agent object living in this process (the demo agent, or one a
   learner wrote in a cell), served by the SDK's ``AgentSideConnection`` on a thread and loop of
   its own, so an agent that blocks cannot freeze the client's loop. Messages cross as JSON
@@ -29,30 +30,36 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import shlex
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from .._process import STDIO_LIMIT, AgentProcess
+from .._ndjson import (  # the framing's names stay importable from here
+    EXCERPT_CHARS,
+    FRAME_LIMIT,
+    DroppedFrame,
+    FrameHead,
+    LineReader,
+    LineWriter,
+    frame_head,
+    request_id_in,
+)
+from .._process import AgentProcess
 
 __all__ = ["FRAME_LIMIT", "DroppedFrame", "FrameHead", "MemoryTransport", "StdioTransport", "Transport", "frame_head",
            "request_id_in"]
 
 logger = logging.getLogger(__name__)
 
-# The largest frame read whole; a longer line is dropped (and reported) rather than buffered.
-FRAME_LIMIT = STDIO_LIMIT
-# How much of a bad frame is kept for the log.
-EXCERPT_CHARS = 300
-
 BadFrameSink = Callable[[str, str], None]  # (why it is bad, an excerpt of it)
 
 
 class Transport:
-    """The interface every transport implements (see the module docstring)."""
+    """The interface every transport implements (see the module docstring).
+
+    ``command`` is the peer's command line ([] when it is not a process); ``stderr_listeners`` are
+    called with each line the peer writes to stderr (a peer without one never calls them)."""
 
     description: str = "agent"
     pid: int | None = None
@@ -60,6 +67,15 @@ class Transport:
     def __init__(self) -> None:
         self.ended: asyncio.Event | None = None  # set when the peer is gone; made in open(), on the loop
         self.on_bad_frame: BadFrameSink | None = None
+        self._stderr_listeners: list[Callable[[str], None]] = []
+
+    @property
+    def command(self) -> list[str]:
+        return []
+
+    @property
+    def stderr_listeners(self) -> list[Callable[[str], None]]:
+        return self._stderr_listeners
 
     @property
     def exit_code(self) -> int | None:
@@ -92,18 +108,6 @@ class Transport:
             self.on_bad_frame(reason, excerpt[:EXCERPT_CHARS])
 
 
-def _loads(line: bytes) -> Any:
-    """``json.loads`` of one frame. A line that starts as UTF-8 JSON does (what NDJSON is) is decoded as
-    UTF-8 at once: given bytes, json.loads first sniffs for UTF-16 and UTF-32, a cost on every chunk."""
-    if line[:1] == b"{" and line[1:2] != b"\x00":
-        return json.loads(line.decode("utf-8", "surrogatepass"))
-    return json.loads(line)
-
-
-def encode(message: Mapping[str, Any]) -> bytes:
-    return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-
-
 class StdioTransport(Transport):
     """An agent subprocess speaking newline-delimited JSON on stdin/stdout (stderr drained)."""
 
@@ -114,6 +118,8 @@ class StdioTransport(Transport):
         self.description = shlex.join(self.argv)
         self.process = AgentProcess(self.argv, cwd=cwd, env=env)
         self.frame_limit = frame_limit
+        self._lines: LineReader | None = None
+        self._frames: LineWriter | None = None
 
     @property
     def pid(self) -> int | None:  # type: ignore[override]
@@ -122,6 +128,10 @@ class StdioTransport(Transport):
     @property
     def exit_code(self) -> int | None:
         return self.process.exit_code
+
+    @property
+    def command(self) -> list[str]:
+        return list(self.argv)
 
     @property
     def stderr_listeners(self) -> list[Callable[[str], None]]:
@@ -133,137 +143,22 @@ class StdioTransport(Transport):
     async def open(self) -> None:
         await self.process.spawn()
         self.ended = self.process.exited
+        self._lines = LineReader(self.process.stdout, limit=self.frame_limit, on_bad=self._bad_frame)
+        self._frames = LineWriter(self.process.stdin, closed="the agent's stdin is closed")
 
     async def send(self, message: dict[str, Any]) -> None:
-        stdin = self.process.stdin
-        if stdin.is_closing():
-            raise ConnectionError("the agent's stdin is closed")
-        stdin.write(encode(message))
-        await stdin.drain()
+        if self._frames is None:
+            raise ConnectionError("the agent is not started")
+        await self._frames.send(message)
 
     async def receive(self) -> dict[str, Any] | None:
-        while True:
-            line = await self._read_line()
-            if line is None:
-                return None
-            if isinstance(line, DroppedFrame):
-                return line
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                message = _loads(text)
-            except ValueError:
-                self._bad_frame("not JSON", text.decode("utf-8", "replace"))
-                continue
-            except RecursionError:  # the decoder gives up on deep nesting this way, not with a ValueError
-                self._bad_frame("JSON nested too deeply", text[:EXCERPT_CHARS].decode("utf-8", "replace"))
-                continue
-            if not isinstance(message, dict):
-                self._bad_frame("not a JSON object", text.decode("utf-8", "replace"))
-                continue
-            return message
-
-    async def _read_line(self) -> bytes | DroppedFrame | None:
-        """One line, or None at EOF. A line longer than the frame limit is skipped (and reported)
-        while it streams in, so it never sits whole in memory; b"" stands for it, or a
-        DroppedFrame when its first bytes name a request or an answer with an id."""
-        reader = self.process.stdout
-        head = b""
-        skipped = 0
-        while True:
-            try:
-                line = await reader.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                if skipped:
-                    self._report_oversized(head, skipped + len(exc.partial))
-                    return None
-                return exc.partial or None
-            except asyncio.LimitOverrunError as exc:
-                chunk = await reader.readexactly(exc.consumed)
-                head = head or chunk[:EXCERPT_CHARS * 4]
-                skipped += len(chunk)
-                continue
-            if skipped:
-                return self._report_oversized(head, skipped + len(line))
-            if len(line) > self.frame_limit:
-                return self._report_oversized(line[:EXCERPT_CHARS * 4], len(line))
-            return line
-
-    def _report_oversized(self, head: bytes, size: int) -> bytes | DroppedFrame:
-        reason = f"a {size / 2**20:.1f} MiB line, over the {self.frame_limit / 2**20:g} MiB frame limit"
-        excerpt = head.decode("utf-8", "replace")
-        self._bad_frame(f"{reason}: dropped", excerpt)
-        found = frame_head(excerpt)
-        if found.kind in ("response", "request") and found.id is not None:
-            return DroppedFrame(found, reason)
-        return b""
+        return await self._lines.read() if self._lines is not None else None
 
     async def close(self) -> None:
         await self.process.terminate()
 
     async def settle(self) -> None:
         await self.process.settle()
-
-
-@dataclass(frozen=True)
-class FrameHead:
-    """What the first bytes of a frame say about it (for a frame too large to parse)."""
-
-    kind: Literal["response", "request", "notification"] | None
-    id: int | str | None = None
-    method: str | None = None
-
-
-# One leading member of a JSON-RPC object whose value is a scalar: "jsonrpc", "id" or "method".
-_LEADING_MEMBER = re.compile(r'\s*"(jsonrpc|id|method)"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*"|null)\s*,')
-# The member after them, whose value is the (large) rest: it tells an answer from a request.
-_BODY_MEMBER = re.compile(r'\s*"(result|error|params)"\s*:')
-
-
-def frame_head(excerpt: str) -> FrameHead:
-    """Read ``jsonrpc``, ``id`` and ``method`` from the start of a frame's text, up to its body.
-
-    Only the leading members are read (the SDKs write them first); a frame whose first bytes
-    do not look like that gives ``FrameHead(None)``: nothing is guessed.
-    """
-    text = excerpt.lstrip()
-    if not text.startswith("{"):
-        return FrameHead(None)
-    position, members = 1, {}
-    while (match := _LEADING_MEMBER.match(text, position)) is not None:
-        members[match.group(1)] = json.loads(match.group(2))
-        position = match.end()
-    body = _BODY_MEMBER.match(text, position)
-    if body is None:
-        return FrameHead(None)
-    request_id, method = members.get("id"), members.get("method")
-    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
-        request_id = None
-    if body.group(1) == "params" or isinstance(method, str):
-        kind: Literal["response", "request", "notification"] = "request" if "id" in members else "notification"
-        return FrameHead(kind, request_id, method if isinstance(method, str) else None)
-    return FrameHead("response", request_id)
-
-
-def request_id_in(excerpt: str) -> int | str | None:
-    """The ``id`` of a response, read from the start of its text (for a frame too large to parse)."""
-    head = frame_head(excerpt)
-    return head.id if head.kind == "response" else None
-
-
-class DroppedFrame(dict):  # type: ignore[type-arg]
-    """Returned by ``receive`` in place of a request or answer too large to read.
-
-    A distinct type, not a marker key: nothing an agent writes can decode to it. The
-    connection turns it into an error for the request it answered, or an error answer to
-    the agent's request; it never reaches the SDK or the frame log as it is.
-    """
-
-    def __init__(self, head: FrameHead, reason: str) -> None:
-        super().__init__()
-        self.head = head
-        self.reason = reason
 
 
 class _AgentThreadLogs(logging.Filter):
@@ -313,6 +208,7 @@ class MemoryTransport(Transport):
         self._agent_inbox: asyncio.Queue[str | None] | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._serving = False
         self._stopped = threading.Event()
         self._closed = False
         self._last_words: list[str] = []
@@ -328,6 +224,9 @@ class MemoryTransport(Transport):
                                         name=f"acp-memory-agent-{type(self.agent).__name__}")
         self._thread.start()
         await asyncio.get_running_loop().run_in_executor(None, self._ready.wait)
+        if not self._serving:  # its thread ended before it could serve (it sets _ready on its way out too)
+            raise OSError(f"{self.description} ended before it was ready: "
+                          + ("; ".join(self._last_words[-3:]) or "it said nothing"))
 
     def _serve(self) -> None:
         """The agent's thread: its own loop, the SDK's agent side, until the client closes."""
@@ -336,7 +235,10 @@ class MemoryTransport(Transport):
         _thread_logs.sinks[threading.get_ident()] = self._last_words
         try:
             loop.run_until_complete(self._agent_side())
+        except BaseException as error:  # noqa: BLE001 - what a dying subprocess would have printed
+            self._last_words.extend(f"{type(error).__name__}: {error}".splitlines())
         finally:
+            self._ready.set()  # open() must not wait for a readiness that will never come
             _thread_logs.sinks.pop(threading.get_ident(), None)
             with contextlib.suppress(Exception):
                 loop.run_until_complete(loop.shutdown_asyncgens())
@@ -352,6 +254,7 @@ class MemoryTransport(Transport):
         self._agent_inbox = asyncio.Queue()
         end = _AgentEnd(self._agent_inbox, self._to_client)
         serving = asyncio.ensure_future(acp.run_agent(self.agent, end, use_unstable_protocol=True))
+        self._serving = True
         self._ready.set()
         closed = asyncio.ensure_future(end.closed.wait())
         await asyncio.wait({serving, closed}, return_when=asyncio.FIRST_COMPLETED)

@@ -20,11 +20,12 @@ from typing import Any, TypeVar
 from acp import PROTOCOL_VERSION, RequestError
 from acp.connection import Connection
 from acp.meta import CLIENT_METHODS
-from acp.router import MessageRouter, Route
+from acp.router import Route
 from acp.schema import ClientCapabilities
 from pydantic import ValidationError
 
 from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, client_version, unknown_session
+from .._sdk import message_router, raw_connection
 from ..kernel_link import kernel_entry
 from . import elicitation, replies, tasks
 from .filework import FileWork, TurnCancelled, client_error, parse_file_command, run_edit
@@ -139,9 +140,7 @@ class DemoAgent:
         self.client = conn
         # The SDK's agent router knows neither session/delete nor the unstable session/set_model;
         # add them to the router the connection already dispatches to.
-        router = getattr(self._wire(), "_handler", None)
-        if not isinstance(router, MessageRouter):
-            raise RuntimeError("the acp SDK's Connection no longer keeps its MessageRouter as _handler")
+        router = message_router(self._wire())
         router.add_route(Route(method="session/delete", func=self._delete_request, kind="request"))
         if not self.legacy:
             router.add_route(Route(method="session/set_model", func=self._set_model_request, kind="request"))
@@ -149,10 +148,7 @@ class DemoAgent:
     def _wire(self) -> Connection:
         # AgentSideConnection only offers typed notifications; the raw Connection it wraps
         # sends our dicts unchanged. Fail loudly if a future SDK moves it.
-        raw = getattr(self.client, "_conn", None)
-        if not isinstance(raw, Connection):
-            raise RuntimeError("the acp SDK's AgentSideConnection no longer exposes its Connection as _conn")
-        return raw
+        return raw_connection(self.client)
 
     async def update(self, session: DemoSession, update: dict[str, Any]) -> None:
         await self._wire().send_notification(

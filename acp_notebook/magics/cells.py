@@ -24,13 +24,13 @@ import contextlib
 import re
 from typing import Any
 
-from .. import _loop
+from .. import _loop, _timeout
 from ..errors import AcpError
 
 __all__ = ["CANCEL_GRACE_S", "TurnInterrupted", "acp_cell", "async_cells_supported", "kernel_takes_comms_while_awaiting",
            "transform_cell", "wait_for_view", "await_view"]
 
-CANCEL_GRACE_S = 5.0
+CANCEL_GRACE_S = _timeout.CANCEL_GRACE_S
 INTERRUPT_POLL_S = 0.1
 CELL_MAGIC = re.compile(r"^%%acp(?:[ \t]|$)")
 

@@ -39,7 +39,7 @@ from ..errors import (
 from ..launch import AgentSpec, spec_of
 
 if TYPE_CHECKING:
-    from .server import Candidate
+    from .session import Candidate
 
 __all__ = ["Backend", "BackendConfig", "BackendGone"]
 
@@ -97,11 +97,16 @@ class BackendGone(Exception):
         self.exit_code = exit_code
         self.stderr = list(stderr or [])
 
-    def to_request_error(self, message: str | None = None) -> RequestError:
+    def within(self, context: str) -> BackendGone:
+        """The same failure, its message prefixed with what the proxy was doing for the client."""
+        return BackendGone(f"{context}: {self}", agent=self.agent, exit_code=self.exit_code, stderr=self.stderr)
+
+    def to_request_error(self) -> RequestError:
+        """What the proxy's client gets (converted once, where the proxy answers it: ProxyServer.handle_client)."""
         data: dict[str, Any] = {"agent": self.agent, "stderr": self.stderr}
         if self.exit_code is not None:
             data["exitCode"] = self.exit_code
-        return RequestError(INTERNAL_ERROR, message or str(self), data)
+        return RequestError(INTERNAL_ERROR, str(self), data)
 
 
 @dataclass(frozen=True)
@@ -182,8 +187,7 @@ class Backend:
 
     @property
     def command(self) -> list[str]:
-        transport = self.connection.transport if self.connection is not None else None
-        return list(getattr(transport, "argv", None) or [])
+        return self.connection.transport.command if self.connection is not None else []
 
     @property
     def pid(self) -> int | None:
@@ -261,9 +265,8 @@ class Backend:
         except ValueError as exc:
             self.error = f"agent '{self.name}': {exc}"
             return
-        if isinstance(transport, StdioTransport):
-            # Prefixed with the agent's name, stderr also goes to the proxy's own stderr for whoever runs it.
-            transport.stderr_listeners.append(lambda line: _echo.write(f"[{self.name}] {line}\n"))
+        # Prefixed with the agent's name, stderr also goes to the proxy's own stderr for whoever runs it.
+        transport.stderr_listeners.append(lambda line: _echo.write(f"[{self.name}] {line}\n"))
         connection = self.connection = AgentConnection(
             transport, name=self.name, handler=self._handle, on_frame=self._observe,
             on_exit=lambda: self._exited(connection), spec=self.spec, env=agent_env,

@@ -7,8 +7,9 @@ is written. Here ``send`` writes the frame at once, in its caller's first step, 
 the order their sends started (the proxy relies on that: notifications before the answer they
 precede) and a streamed chunk costs one write.
 
-Reading follows the SDK's framing: a line that is not JSON, or not a JSON object, is logged and
-skipped; a line longer than the reader's limit is read whole in pieces, as the SDK does.
+The framing is ``_ndjson``'s, with its one policy: a line that is not JSON, not a JSON object or
+over the frame limit is logged and skipped; a request too large to read is answered at once with
+an error naming its size.
 
 Threads: one event loop, the proxy's.
 """
@@ -16,11 +17,11 @@ Threads: one event loop, the proxy's.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
-from .._stdio import read_line
+from .._ndjson import DroppedFrame, LineReader, LineWriter
+from .._protocol import INVALID_REQUEST
 
 __all__ = ["ClientLink"]
 
@@ -31,43 +32,35 @@ class ClientLink:
     """The SDK's message transport (``send`` / ``receive`` / ``close``) over the proxy's stdio streams."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
         self._writer = writer
-        # One drain at a time: before Python 3.11 a second concurrent drain() of a paused stream fails.
-        self._draining = asyncio.Lock()
+        self._lines = LineReader(reader, on_bad=_skipped)
+        self._frames = LineWriter(writer, closed="the client's end (stdout) is closed")
 
     async def send(self, message: dict[str, Any]) -> None:
-        if self._writer.is_closing():
-            raise ConnectionError("the client's end (stdout) is closed")
-        self._writer.write((json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
-        async with self._draining:
-            await self._writer.drain()
+        await self._frames.send(message)
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
-            line = await self._read_line()
-            if not line:
-                return None
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                message = json.loads(text)
-            except ValueError:
-                logger.warning("a line from the client is not JSON, skipped: %.200r", text)
-                continue
-            if not isinstance(message, dict):
-                logger.warning("a line from the client is not a JSON object, skipped: %.200r", text)
-                continue
-            return message
-
-    async def _read_line(self) -> bytes:
-        return await read_line(self._reader)
+            message = await self._lines.read()
+            if not isinstance(message, DroppedFrame):
+                return message
+            if message.head.kind == "request":  # its sender would wait for an answer for ever
+                refusal = {"jsonrpc": "2.0", "id": message.head.id, "error": {
+                    "code": INVALID_REQUEST,
+                    "message": f"the proxy dropped this {message.head.method or ''} request: it was {message.reason}"}}
+                try:
+                    await self._frames.send(refusal)
+                except (ConnectionError, OSError):
+                    return None
 
     async def close(self) -> None:
         """Flush what is written; stdout itself stays open until the process ends."""
         if not self._writer.is_closing():
             try:
-                await asyncio.wait_for(self._writer.drain(), 1.0)
+                await asyncio.wait_for(self._frames.drain(), 1.0)
             except (asyncio.TimeoutError, ConnectionError, OSError):
                 pass
+
+
+def _skipped(reason: str, excerpt: str) -> None:
+    logger.warning("a line from the client is %s, skipped: %.200r", reason, excerpt)

@@ -13,6 +13,10 @@ remembers, then the agents' session ids in the id itself (the unused ones were d
 agent supports ``session/delete``, so the one still there is the one that was used). Sessions
 listed from the agents directly have ids ``agent:their-own-id``.
 
+The values the client sets are noted too (``{"sessionId", "model": "agent:model"}``, ``{"sessionId",
+"option": id, "value": v}``): an agent may reopen a session on its default model, and a proxy
+process that did not see them set puts them back (``BindingStore.choices``).
+
 A session offered by several agents is also noted when ``session/new`` answers
 (``{"sessionId", "unbound": true}``) and when it is first prompted (``{"sessionId", "prompted":
 true}``). An id noted as opened and not as prompted is reopened on every agent in it (bound to the
@@ -87,6 +91,30 @@ class BindingStore:
     def record_prompted(self, session_id: str) -> None:
         """Note the first prompt of such a session: from then on it stays with the agent it is bound to."""
         self._append({"sessionId": session_id, "prompted": True})
+
+    def record_model(self, session_id: str, value: str) -> None:
+        """Note the model (`agent:model`) the client picked for a session."""
+        self._append({"sessionId": session_id, "model": value})
+
+    def record_option(self, session_id: str, config_id: str, value: Any) -> None:
+        """Note a value the client set for one of the session's other config options."""
+        self._append({"sessionId": session_id, "option": config_id, "value": value})
+
+    def choices(self, session_id: str) -> list[tuple[str, Any]]:
+        """What to set again on a reopened session, in order: the model picked last (as ``("model",
+        "agent:model")``), then the latest value of each option set since, in the order they were set.
+        Values set before that model was picked are left out: the model they were set on is gone."""
+        model: str | None = None
+        options: dict[str, Any] = {}
+        for record in self._lines():
+            if record["sessionId"] != session_id:
+                continue
+            if isinstance(record.get("model"), str):
+                model, options = record["model"], {}
+            elif isinstance(record.get("option"), str) and "value" in record:
+                options.pop(record["option"], None)  # its place in the order is the latest setting's
+                options[record["option"]] = record["value"]
+        return ([("model", model)] if model is not None else []) + list(options.items())
 
     def _append(self, record: dict[str, Any]) -> None:
         try:

@@ -20,6 +20,7 @@ __all__ = [
     "modes_from_options",
     "modes_option_id",
     "model_option",
+    "offers",
     "rewrite_options",
 ]
 
@@ -87,6 +88,16 @@ def agent_models(agent: str, options: Sequence[Mapping[str, Any]] | None) -> Age
         current = choices[0].value if choices else DEFAULT_MODEL
     return AgentModels(agent, str(option.get("id")), current, choices,
                        option_name=option.get("name"), option_description=option.get("description"))
+
+
+def offers(option: Mapping[str, Any], value: Any) -> bool:
+    """Whether a config option (as an agent sends it) accepts `value`: one of a select's values (grouped or
+    not), a boolean for a boolean option; other kinds are taken at their word."""
+    if option.get("type") == "select":
+        return value in [choice.value for choice in _flatten(option.get("options") or ())]
+    if option.get("type") == "boolean":
+        return isinstance(value, bool)
+    return True
 
 
 def legacy_mode_option(modes: Any) -> dict[str, Any] | None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._ndjson import DroppedFrame, LineReader, LineWriter
 from .._stdio import StdioError, open_stdio
 from ..errors import ReplayMismatch
 from .engine import ReplayEngine
@@ -44,21 +45,20 @@ async def serve(recording: Recording, *, speed: float | None = None) -> int:
 
 
 async def _answer(recording: Recording, speed: float | None, reader: Any, writer: Any) -> int:
-    def deliver(frame: dict) -> None:
-        writer.write((json.dumps(frame, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+    frames = LineWriter(writer, closed="the client's end (stdout) is closed")
+    lines = LineReader(reader, on_bad=lambda reason, excerpt: print(
+        f"acp-notebook replay: ignoring a line that is {reason}: {excerpt[:120]!r}", file=sys.stderr))
+    def deliver(frame: dict[str, Any]) -> None:
+        with contextlib.suppress(ConnectionError):  # the client left: what it would have got is moot
+            frames.write(frame)
 
     engine = ReplayEngine(recording)
     pacer = Pacer(deliver, speed)
     pacer.push(engine.opening())
     mismatches = 0
-    while line := await reader.readline():
-        try:
-            frame = json.loads(line)
-        except ValueError:
-            print(f"acp-notebook replay: ignoring a line that is not JSON: {line[:120]!r}", file=sys.stderr)
-            continue
-        if not isinstance(frame, dict):
-            continue
+    while (frame := await lines.read()) is not None:
+        if isinstance(frame, DroppedFrame):
+            continue  # reported; the recording's next frame is still expected
         try:
             pacer.push(engine.receive(frame))
         except ReplayMismatch as mismatch:
@@ -70,7 +70,7 @@ async def _answer(recording: Recording, speed: float | None, reader: Any, writer
                     "code": mismatch.code, "message": mismatch.message, "data": mismatch.data}})
             for answer in answers:
                 deliver(answer)
-        await writer.drain()
+        await frames.drain()
     pacer.close()
     return mismatches
 

@@ -5,7 +5,7 @@ session/new it sends a session_info_update (so the notification precedes the ses
 Prompts: containing "crash" -> a chunk, a line on stderr, exit 3 mid-turn; "slow" -> waits for
 session/cancel; "run CMD" -> terminal/* on the client; "ask" -> session/request_permission;
 "ext" -> an extension notification and request to the client; "burst N" -> N tiny chunks;
-anything else -> an echo.
+"mcp" -> the mcpServers its session/new or session/load got, as JSON; anything else -> an echo.
 
 --no-model          no model option at all (only "effort" and a custom-category option)
 --probe-delay S     session/new takes S seconds
@@ -17,14 +17,18 @@ anything else -> an echo.
                     and answers -32000 too
 --auth-after N      authenticate answers only once N session requests were refused (so that
                     concurrent callers are all waiting on one attempt)
+--store FILE        sessions (cwd, prompts) kept in FILE, so a later process loads them; loaded on the
+                    default option values, as agents that keep only the conversation do
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from acp.connection import Connection
@@ -44,6 +48,19 @@ class Quirky:
         self.authenticated = not args.auth_var
         self.refusals = 0
         self.refused_enough = asyncio.Event()
+        self.store = Path(args.store) if args.store else None
+
+    def fresh(self, cwd: str, history: list[str], mcp: Any) -> dict[str, Any]:
+        return {"llm": MODELS[0], "effort": "low", "verbosity": "terse", "cwd": cwd, "history": history, "mcp": mcp}
+
+    def stored(self) -> dict[str, Any]:
+        return json.loads(self.store.read_text()) if self.store is not None and self.store.exists() else {}
+
+    def save(self, sid: str) -> None:
+        if self.store is not None:
+            state = self.sessions[sid]
+            self.store.write_text(json.dumps({**self.stored(), sid: {"cwd": state["cwd"],
+                                                                    "history": state["history"]}}))
 
     def options(self, sid: str) -> list[dict[str, Any]]:
         state = self.sessions[sid]
@@ -102,16 +119,19 @@ class Quirky:
         if method == "session/new":
             if self.args.probe_delay:
                 await asyncio.sleep(self.args.probe_delay)
-            sid = f"q/{len(self.sessions) + 1}:x"  # session ids with '/' and ':' too
-            self.sessions[sid] = {"llm": MODELS[0], "effort": "low", "verbosity": "terse", "cwd": params["cwd"],
-                                  "history": []}
+            sid = f"q/{len(set(self.sessions) | set(self.stored())) + 1}:x"  # session ids with '/' and ':' too
+            self.sessions[sid] = self.fresh(params["cwd"], [], params.get("mcpServers"))
+            self.save(sid)
             await self.update(sid, {"sessionUpdate": "session_info_update", "title": "Quirky session",
                                     "_meta": {"quirky": {"born": True}}})
             return {"sessionId": sid, "configOptions": self.options(sid)}
         if method == "session/load":
             sid = params["sessionId"]
+            if sid not in self.sessions and sid in self.stored():
+                self.sessions[sid] = self.fresh(params["cwd"], self.stored()[sid]["history"], None)
             if sid not in self.sessions:
                 raise RequestError(-32602, f"no session {sid!r}")
+            self.sessions[sid]["mcp"] = params.get("mcpServers")
             for text in self.sessions[sid]["history"]:
                 await self.update(sid, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}})
             return {"configOptions": self.options(sid)}
@@ -149,7 +169,11 @@ class Quirky:
         text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         state = self.sessions[sid]
         state["history"].append(text)
+        self.save(sid)
         assert self.conn is not None
+        if text == "mcp":
+            await self.chunk(sid, json.dumps(state["mcp"]))
+            return {"stopReason": "end_turn"}
         if text == "expire" and self.args.auth_var:
             self.authenticated = False
             raise RequestError.auth_required({"reason": "the login expired"})
@@ -207,6 +231,7 @@ async def main() -> None:
     parser.add_argument("--name", default="quirky-agent")
     parser.add_argument("--auth-var", default=None)
     parser.add_argument("--auth-after", type=int, default=0)
+    parser.add_argument("--store", default=None)
     args = parser.parse_args()
     reader, writer = await stdio_streams()
     agent = Quirky(args)

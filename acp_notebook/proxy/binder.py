@@ -1,0 +1,196 @@
+"""The proxy's binder: probing the agents for a session, binding it to one agent session, releasing the rest.
+
+It owns which agent sessions are probes the client never used (``hidden``: deleted from the agent
+when released, left out of session/list) and keeps the bindings file (ids.py) in step with each
+session's binding. Sessions change phase only through ``ProxySession``'s transition methods.
+
+Threads: the proxy's one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from acp.exceptions import RequestError
+
+from .._protocol import AUTH_REQUIRED, join_agent_model
+from .._timeout import deadline
+from .backend import Backend, BackendGone
+from .session import Candidate, Phase, ProbeOutcome, ProxySession
+
+if TYPE_CHECKING:
+    from .server import ProxyServer
+
+__all__ = ["Binder"]
+
+logger = logging.getLogger(__name__)
+
+
+class Binder:
+    """Probe (session/new on every agent), bind (one agent session's frames reach the client), release."""
+
+    def __init__(self, server: ProxyServer) -> None:
+        self.server = server
+        # Probe sessions the client never used, per agent: deleted when released, never listed.
+        self.hidden: dict[str, set[str]] = {name: set() for name in server.order}
+
+    # --- probing -------------------------------------------------------------------------
+    async def probe(self, session: ProxySession, backend: Backend) -> ProbeOutcome:
+        """One agent's own session for a new proxy session, held unbound: its models, or why it is left out."""
+        stage = "initialize"
+        try:
+            async with deadline(self.server.start_timeout):
+                await backend.ensure_ready(self.server.client_init)
+                stage = "session/new"
+                candidate = await self.open(session, backend, bind=False)
+        except asyncio.TimeoutError:
+            return ProbeOutcome(backend.name, error=f"agent '{backend.name}' did not answer {stage} within "
+                                                    f"{self.server.start_timeout:g} s")
+        except BackendGone as exc:
+            return ProbeOutcome(backend.name, error=str(exc))
+        except RequestError as exc:
+            hint = self._auth_hint(backend) if exc.code == AUTH_REQUIRED else ""
+            return ProbeOutcome(backend.name, error=f"agent '{backend.name}' refused session/new: {exc}{hint}")
+        self.hidden[backend.name].add(candidate.backend_session_id)
+        return ProbeOutcome(backend.name, models=candidate.models)
+
+    def late_probe(self, session: ProxySession, task: asyncio.Future[ProbeOutcome]) -> None:
+        """A probe that outlived session/new's deadline has ended: add the agent, or name why not."""
+        if task.cancelled():
+            return
+        outcome = task.result()
+        session.probes = {name: outcome if name == outcome.agent else probe for name, probe in session.probes.items()}
+        if outcome.models is None:
+            logger.warning("agent '%s' is left out of session %s: %s", outcome.agent, session.id, outcome.error)
+            return
+        logger.info("agent '%s' joined session %s after the probe deadline", outcome.agent, session.id)
+        if session.phase in (Phase.CLOSED, Phase.PROMPTED):
+            candidate = session.candidates.get(outcome.agent)
+            if candidate is not None and candidate is not session.bound:
+                self.release(candidate, close=True)  # the session is tied to another agent by now
+            return
+        if session.selected is None:
+            session.selected = (outcome.agent, outcome.models.current)
+        self.server.view.send_options_update(session)
+
+    def _auth_hint(self, backend: Backend) -> str:
+        """What an agent that wants authentication needs, with the proxy's `agent:method` ids."""
+        ids = [join_agent_model(backend.name, str(m.get("id"))) for m in backend.auth_methods]
+        needs = ""
+        if backend.spec is not None and (backend.spec.login_hint or backend.spec.key_vars):
+            needs = f"{backend.spec.needs_key_message()}; or "
+        return f" ({needs}authenticate with one of: {', '.join(ids) or 'no advertised method'})"
+
+    async def open(self, session: ProxySession, backend: Backend, *, bind: bool) -> Candidate:
+        """A new session on the agent, with the client's session/new parameters (its cwd, its MCP servers: a
+        probe's session may become the bound one), routed to `session` (bound to it if `bind`)."""
+        result = await backend.request("session/new", {"mcpServers": [], **session.params})
+        backend_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(backend_id, str):
+            raise BackendGone(f"agent '{backend.name}' answered session/new without a sessionId", agent=backend.name)
+        candidate = Candidate(session, backend, result, backend_id)
+        earlier = backend.register(candidate)
+        if session.closed:
+            backend.unregister(candidate)
+            return candidate
+        replaced = session.candidates.get(backend.name)
+        if replaced is not None and replaced is not candidate:
+            self.release(replaced, close=True)
+        session.candidates[backend.name] = candidate
+        if bind:
+            self.bind_to(session, candidate)
+        for method, params in earlier:  # what the agent sent before its answer, now that we know whose it is
+            self.server.deliver(candidate, method, params)
+        return candidate
+
+    def adopt(self, session: ProxySession, backend: Backend, backend_id: str, *, bind: bool) -> Candidate:
+        """An agent session that already exists (a reopen), routed to `session` (bound and tied to it if
+        `bind`, else held as a probe); what the agent sent for it before is delivered after."""
+        candidate = Candidate(session, backend, {}, backend_id)
+        earlier = backend.register(candidate)
+        session.candidates[backend.name] = candidate
+        if bind:
+            self.bind_to(session, candidate, tie=True)
+        for method, params in earlier:
+            self.server.deliver(candidate, method, params)
+        return candidate
+
+    # --- binding -------------------------------------------------------------------------
+    def bind_to(self, session: ProxySession, candidate: Candidate, *, tie: bool = False) -> None:
+        """From here on the agent's frames for this session reach the client, options rewritten."""
+        previous = session.bound
+        if previous is not None and previous is not candidate and not tie and not session.prompted:
+            # Moved to another agent before the first prompt: the old one is a probe again (deleted at that prompt).
+            self.hidden[previous.agent].add(previous.backend_session_id)
+        if session.bind(candidate, tie=tie):
+            self.server.bindings.record(session.id, candidate.agent, candidate.backend_session_id)
+        self.hidden[candidate.agent].discard(candidate.backend_session_id)
+        held, candidate.held = candidate.held, []
+        for params in held:
+            self.server.view.forward_update(candidate, params)
+
+    async def bind(self, session: ProxySession, agent: str, bare: str) -> Candidate:
+        """Bind the session to `agent`'s session (opened if it has none that is live) on model `bare`."""
+        backend = self.server.backends[agent]
+        previous = session.bound
+        candidate = session.candidates.get(agent)
+        try:
+            if candidate is None or candidate.released or not backend.ready or \
+                    backend.routes.get(candidate.backend_session_id) is not candidate:
+                await backend.ensure_ready(self.server.client_init)
+                candidate = await self.open(session, backend, bind=True)
+            else:
+                self.bind_to(session, candidate)
+            models = candidate.models
+            if models.option_id is not None and bare != models.current:
+                result = await backend.request(
+                    "session/set_config_option",
+                    {"sessionId": candidate.backend_session_id, "configId": models.option_id, "value": bare},
+                )
+                candidate.absorb(result)
+        except BackendGone as exc:
+            self._restore(session, previous)
+            raise exc.within(f"cannot bind to agent '{agent}'") from None
+        except BaseException:
+            self._restore(session, previous)
+            raise
+        session.selected = (agent, bare)
+        return candidate
+
+    def _restore(self, session: ProxySession, previous: Candidate | None) -> None:
+        """After a failed move: back to the agent session bound before, or to nothing bound."""
+        if previous is not None and not previous.released:
+            if session.bound is not previous:
+                self.bind_to(session, previous)
+        elif session.bound is not None and session.bound is not previous:
+            session.unbind()
+
+    def release(self, candidate: Candidate, *, close: bool) -> None:
+        """Stop routing a backend session; close it on the agent when the agent can."""
+        if not candidate.release():
+            return
+        backend = candidate.backend
+        backend.unregister(candidate)
+        if candidate.session.candidates.get(candidate.agent) is candidate:
+            del candidate.session.candidates[candidate.agent]
+        if not close or not backend.ready:
+            return
+        backend_id = candidate.backend_session_id
+        if backend_id in self.hidden[candidate.agent] and backend.supports("delete"):
+            # A probe's session the client never used: leave no trace of it in the agent's own store.
+            self.hidden[candidate.agent].discard(backend_id)
+            self.server.spawn(_quiet(backend.request("session/delete", {"sessionId": backend_id})))
+        elif backend.supports("close"):
+            self.server.spawn(_quiet(backend.request("session/close", {"sessionId": backend_id})))
+
+    def release_all(self, session: ProxySession, *, close: bool) -> None:
+        for candidate in list(session.candidates.values()):
+            self.release(candidate, close=close)
+
+
+async def _quiet(awaitable: Any) -> None:
+    with contextlib.suppress(BackendGone, RequestError, ConnectionError):
+        await awaitable
