@@ -20,8 +20,8 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["AgentSpec", "AgentStatus", "AgentTable", "agents", "agent_cache_dir", "auth_hint", "auto_auth_method",
-           "register", "registry", "resolve_spec", "spec_of", "user_agents_file"]
+__all__ = ["AgentRegistry", "AgentSpec", "AgentStatus", "AgentTable", "agents", "agent_cache_dir", "auth_hint",
+           "auto_auth_method", "register", "registry", "resolve_spec", "spec_of", "user_agents_file"]
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ def test_a_partly_failing_sweep_exits_0(tmp_path):
 def test_usage_errors_exit_2_and_name_the_command_lines_own_options(tmp_path, monkeypatch, capsys, args, message):
     # In-process (main() is what the installed command calls): usage errors need no subprocess to show.
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
+    monkeypatch.setattr(launch, "registry", launch.AgentRegistry(dict(launch.registry.items())))
     (tmp_path / "fields.jsonl").write_text('{"a": 1}\n')
     (tmp_path / "notes.txt").write_text("not results")
     with pytest.raises(SystemExit) as exited:

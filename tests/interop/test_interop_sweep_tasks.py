@@ -39,7 +39,7 @@ def solving_script(request: ModelRequest) -> Reply:
 
 
 def test_the_example_tasks_pass_with_claude_in_per_trial_workspaces(interop, model_server, tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "_registry", dict(launch._registry))
+    monkeypatch.setattr(launch, "registry", launch.AgentRegistry(dict(launch.registry.items())))
     model_server.script = solving_script
     # Registered under its own name, so the pinned install in the agent cache is the one started.
     acpnb.register("claude", interop.spec("claude", model_server))
