@@ -9,6 +9,7 @@ the medians (and the median of the per-round ratios, which is steadier under bur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -166,3 +167,20 @@ async def relay_until_either_ends(agent: asyncio.subprocess.Process, from_client
     agent.stdin.close()
     await agent.wait()
     await downstream
+
+
+async def close_client(conn: Any, process: asyncio.subprocess.Process | None, wait: float = 5.0) -> None:
+    """End a benchmark's client connection and the process it spoke to: the connection, then the process's
+    stdin (it should exit on its own), then a kill after ``wait`` seconds."""
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(conn.close(), 2)
+    if process is None:
+        return
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), wait)
+    except asyncio.TimeoutError:
+        process.kill()
+        await process.wait()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import platform
@@ -34,6 +33,10 @@ from pathlib import Path as PathLib
 from typing import Any
 
 from acp.connection import Connection, StreamDirection, StreamEvent
+
+sys.path.insert(0, str(PathLib(__file__).resolve().parent))
+
+from common import LoadMeter, close_client  # noqa: E402
 
 DEMO = [sys.executable, "-m", "acp_notebook.demo"]
 RELAY = PathLib(__file__).resolve().parent / "relay.py"
@@ -114,17 +117,7 @@ class Path:
         self.samples["turn"].append(ended - started)
 
     async def close(self) -> None:
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.conn.close(), 2)
-        if self.process is not None:
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-            try:
-                await asyncio.wait_for(self.process.wait(), 5)
-            except asyncio.TimeoutError:
-                self.process.kill()
-                await self.process.wait()
+        await close_client(self.conn, self.process)
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -206,9 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
     if args.delays:
-        sys.path.insert(0, str(PathLib(__file__).resolve().parent))
-        from common import LoadMeter
-
         meter = LoadMeter()
         results: dict[str, Any] = {"by_delay": {}}
         for delay in (float(d) for d in args.delays.split(",")):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import statistics
@@ -36,7 +35,7 @@ from acp.connection import Connection, StreamDirection, StreamEvent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import HERE, LoadMeter, bench_agent, emit  # noqa: E402
+from common import HERE, LoadMeter, bench_agent, close_client, emit  # noqa: E402
 
 RELAY = HERE / "relay.py"
 
@@ -97,17 +96,7 @@ class Link:
         return took
 
     async def close(self) -> None:
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.conn.close(), 2)
-        if self.process is not None:
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-            try:
-                await asyncio.wait_for(self.process.wait(), 10)
-            except asyncio.TimeoutError:
-                self.process.kill()
-                await self.process.wait()
+        await close_client(self.conn, self.process, wait=10)
 
 
 async def _side_turns(sessions: list[tuple[Link, str, str]], chunks: int) -> list[float]:
