@@ -99,3 +99,15 @@ def test_the_cli_exports_both_logs(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--tasks", str(TASKS), "-m", "demo:smart", "--export-atif", str(tmp_path / "a")])
     assert "--export-atif and --export-inspect read the trials' recordings: add --out DIR" in capsys.readouterr().err
+
+
+def test_without_a_run_directory_show_and_the_exports_use_what_the_sweep_kept(tmp_path):
+    res = acpnb.sweep(tasks(TASKS), ["demo:smart"], progress=False)
+    fix = next(i for i, r in enumerate(res.rows) if r["sample_id"] == "fix-add")
+    shown = io.StringIO()
+    res.show(fix, file=shown)
+    assert "tool call call-1 [read] Read calc.py: completed" in shown.getvalue()
+    assert "+    return a + b" in shown.getvalue() and res.rows[fix]["diff"] is None
+    (written,) = [p for p in res.export_atif(tmp_path / "atif") if "fix-add" in p.name]
+    trajectory = atif.Trajectory.model_validate(json.loads(written.read_text()))
+    assert [c.function_name for s in trajectory.steps for c in (s.tool_calls or [])] == ["read", "edit"]

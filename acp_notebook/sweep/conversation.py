@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record import Recording, RecordingError
+from ..record.format import RecordedFrame
 from .columns import explanation_column, score_column
 
 __all__ = ["Step", "ToolUse", "TrialRecord", "load_trial", "render_trial"]
@@ -116,22 +117,34 @@ def conversation(recording: Recording) -> tuple[str, list[Step]]:
     return "\n\n".join(prompts), steps
 
 
-def load_trial(run: Path | None, row: Mapping[str, Any]) -> TrialRecord:
-    """The trial's conversation from its recording and its diff, when the run directory has them."""
+def _in_memory(trajectory: Mapping[str, Any]) -> Recording:
+    """What ``record.session_recording`` gathered, as a Recording (a sweep without a run directory keeps these)."""
+    frames = [RecordedFrame(f["dir"], float(f.get("t") or 0.0), f["msg"], number, f.get("note"))
+              for number, f in enumerate(trajectory.get("frames") or [], 2)]
+    header = {"agentInfo": dict((trajectory.get("initialize") or {}).get("agentInfo") or {}),
+              "agent": dict(trajectory.get("agent") or {})}
+    return Recording(header=header, frames=frames)
+
+
+def load_trial(run: Path | None, row: Mapping[str, Any], kept: Mapping[str, Any] | None = None) -> TrialRecord:
+    """The trial's conversation from its recording and its diff: files of the run directory, else what a sweep
+    without one kept in memory (``kept``: its trajectory and diff)."""
     prompt, steps, info = str(row.get("prompt") or ""), [], {}
-    if run is not None and row.get("trajectory"):
+    kept = kept or {}
+    recording = _in_memory(kept["trajectory"]) if kept.get("trajectory") else None
+    if recording is None and run is not None and row.get("trajectory"):
         try:
             recording = Recording.load(run / str(row["trajectory"]))
         except RecordingError:
             recording = None
-        if recording is not None:
-            prompt, steps = conversation(recording)
-            prompt = prompt or str(row.get("prompt") or "")
-            info = dict(recording.header.get("agentInfo") or {})
+    if recording is not None:
+        prompt, steps = conversation(recording)
+        prompt = prompt or str(row.get("prompt") or "")
+        info = dict(recording.header.get("agentInfo") or {})
     if not steps and row.get("text"):
         steps = [Step(str(row.get("thoughts") or ""), str(row["text"]))]
-    diff = None
-    if run is not None and row.get("diff") and (run / str(row["diff"])).is_file():
+    diff = kept.get("diff")
+    if diff is None and run is not None and row.get("diff") and (run / str(row["diff"])).is_file():
         diff = (run / str(row["diff"])).read_text(encoding="utf-8", errors="replace")
     return TrialRecord(dict(row), prompt, steps, diff, info)
 

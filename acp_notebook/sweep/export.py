@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .columns import explanation_column, score_column
-from .conversation import TrialRecord, load_trial
+from .conversation import TrialRecord
 
 if TYPE_CHECKING:
     from .result import SweepResult
@@ -87,15 +87,11 @@ def export_atif(result: SweepResult, directory: str | Path) -> list[Path]:
     target.mkdir(parents=True, exist_ok=True)
     written = []
     for row in result.rows:
-        trajectory = atif_trajectory(load_trial(_run_dir(result), row), result.scorers)
+        trajectory = atif_trajectory(result._record(row), result.scorers)
         path = target / f"{_slug(str(row.get('trial_id')))}.json"
         path.write_text(json.dumps(trajectory.to_json_dict(), indent=1, default=str), encoding="utf-8")
         written.append(path)
     return written
-
-
-def _run_dir(result: SweepResult) -> Path | None:
-    return result.path if result.path is not None and result.path.is_dir() else None
 
 
 # --- Inspect AI ----------------------------------------------------------------------------------
@@ -151,7 +147,7 @@ def _eval_log(result: SweepResult, model_id: str, rows: list[dict[str, Any]]) ->
     meta = result.metadata
     source = str((meta.get("dataset") or {}).get("source") or "sweep")
     created = str(meta.get("created") or datetime.now(timezone.utc).isoformat())
-    samples = [_sample(load_trial(_run_dir(result), row), result.scorers) for row in rows]
+    samples = [_sample(result._record(row), result.scorers) for row in rows]
     ids = list(dict.fromkeys(str(r.get("sample_id")) for r in rows))
     spec = log.EvalSpec(created=created, task=f"acp-notebook-sweep/{Path(source).name or source}", model=model_id,
                         dataset=log.EvalDataset(name=source, samples=len(ids), sample_ids=ids),

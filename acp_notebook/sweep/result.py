@@ -278,10 +278,13 @@ class SweepResult:
     """
 
     def __init__(self, rows: Iterable[Mapping[str, Any]], metadata: Mapping[str, Any] | None = None, *,
-                 path: str | os.PathLike[str] | None = None) -> None:
+                 path: str | os.PathLike[str] | None = None,
+                 kept: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.rows: list[dict[str, Any]] = [dict(row) for row in rows]
         self.metadata: dict[str, Any] = copy.deepcopy(dict(metadata or {}))
         self.path = Path(path) if path is not None else None
+        # trial id -> {"trajectory", "diff"}: what a sweep without a run directory kept in memory for show()
+        self._kept = dict(kept or {})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SweepResult:
@@ -419,10 +422,16 @@ class SweepResult:
     def show(self, row: int | str | Mapping[str, Any] = 0, *, file: Any = None) -> None:
         """Print a trial: the prompt, the agent's steps and tool calls (from its recording), the scores with
         their explanations (a check's output), and its workspace diff. ``row``: a number, a trial id or a row."""
-        from .conversation import load_trial, render_trial
+        from .conversation import render_trial
 
-        record = load_trial(self.path if self.path is not None and self.path.is_dir() else None, self.trial(row))
-        print(render_trial(record, self.scorers), file=file)
+        print(render_trial(self._record(self.trial(row)), self.scorers), file=file)
+
+    def _record(self, row: Mapping[str, Any]) -> Any:
+        """The trial's conversation and diff (``conversation.TrialRecord``), from the run directory or memory."""
+        from .conversation import load_trial
+
+        run = self.path if self.path is not None and self.path.is_dir() else None
+        return load_trial(run, row, self._kept.get(str(row.get("trial_id"))))
 
     def plot(self, kind: str | None = None, *, scorer: str | None = None, metric: str = "duration_s", ax: Any = None):
         """A matplotlib Figure: ``"scores"`` (each model's mean score with its 95% interval), ``"cost"`` (score

@@ -229,6 +229,7 @@ class _Sweep:
         self.todo = [t for t in self.plan if t.trial_id not in self.done]
         self.skipped = len(self.plan) - len(self.todo)
         self.new_rows: dict[str, dict[str, Any]] = {}
+        self.kept: dict[str, dict[str, Any]] = {}  # without a run directory: trajectories and diffs, for show()
         self.rescored = 0
         self.spent = 0.0
         self.stopped: str | None = None
@@ -308,7 +309,8 @@ class _Sweep:
     # --- the manifest ---------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
         options = self.options
-        permission = self.permission if isinstance(self.permission, str) else repr(self.permission)
+        permission = (self.permission if isinstance(self.permission, str) else
+                      "allow in a workspace, deny elsewhere" if self.permission is None else repr(self.permission))
         agent = self.given_agent.name if self.given_agent is not None else (
             str(self.agent_spec) if self.agent_spec is not None else None)
         meta: dict[str, Any] = {
@@ -345,7 +347,7 @@ class _Sweep:
         found = [(t, self.new_rows.get(t.trial_id) or self.done.get(t.trial_id)) for t in self.plan]
         found.sort(key=lambda pair: (pair[0].sample.index, order[pair[0].model], pair[0].repeat))
         return SweepResult([row for _, row in found if row is not None], self.manifest(),
-                           path=self.store.path if self.store is not None else None)
+                           path=self.store.path if self.store is not None else None, kept=self.kept)
 
     # --- running (on the loop thread) ---------------------------------------------------------
     async def run(self, progress: Progress) -> None:
@@ -428,6 +430,8 @@ class _Sweep:
             outcome.row["trajectory"] = await self._write(self.store.trajectory, trial.trial_id, outcome.trajectory)
             if outcome.diff is not None:
                 outcome.row["diff"] = await self._write(self.store.diff, trial.trial_id, outcome.diff)
+        if self.store is None or self.store.kind != "dir":
+            self.kept[trial.trial_id] = {"trajectory": outcome.trajectory, "diff": outcome.diff}
         await self._record(outcome.row)
         progress.finished(outcome.row)
 
