@@ -13,8 +13,8 @@ from acp_notebook.demo.server import serve
 
 
 class ForgetfulAgent(DemoAgent):
-    def _reopen(self, session_id: str, cwd: str):  # type: ignore[no-untyped-def]
-        session = super()._reopen(session_id, cwd)
+    def _reopen(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        session = super()._reopen(*args, **kwargs)
         session.settings = SessionSettings()
         return session
 
