@@ -54,7 +54,10 @@ def opencode_config(server: ModelServer) -> dict:
                 "name": "Interop model server",
                 "options": {"baseURL": f"{server.url}/v1", "apiKey": DUMMY_KEY},
                 "models": {
-                    "interop-model": {"name": "Interop Model", "tool_call": True},
+                    # attachment + image input: the model takes the images a prompt carries (else opencode
+                    # replaces each with a note that the model cannot read it).
+                    "interop-model": {"name": "Interop Model", "tool_call": True, "attachment": True,
+                                      "modalities": {"input": ["text", "image"], "output": ["text"]}},
                     # reasoning=true gives the model effort variants: picking it adds the
                     # `effort` config option (category thought_level).
                     "interop-model-large": {"name": "Interop Model Large", "tool_call": True, "reasoning": True},

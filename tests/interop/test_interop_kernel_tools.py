@@ -5,7 +5,8 @@ The model (model_server.py, `kernel CODE`) calls list_variables, then run_code; 
 run_code waits for the user's Allow, given here by the permission policy as a click would; the code runs
 in the namespace the tools serve (outside a kernel: the IPython shell's, or `__main__`'s), and the answer
 reaches the turn. Claude names the tools `mcp__kernel__<tool>` and asks permission for each MCP call
-itself; opencode names them `kernel_<tool>` and asks for none.
+itself; opencode names them `kernel_<tool>` and asks for none. Kernel objects attached to a prompt
+(`attach=`) reach each agent's model: the table as text, the figure as an image.
 """
 
 from __future__ import annotations
@@ -60,3 +61,29 @@ def test_the_model_lists_variables_then_runs_code_after_allow(interop, model_ser
                                                   for c in (r.reply or {}).get("tool_calls") or []), timeout=5)
     (listing,) = model_server.parse(api, decided.path, decided.body).tool_results
     assert "df" in listing and "DataFrame" in listing, listing
+
+
+@pytest.mark.parametrize("name", ["claude", "opencode"])
+def test_attachments_reach_the_model_as_a_table_and_an_image(interop, model_server, name):
+    """Both agents advertise images and embedded context: a DataFrame goes as a resource, a figure as an image
+    block, and each agent hands both to its model (claude-agent-acp wraps the resource in <context ref=...>)."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(2, 1.5), dpi=50)
+    axes.bar(["Oslo", "Lima", "Pune"], [763, 6, 722])
+    agent = interop.start(name, model_server)
+    assert agent.capabilities["promptCapabilities"] == {"image": True, "embeddedContext": True}
+    session = agent.new_session()
+    turn = session.prompt("say hi", attach={"df": kernel_frame(), "fig": figure}, timeout=TURN_TIMEOUT)
+    plt.close(figure)
+    assert turn.stop_reason == "end_turn" and [(a.kind, a.sent) for a in turn.attachments] == [
+        ("table", True), ("image", True)]
+    request = model_server.wait_for(lambda r: "city,rain_mm" in json.dumps(r.body), timeout=10)
+    sent = json.dumps(request.body)
+    assert json.dumps("city,rain_mm\nOslo,763\nLima,6\nPune,722\n")[1:-1] in sent  # the CSV, as JSON text
+    assert "iVBORw0KGgo" in sent  # a base64 PNG: the figure
