@@ -190,7 +190,8 @@ class LiveDisplay:
         bundle = self._render(False, "")
         if WIDGET_MIME not in bundle.data:
             return bundle
-        return bundle.marked(self._render(True, ENDED).static().data)
+        ended = self._render(True, ENDED).static().data
+        return bundle.marked({} if ended == bundle.static().data else ended)  # {}: the same forms, not sent twice
 
     def refresh(self) -> None:
         """Mark the output stale and publish it soon (any thread)."""
