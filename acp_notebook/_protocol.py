@@ -33,6 +33,7 @@ __all__ = [
     "join_agent_model",
     "legacy_option",
     "parse_bool_word",
+    "prompt_text",
     "split_agent_model",
     "unknown_session",
 ]
@@ -161,3 +162,20 @@ def unknown_session(session_id: Any, valid: Sequence[str], how: str = "") -> tup
     if how:
         message += f" ({how})"
     return RESOURCE_NOT_FOUND, message, {"sessionId": session_id, "validSessionIds": shown}
+
+
+def prompt_text(blocks: Iterable[Any] | None) -> str:
+    """A prompt as an agent reads it in plain text: each text block's text, and the URI of each resource
+    link and embedded resource, one per line. Blocks may be JSON objects or the SDK's models."""
+    parts = []
+    for block in blocks or ():
+        data = block if isinstance(block, Mapping) else (block.model_dump(by_alias=True)
+                                                         if hasattr(block, "model_dump") else {})
+        kind = data.get("type")
+        if kind == "text":
+            parts.append(str(data.get("text", "")))
+        elif kind == "resource_link":
+            parts.append(str(data.get("uri", "")))
+        elif kind == "resource":
+            parts.append(str((data.get("resource") or {}).get("uri", "")))
+    return "\n".join(parts)

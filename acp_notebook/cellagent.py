@@ -56,7 +56,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, unknown_session
+from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, prompt_text, unknown_session
 from ._sdk import raw_connection
 from .kernel_link import kernel_entry, result_text
 
@@ -488,17 +488,6 @@ def _plain(model: Any) -> dict[str, Any]:
     return dict(model)
 
 
-def _prompt_text(blocks: Sequence[Any]) -> str:
-    parts = []
-    for block in blocks:
-        data = _plain(block)
-        if data.get("type") == "text":
-            parts.append(str(data.get("text", "")))
-        elif data.get("type") == "resource_link":
-            parts.append(str(data.get("uri", "")))
-    return "\n".join(parts)
-
-
 def _learner_frames(error: BaseException) -> list[traceback.FrameSummary]:
     """The traceback's frames outside this module: the learner's code."""
     return [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
@@ -692,7 +681,7 @@ class _Wire:
                 session.say(said)
 
         try:
-            outcome = await self.run_hook("prompt", session, (_prompt_text(prompt),), turn=turn, body=body)
+            outcome = await self.run_hook("prompt", session, (prompt_text(prompt),), turn=turn, body=body)
         finally:
             if self._turns.get(session_id) is turn:
                 del self._turns[session_id]

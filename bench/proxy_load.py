@@ -1,11 +1,13 @@
 """The proxy under load: many concurrent sessions over several agents, all streaming, against bare relays.
 
 One proxy process serves ``--sessions`` sessions bound round-robin to ``--backends`` benchmark agents
-(bench/agent.py, paced at ``--delay`` seconds between chunks). The floor is the same agents each
-behind a bare relay process (bench/relay.py: decodes and re-encodes every line, nothing else), the
-same number of sessions spread over them. In each round every session of one side runs one turn at
-once, then every session of the other (the order swapped every round); the client is a bare SDK
-Connection per process, in this process.
+(bench/agent.py, paced at ``--delay`` seconds between chunks). The floor is one bare relay process
+(bench/relay.py: decodes and re-encodes every line, nothing else) in front of one such agent, with
+the same number of sessions: one process in the middle on each side, carrying the same frames (a
+relay per agent would give the floor several processes, and so several cores and scheduler shares,
+against the proxy's one). In each round every session of one side runs one turn at once, then every
+session of the other (the order swapped every round); the client is a bare SDK Connection per side,
+in this process.
 
 Checked on every turn (an error ends the benchmark): each session gets exactly its own chunks (each
 prompt carries a tag the agent puts in every chunk; a chunk with another session's tag, or under
@@ -116,15 +118,14 @@ async def run(sessions: int, backends: int, chunks: int, delay: float, rounds: i
     names = [f"a{i}" for i in range(backends)]
     proxy = Link("proxy", [sys.executable, "-m", "acp_notebook.proxy", "--probe-timeout", "60",
                            *(arg for name in names for arg in ("--agent", f"{name}={json.dumps(agent)}"))])
-    relays = [Link(f"relay {name}", [sys.executable, str(RELAY), json.dumps(agent)]) for name in names]
-    links = [proxy, *relays]
+    relay = Link("relay", [sys.executable, str(RELAY), json.dumps(agent)])
+    links = [proxy, relay]
     sides: dict[str, list[tuple[Link, str, str]]] = {"proxy": [], "relay": []}
     try:
         await asyncio.gather(*(link.open(cwd) for link in links))
         for index in range(sessions):
             name = names[index % backends]
             sides["proxy"].append((proxy, await proxy.new_session(cwd, f"{name}:fast"), f"p{index}"))
-            relay = relays[index % backends]
             sides["relay"].append((relay, await relay.new_session(cwd, None), f"r{index}"))
         await _side_turns(sides["proxy"], chunks)  # warm-up: every session's first turn, on both sides
         await _side_turns(sides["relay"], chunks)

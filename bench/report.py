@@ -113,8 +113,8 @@ ROWS: list[Row] = [
     ("2 proxy", "per turn, 20 ms/chunk agent, proxied / direct [relay / direct]", "<= 1.05x",
      lambda b: (_proxy("0.02", "turn", "ratio_median")(b), _relay("0.02", "turn", "ratio_median")(b)),
      lambda v: f"{_x(v[0])} [{_x(v[1])}]", lambda v: v[0] <= 1.05),
-    ("2 proxy", "under load: 200 sessions over 4 agents, all streaming; per turn, proxy / the agents behind bare "
-     "relays (median; p90) [turns checked for cross-talk]", "<= 1.15x",
+    ("2 proxy", "under load: 200 sessions over 4 agents, all streaming; per turn, proxy / one bare relay "
+     "(median; p90) [turns checked for cross-talk]", "<= 1.15x",
      lambda b: (_get(b, "load", "ratio_median"), _get(b, "load", "ratio_p90"), _get(b, "load", "turns_checked"),
                 _get(b, "load", "sessions"), _get(b, "load", "backends")),
      lambda v: f"{_x(v[0])}; {_x(v[1])} [{v[2]:,} turns, none crossed; {v[3]} sessions, {v[4]} agents]",

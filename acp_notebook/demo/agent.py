@@ -24,7 +24,14 @@ from acp.router import Route
 from acp.schema import ClientCapabilities
 from pydantic import ValidationError
 
-from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, client_version, unknown_session
+from .._protocol import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    client_version,
+    prompt_text,
+    unknown_session,
+)
 from .._sdk import message_router, raw_connection
 from ..kernel_link import kernel_entry
 from . import elicitation, replies, tasks
@@ -57,20 +64,6 @@ def agent_version() -> str:
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
-
-
-def _prompt_text(blocks: list[Any]) -> str:
-    """The prompt as plain text: text blocks, plus the URI of any resource link or embedded resource."""
-    parts = []
-    for block in blocks:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource_link":
-            parts.append(block.uri)
-        elif kind == "resource":
-            parts.append(block.resource.uri)
-    return "\n".join(parts)
 
 
 def _string_param(params: Any, key: str, method: str) -> str:
@@ -453,7 +446,7 @@ class DemoAgent:
         session = self._open_session(session_id)
         if session.turn is not None:
             raise RequestError(INVALID_REQUEST, f"Session {session_id!r} is already running a prompt turn")
-        text = _prompt_text(prompt)
+        text = prompt_text(prompt)
         turn = RunningTurn()
         session.turn = turn
         stop_reason = "end_turn"
