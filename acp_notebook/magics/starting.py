@@ -2,7 +2,7 @@
 
 An agent that never answers ``initialize`` used to leave the cell blank until the start timeout.
 ``starting(name, timeout, call)`` runs the blocking start ``call``; once it has taken longer than
-``SHOW_AFTER`` (3) seconds a line appears in the cell ("Starting python... 12 s; Kernel > Interrupt
+``SHOW_AFTER`` (5) seconds a line appears in the cell ("Starting python... 12 s; Kernel > Interrupt
 stops it, it gives up after 60 s"), updated in place once a second (``update_display``), and left
 with its outcome when the start ends, so the saved notebook says what happened. A start that ends
 sooner shows nothing. A kernel interrupt ends the start (its process is ended by the start's own
@@ -28,7 +28,7 @@ from ..widgets._html import MUTED
 __all__ = ["SHOW_AFTER", "starting"]
 
 T = TypeVar("T")
-SHOW_AFTER = 3.0  # seconds a start may take before the line appears (a demo start takes under one)
+SHOW_AFTER = 5.0  # seconds a start may take before the line appears (a demo start takes under one)
 TICK = 1.0
 
 

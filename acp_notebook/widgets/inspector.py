@@ -31,6 +31,7 @@ from ._frames_html import capabilities_html, frames_markdown, frames_text, table
 from ._html import MUTED, widget_bundle
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .chat import Throttle
+from .scrollbox import FollowingBox
 
 __all__ = ["ALL_METHODS", "ProtocolInspector", "frames_html", "summarize_frames"]
 
@@ -42,11 +43,8 @@ REFRESH_INTERVAL = 0.5
 SAVE_INTERVAL = 2.0  # quiet time before the saved form is refreshed
 SAVE_AT_LEAST = 30.0  # ... or this long into a burst of frames that does not end
 UPDATE_PREFIX = "session/update#"
-# The live table scrolls in a box of its own (a widget) that outlives each redraw of the table's HTML:
-# it opens at the top (initialize first) and new frames join at the bottom without moving the reader.
-# Two things it cannot do: follow new frames once the reader scrolls to the end (no scroll position
-# reaches the kernel from a plain widget; that needs a frontend extension), and keep the place when the
-# saved form is refreshed after a burst of frames (JupyterLab rebuilds the view: back to the top).
+# The live table (a FollowingBox) opens at the top, initialize first; it follows new frames once the
+# reader scrolls to its end, and otherwise keeps the reader's place and opened rows across redraws.
 SCROLL_HEIGHT = "32em"
 
 
@@ -150,17 +148,14 @@ class ProtocolInspector:
         self.session = widgets.Dropdown(options=[("all sessions", ALL_SESSIONS)], value=ALL_SESSIONS,
                                         description="Session", style=style, layout=auto)
         self.follow = widgets.Checkbox(value=True, description="Follow newest", indent=False, layout=auto,
-                                       tooltip="New frames join the table as they arrive; untick to hold the table "
-                                               "still while you read (rows you opened stay open)")
+                                       tooltip="New frames join the table as they arrive (scrolled to its end, it "
+                                               "follows them); untick to hold the table still")
         self.status = widgets.HTML()
-        self.table = widgets.HTML(layout=widgets.Layout(width="100%"))
-        scroll = widgets.VBox([self.table], layout=widgets.Layout(width="100%", max_height=SCROLL_HEIGHT,
-                                                                  overflow_y="auto"))
-        scroll.add_class("acpnb-frames-scroll")
+        self.table = FollowingBox(max_height=SCROLL_HEIGHT, layout=widgets.Layout(width="100%"))
         self.capabilities = widgets.HTML(layout=widgets.Layout(width="100%"))
         bar = widgets.HBox([self.method, self.session, self.follow, self.status],
                            layout=widgets.Layout(grid_gap="12px", align_items="center", flex_flow="row wrap"))
-        self.widget = widgets.VBox([bar, scroll, self.capabilities], layout=widgets.Layout(width="100%"))
+        self.widget = widgets.VBox([bar, self.table, self.capabilities], layout=widgets.Layout(width="100%"))
         self.widget.add_class("acpnb-inspector")
         for control in (self.method, self.session, self.follow):
             control.observe(self._on_control, names="value")

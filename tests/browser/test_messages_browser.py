@@ -1,7 +1,8 @@
 """What a person sees in JupyterLab (issue 28, point 10), in headless chromium at 1280 px.
 
-- the protocol inspector opens at the top (initialize in view), and frames that arrive join it
-  without moving the reader (following them from the end is not done: see inspector.py);
+- the protocol inspector opens at the top (initialize in view), keeps the reader's place while
+  frames arrive, and follows them once the reader has scrolled to its end, also after JupyterLab
+  rebuilds the view;
 - its direction and round-trip labels stay on one line; an opened row turns its marker down;
 - a form waiting in a turn has two cancel buttons that say which is which;
 - a rejected write keeps the change it proposed in the cell's final view.
@@ -24,6 +25,7 @@ CELLS = [
 START, FIRST, SECOND, LOG, MORE, WRITE, ASK = range(7)
 
 AT_TOP = "box => box.scrollTop === 0 && box.scrollHeight > box.clientHeight"
+AT_END = "box => box.scrollHeight > box.clientHeight && box.scrollTop + box.clientHeight >= box.scrollHeight - 4"
 
 
 def _rows(inspector) -> int:
@@ -71,11 +73,22 @@ def test_the_inspector_forms_and_a_rejected_write_as_a_person_sees_them(
     assert marker.evaluate("m => getComputedStyle(m).transform") != "none"
     first.locator(":scope > summary").click()
 
-    # New frames while the reader is at the top: they join the table, the view stays there (measured as
-    # the new rows come in, before the saved form's refresh rebuilds the view).
+    # New frames while the reader is at the top: they join the table, the view stays there.
     _more_frames(lab_page, inspector, MORE)
     assert box.evaluate(AT_TOP)
+
+    # Scrolled to the end by the reader (the wheel), the table follows what arrives, measured as the rows
+    # come in; and once the saved form's refresh has made JupyterLab build the view anew, it is at the end.
+    box.hover()
+    lab_page.page.mouse.wheel(0, 100000)
+    lab_page.page.wait_for_function(AT_END, arg=box.element_handle())
+    lab_page.page.wait_for_function("box => box.isConnected", arg=box.element_handle())
+    rows = _rows(inspector)
     lab_page.run_cell(WRITE)
+    lab_page.page.wait_for_function(
+        f"([el, n]) => {{ const box = el.querySelector('.acpnb-frames-scroll'); "
+        f"return box && box.querySelectorAll('details.acpnb-frame').length > n && ({AT_END})(box); }}",
+        arg=[inspector.element_handle(), rows])
 
     # The rejected write: the final (static) view still shows the change it proposed.
     write = lab_page.output(WRITE)
