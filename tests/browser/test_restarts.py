@@ -29,13 +29,14 @@ UNSAVED_CELLS = [
     f"%%acp\n{FIRST_PROMPT}",
     "%load_ext acp_notebook\n%acp resume",
     "%%acp\nwhat did I say first?",
+    "%acp stop --all",
 ]
 
 RUNNING = "running_owls.ipynb"
 RUNNING_CELLS = ["%load_ext acp_notebook\n%acp start demo", "%%acp\nread notes.txt"]
 
 
-def test_restarts_without_saving_resume_with_the_title(lab_page: LabPage,
+def test_restarts_without_saving_resume_with_the_title(chromium, lab_page: LabPage,
                                                        jupyterlab_server: JupyterLabServer) -> None:
     write_notebook(jupyterlab_server.root_dir / UNSAVED, UNSAVED_CELLS)
     lab_page.open_notebook(UNSAVED)
@@ -56,6 +57,25 @@ def test_restarts_without_saving_resume_with_the_title(lab_page: LabPage,
         lab_page.wait_for_selector(".acpnb-status-done", within=chat)
         assert lab_page.wait_for_selector(".acpnb-title", within=chat).inner_text() == TITLE
     lab_page.screenshot(screenshot_dir() / "resumed-twice.png", of=lab_page.notebook)
+
+    # Stopped and saved: every output, the first kernel's too, reopens static and true with no kernel.
+    lab_page.run_cell(4)
+    lab_page.wait_for_text("Stopped agent 'demo'", within=lab_page.output(4))
+    saved = save(lab_page, jupyterlab_server, UNSAVED)
+    assert not [o for c in saved["cells"] for o in c.get("outputs", []) if WIDGET_MIME in o.get("data", {})]
+    first_panel = "".join(saved["cells"][0]["outputs"][-1]["data"]["text/plain"])
+    assert first_panel.startswith(f"{TITLE} · ") and "closed" in first_panel and "the kernel stopped" in first_panel
+    jupyterlab_server.shutdown_all_kernels()
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        reopened = LabPage(context.new_page(), jupyterlab_server)
+        reopened.open_notebook(UNSAVED)
+        reopened.wait_for_text(f'You first said: "{FIRST_PROMPT}"', within=reopened.output(3))
+        reopened.wait_for_text("the kernel stopped", within=reopened.output(0))
+        assert reopened.page.evaluate(_BROKEN_JS, reopened.PANEL) == \
+            {"widgetErrors": 0, "drawnIcons": 0, "blankOutputs": 0}
+    finally:
+        context.close()
 
 
 def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, lab_page: LabPage,
