@@ -18,6 +18,7 @@ import asyncio
 import importlib
 import logging
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -224,9 +225,15 @@ class KernelTools:
             log.exception("the kernel tools' on_event callback failed")
 
 
+_SDK_IMPORT_LOCK = threading.Lock()
+
+
 def _import_sdk() -> None:
-    for module in ("mcp.types", "mcp.server.lowlevel", "mcp.server.stdio"):
-        importlib.import_module(module)
+    # One import at a time: two sessions started together would import the SDK in two worker threads, and
+    # the second could see a module the first has only half initialized (ImportError on its first tool call).
+    with _SDK_IMPORT_LOCK:
+        for module in ("mcp.types", "mcp.server.lowlevel", "mcp.server.stdio"):
+            importlib.import_module(module)
 
 
 def _version() -> str:
