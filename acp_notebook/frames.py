@@ -125,11 +125,19 @@ def _quote(text: Any, limit: int = 60) -> str:
 
 
 def _prompt_text(blocks: Any) -> str:
+    """The prompt's first text, then what else it carries: ``'What stands out?' + resource kernel://variables/df.csv, image``."""
     if not isinstance(blocks, list):
         return ""
-    parts = [str(b.get("text", "")) if b.get("type") == "text" else f"[{b.get('type')}]"
-             for b in blocks if isinstance(b, Mapping)]
-    return _quote(" ".join(parts))
+    blocks = [b for b in blocks if isinstance(b, Mapping)]
+    first = next((b for b in blocks if b.get("type") == "text"), None)
+    others = [_block_word(b) for b in blocks if b is not first]
+    return _quote(first.get("text", "") if first else "") + (" + " + ", ".join(others) if others else "")
+
+
+def _block_word(block: Mapping[str, Any]) -> str:
+    kind = str(block.get("type"))
+    uri = _mapping(block.get("resource")).get("uri") if kind == "resource" else block.get("uri")
+    return f"{kind} {uri}" if uri else kind
 
 
 def _update_summary(update: Mapping[str, Any]) -> str:

@@ -127,3 +127,12 @@ def test_a_live_inspector_names_the_policy_in_force_and_never_the_token(tmp_path
         assert "Policy in force: read-only: the reading tools answer; run_code is refused." in static["text/html"]
         assert "mcp: kernel" in static["text/plain"]
         assert token not in json.dumps(static) and token not in json.dumps(list(agent.log))
+
+
+def test_a_prompt_row_names_what_the_prompt_carries_besides_its_text():
+    from acp_notebook import attachments
+
+    blocks = attachments.prompt_blocks("What stands out?", [attachments.attachment({"a": 1}, "cfg", embedded=True)])
+    (row,) = analyze([{"dir": "send", "t": 1.0, "msg": {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                                                         "params": {"sessionId": "s", "prompt": blocks}}}])
+    assert row.summary == "'What stands out?' + text, resource kernel://variables/cfg.json"
