@@ -118,7 +118,8 @@ def test_readers_without_the_widgets_still_see_the_title_and_the_reply(quickstar
 
 def inspector_tables(notebook: Any) -> list[str]:
     """The frame table of every live inspector, as its widget state was saved."""
-    return [s["value"] for s in widget_models(notebook, "HTMLModel") if 'class="acpnb-frames"' in s["value"]]
+    models = widget_models(notebook, "AnyModel")  # the table's FollowingBox (acp_notebook.widgets.scrollbox)
+    return [s["value"] for s in models if 'class="acpnb-frames"' in s.get("value", "")]
 
 
 def test_quickstart_shows_the_inspector_filtered_to_set_config_option(quickstart):
