@@ -239,3 +239,7 @@ def test_teaching_notebook_explains_the_kernel_entry_and_makes_a_kernel_tool_cal
     live = texts(code_cell(teaching, "import pandas as pd"))
     assert "kernel: list_variables" in live and "kernel: inspect_variable" in live
     assert "- city: str, 0" in live and "- rain_mm: int64, 0" in live
+    # A prompt that carries df: its text, the line about the table, and the CSV in a resource block.
+    attached = texts(code_cell(teaching, 'kernel_demo.new_session().prompt("Which city is driest?"'))
+    assert "&#x27;Which city is driest?&#x27; + text, resource kernel://variables/df.csv" in attached
+    assert "city,rain_mm\\nOslo,763\\nLima,6\\nPune,722\\n" in attached
