@@ -65,7 +65,8 @@ def test_the_sweep_shows_progress_and_known_accuracies_with_intervals(executed):
     (html,) = [html for html in data_of(cell, "text/html") if "acp-sweep-summary" in html]
     assert "120 trials, 120 ok, 0 failed" in html
     (summary,) = data_of(code_cell(notebook, "res.summary()"), "text/plain")
-    lines = {line.split()[0]: line for line in summary.splitlines()[2:]}
+    # A wide summary continues in blocks below (each repeats the model column); the scores are in the first.
+    lines = {line.split()[0]: line for line in summary.split("\n\n")[0].splitlines()[2:]}
     assert "0.500 [0.352, 0.648] n=40" in lines["demo:fast"]
     assert "1.000 [0.912, 1.000] n=40" in lines["demo:smart"] and "1.000 [0.912, 1.000]" in lines["px:d:smart"]
     (comparison,) = data_of(code_cell(notebook, "res.compare("), "text/plain")
@@ -106,7 +107,7 @@ def test_proxy_ray_cli_and_async(executed):
     cell = code_cell(notebook, "proxy = acpnb.start_proxy(")
     assert "the proxy offers: a:fast, a:smart, b:fast, b:smart" in printed(cell)
     (table,) = data_of(cell, "text/plain")
-    assert {line.split()[0]: line.split()[1:3] for line in table.splitlines()[2:]} == {
+    assert {line.split()[0]: line.split()[1:3] for line in table.split("\n\n")[0].splitlines()[2:]} == {
         "a:fast": ["2", "2"], "b:smart": ["2", "2"]}
     on_ray = printed(code_cell(notebook, "from acp_notebook.sweep.ray_executor import ray_installed"))
     workers = re.search(r"workers: \[(.*?)\]", on_ray)
