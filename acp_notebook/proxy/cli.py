@@ -136,7 +136,8 @@ def missing_agents(agents: Sequence[BackendConfig], cwd: str) -> list[str]:
                 lines.append(f"--agent {config.name}={spec}: no agent is registered as {spec!r} and no such command "
                              f"is on PATH (registered: {', '.join(sorted(known_names()))})")
             else:
-                lines.append(f"--agent {config.name}: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+                hint = exc.hint_for("cli")
+                lines.append(f"--agent {config.name}: {exc.message}" + (f" ({hint})" if hint else ""))
             continue
         if not _program_found(argv[0], cwd, {**os.environ, **env}):
             lines.append(f"--agent {config.name}: {argv[0]!r} is not on PATH")
