@@ -9,6 +9,7 @@ The package, by job:
 - ``records`` / ``store`` / ``resume`` / ``resumable`` / ``restore``: what the saved notebook and the local
   session store remember, reopening a session after a restart, listing them, and putting back lost settings;
 - ``session_ids``: ids or their prefixes in resume, load and sessions --delete;
+- ``settings``: ``%acp set`` of several options, all or nothing;
 - ``hints``: advice in magic syntax;
 - ``magic``: the thin AcpMagics class and the extension's load/unload hooks.
 

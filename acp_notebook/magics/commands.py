@@ -23,11 +23,10 @@ from IPython.display import display
 
 from ..client import PermissionRequest, Session
 from ..client import start as start_agent
-from ..errors import AcpError, AgentStartError, ConfigOptionError, RpcError
+from ..errors import AcpError, RpcError
 from ..launch import auth_hint
 from ..widgets.chat import TurnView
 from ..widgets.forms import FormAsker
-from ..widgets.labels import bound_agent, value_label
 from ..widgets.permission import PermissionAsker
 from ..widgets.sessions import SessionTable
 from . import context
@@ -35,8 +34,9 @@ from . import grammar as g
 from .records import notebook_path
 from .registry import AgentEntry, NotebookAgents, env_names, launch_of
 from .restore import restore_options
-from .resume import choose_record, reopen, resumable, resume_note
-from .session_ids import resolve_session_id, unknown_session_id
+from .resume import choose_record, reopen, restart_agent, resumable, resume_note
+from .session_ids import known_session_ids, resolve_session_id, unknown_session_id
+from .settings import assign
 from .starting import starting
 
 __all__ = ["Runner", "auth_methods_text"]
@@ -76,12 +76,32 @@ def auth_methods_text(agent: Any) -> str:
     return "\n".join(lines)
 
 
+def _auth_hint(entry: AgentEntry) -> str:
+    agent = entry.agent
+    return auth_hint(agent.registry_spec, agent.auth_methods, how="%acp auth METHOD", command=agent.command) or ""
+
+
+def _recording_inspector(command: g.ShowLog) -> Any:
+    from ..record import Recording, RecordingError
+    from ..widgets.inspector import ProtocolInspector
+
+    assert command.file is not None
+    try:
+        recording = Recording.load(command.file)
+    except RecordingError as exc:
+        raise UsageError(f"%acp log --file {command.file}: {exc.message}") from None
+    return ProtocolInspector.of_frames([frame.as_log_entry() for frame in recording.frames],
+                                       name=recording.agent_name, method=command.method)
+
+
 class Runner:
     """The commands of one AcpMagics (``magics``: its settings)."""
 
     def __init__(self, magics: Any) -> None:
         self.magics = magics
-        self.agents = NotebookAgents(lambda: magics.default_agent, notebook=self._notebook)
+        self.agents = NotebookAgents(lambda: magics.default_agent,
+                                     notebook=lambda: notebook_path(getattr(getattr(magics, "shell", None),
+                                                                            "user_ns", None)))
         self.last_view: TurnView | None = None  # the view of the latest %%acp cell
         self._own_kernel_tools: set[int] = set()  # ids of the agents started with --kernel-tools
         self._handlers = {
@@ -89,7 +109,9 @@ class Runner:
             g.NewSession: self.new_session, g.ListSessions: self.list_sessions, g.LoadSession: self.load_session,
             g.ShowLog: self.show_log, g.Stop: self.stop, g.Use: self.use, g.Cancel: self.cancel,
             g.Authenticate: self.authenticate, g.Logout: self.logout,
-            g.Resume: lambda c: self.list_resumable(c) if c.listing else self.resume(c),
+            g.Resume: lambda c: display(resumable(c.notebook, self.agents.records(),
+                                                  getattr(getattr(magics, "shell", None), "user_ns", None)), raw=True)
+            if c.listing else self.resume(c),
             g.Help: lambda _c: print(g.help_text()),
         }
 
@@ -97,9 +119,6 @@ class Runner:
         self._handlers[type(command)](command)
 
     # --- helpers ---------------------------------------------------------------------
-    def _notebook(self) -> Any:
-        return notebook_path(getattr(getattr(self.magics, "shell", None), "user_ns", None))
-
     def _timeout(self, explicit: float | None = None) -> float:
         return explicit or self.magics.timeout
 
@@ -163,12 +182,7 @@ class Runner:
             if not exc.auth_required or not entry.agent.auth_methods:
                 raise
             raise AcpError(f"agent {entry.alias!r} asks you to authenticate before it opens a session",
-                           hint=self._auth_hint(entry)) from None
-
-    @staticmethod
-    def _auth_hint(entry: AgentEntry) -> str:
-        agent = entry.agent
-        return auth_hint(agent.registry_spec, agent.auth_methods, how="%acp auth METHOD", command=agent.command) or ""
+                           hint=_auth_hint(entry)) from None
 
     def _open_first_session(self, entry: AgentEntry, timeout: float) -> None:
         self.open(entry, self._new_session(entry, None, timeout))
@@ -265,7 +279,9 @@ class Runner:
                 raise UsageError(f"%acp resume: the name {alias!r} belongs to another running agent; give the "
                                  f"resumed one its own: %acp resume {record.session_id} --name {alias}2")
             if entry is None or not entry.agent.running:
-                entry = self._restart(record, alias, command)
+                agent = restart_agent(record, alias, env=dict(command.env) or None,
+                                      timeout=self._timeout(command.timeout), kernel_tools=self._kernel_tools(None))
+                entry = self.agents.adopt(alias, agent, dict(record.launch), record.env_names)
             session, how = reopen(entry.agent, record, self._timeout(command.timeout), gone=self.agents.mark_gone)
             restored = restore_options(session, record.options, self._timeout(command.timeout)).line()
         self.agents.use(alias)
@@ -274,116 +290,17 @@ class Runner:
         self.agents.panel(entry, session).show()
         return session
 
-    def list_resumable(self, command: g.Resume) -> None:
-        """``%acp resume --list``: every session this kernel could resume, newest first."""
-        shell = getattr(self.magics, "shell", None)
-        display(resumable(command.notebook, self.agents.records(), getattr(shell, "user_ns", None)), raw=True)
-
-    def _restart(self, record: Any, alias: str, command: g.Resume) -> AgentEntry:
-        if "object" in record.launch:
-            variable = record.launch["object"]
-            raise UsageError(f"%acp resume: agent {alias!r} was the object in {variable!r}, which kept its sessions in "
-                             f"memory; start it again with %acp start --object {variable} (a new session)")
-        if "replay" in record.launch:
-            path = record.launch["replay"]
-            raise UsageError(f"%acp resume: agent {alias!r} was a replay of {path}, which answers its recording from "
-                             f"the start; run it again with %acp start --replay {path}")
-        env = dict(command.env) or None
-        timeout = self._timeout(command.timeout)
-        try:
-            if "proxy" in record.launch:
-                from ..proxy import start_proxy
-
-                agent = start_proxy(dict(record.launch["proxy"]), cwd=record.agent_cwd, env=env, timeout=timeout,
-                                    name=alias, kernel_tools=self._kernel_tools(None))
-            else:
-                spec = record.launch.get("argv") or record.launch["spec"]
-                agent = start_agent(spec, cwd=record.agent_cwd, env=env, timeout=timeout, name=alias,
-                                    kernel_tools=self._kernel_tools(None))
-        except AgentStartError as exc:
-            raise AgentStartError(
-                f"%acp resume: agent {alias!r} ({record.start_line()}) could not be started again to reopen "
-                f"{record.describe()}: {exc.message}", command=exc.command, exit_code=exc.exit_code,
-                hint="Is it still installed? `acp-notebook agents` lists the agents found on this machine; once it "
-                     f"starts, %acp resume {record.session_id} reopens the session.") from None
-        return self.agents.adopt(alias, agent, dict(record.launch), record.env_names)
-
     # --- the session panel and settings ----------------------------------------------
     def show_panel(self, command: g.ShowPanel) -> None:
         entry = self.agents.entry(command.alias)
         self.agents.panel(entry, self.agents.session_of(entry)).show()
 
     def set_options(self, command: g.SetOptions) -> None:
-        """All or nothing where it can be known beforehand: every value is checked against the session's
-        options before any is sent. An option that only an earlier assignment of the line brings (a model's
-        thought level) is checked when its turn comes; a refusal then says what was applied and what not."""
         entry = self.agents.entry(command.alias)
         session = self.agents.session_of(entry)
-        try:
-            self._check_assignments(session, command.assignments)
-        except ConfigOptionError as exc:
-            raise self._explain_binding(entry, session, exc) from None
-        before = set(session.config.ids())
-        changed: list[str] = []
-        try:
-            for option_id, text in command.assignments:
-                try:
-                    value = self._typed_value(session, option_id, text)
-                    session.check_value(option_id, value)
-                    session.set(option_id, value, timeout=self._timeout())
-                except ConfigOptionError as exc:
-                    raise self._partly_applied(self._explain_binding(entry, session, exc), command, changed) from None
-                changed.append(option_id)
-        finally:
-            if changed:
-                self.agents.touch(entry, session)
-                config = session.config
-                lines = [f"{o} = {value_label(config[o])}" for o in changed if o in config]
-                lines += [f"new option: {o.id} = {value_label(o)}" for o in config if o.id not in before | set(changed)]
-                lines += [f"option gone: {gone}" for gone in sorted(before - set(config.ids()))]
-                print("\n".join(lines))
-
-    @staticmethod
-    def _typed_value(session: Session, option_id: str, text: str) -> str | bool:
-        option = session.config.get(option_id)
-        return g.parse_bool(text, option_id) if option is not None and option.type == "boolean" else text
-
-    def _check_assignments(self, session: Session, assignments: tuple[tuple[str, str], ...]) -> None:
-        """Raise for the first value the session's options refuse now (nothing has been sent yet). An id the
-        session does not have passes only after another assignment, which may bring it."""
-        for index, (option_id, text) in enumerate(assignments):
-            if index > 0 and option_id not in session.config:
-                continue
-            session.check_value(option_id, self._typed_value(session, option_id, text))
-
-    @staticmethod
-    def _partly_applied(error: ConfigOptionError, command: g.SetOptions, changed: list[str]) -> ConfigOptionError:
-        """``error`` as is when nothing was applied yet, else saying which assignments were and which were not."""
-        if not changed:
-            return error
-        pairs = [f"{o}={t}" for o, t in command.assignments]
-        applied, rest = pairs[:len(changed)], pairs[len(changed):]
-        error.message = (f"%acp set applied {' '.join(applied)}, then stopped: {error.message}. "
-                         f"Not applied: {' '.join(rest)}")
-        kept = (error.hint or "").replace("The session's settings are unchanged.", "").strip()
-        error.hint = (kept + " " if kept else "") + "The panel shows the settings in force."
-        error.args = (error.message,)
-        return error
-
-    def _explain_binding(self, entry: AgentEntry, session: Session, error: ConfigOptionError) -> ConfigOptionError:
-        """A refused model of another agent, through the proxy: say that the session is tied to one agent."""
-        agent = bound_agent(session, entry.proxy_agents)
-        option = session.model_option
-        wanted = str(error.value) if error.value is not None else ""
-        if agent is None or option is None or error.config_id != option.id or wanted.startswith(f"{agent}:"):
-            return error
-        others = ", ".join(a for a in entry.proxy_agents if a != agent)
-        error.message = (f"{wanted!r} is not offered here: this session is tied to agent '{agent}' since its first "
-                         f"prompt, so its model choices are {', '.join(str(v) for v in option.values)}")
-        error.hint = (f"Models of {others} need a new session: %acp new, then %acp set model={wanted} "
-                      "(the new session starts with no history).")
-        error.args = (error.message,)
-        return error
+        lines = assign(session, command.assignments, proxy_agents=entry.proxy_agents, timeout=self._timeout(),
+                       applied=lambda: self.agents.touch(entry, session))
+        print("\n".join(lines))
 
     # --- sessions --------------------------------------------------------------------
     def new_session(self, command: g.NewSession) -> None:
@@ -411,18 +328,9 @@ class Runner:
                                    and entry.agent.connection.supports("delete"))
         table.show()
 
-    @staticmethod
-    def _known_ids(entry: AgentEntry, listed: list[dict[str, Any]]) -> dict[str, str]:
-        """The agent's sessions (listed, and open here), newest first: id -> its title."""
-        rows = sorted(listed, key=lambda s: str(s.get("updatedAt") or ""), reverse=True)
-        known = {str(s.get("sessionId")): str(s.get("title") or "") for s in rows if s.get("sessionId")}
-        for session in entry.agent.sessions:
-            known.setdefault(session.id, session.title or "")
-        return known
-
     def _delete_session(self, entry: AgentEntry, wanted: str, listed: list[dict[str, Any]]) -> None:
         """``%acp sessions --delete ID``: session/delete for the session named by ID or a unique prefix of it."""
-        known = self._known_ids(entry, listed)
+        known = known_session_ids(listed, entry.agent.sessions)
         session_id = resolve_session_id(wanted, known, "%acp sessions --delete")
         if session_id is None:
             raise unknown_session_id(wanted, known, "%acp sessions --delete", f"agent {entry.alias!r}'s sessions",
@@ -438,7 +346,7 @@ class Runner:
         entry = self.agents.entry(command.alias)
         where, hint = f"agent {entry.alias!r}'s sessions", "%acp sessions lists them all."
         can_list = entry.agent.connection is not None and entry.agent.connection.supports("list")
-        known = self._known_ids(entry, self._listed(entry))
+        known = known_session_ids(self._listed(entry), entry.agent.sessions)
         session_id = resolve_session_id(command.session_id, known, "%acp load")
         if session_id is None and can_list:
             raise unknown_session_id(command.session_id, known, "%acp load", where, hint)
@@ -457,24 +365,11 @@ class Runner:
         from ..widgets.inspector import ProtocolInspector
 
         if command.file is not None:
-            display(self._recording_inspector(command))
+            display(_recording_inspector(command))
             return
         entry = self.agents.entry(command.alias)
         session_id = self.agents.session_of(entry).id if command.session_only else None
         display(ProtocolInspector(entry.agent, method=command.method, session_id=session_id))
-
-    @staticmethod
-    def _recording_inspector(command: g.ShowLog) -> Any:
-        from ..record import Recording, RecordingError
-        from ..widgets.inspector import ProtocolInspector
-
-        assert command.file is not None
-        try:
-            recording = Recording.load(command.file)
-        except RecordingError as exc:
-            raise UsageError(f"%acp log --file {command.file}: {exc.message}") from None
-        return ProtocolInspector.of_frames([frame.as_log_entry() for frame in recording.frames],
-                                           name=recording.agent_name, method=command.method)
 
     def stop(self, command: g.Stop) -> None:
         entries = list(self.agents.agents.values()) if command.every else [self.agents.entry(command.alias)]

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..client import Agent, Session
-from ..errors import AcpError, CapabilityError, RpcError
+from ..client import start as start_agent
+from ..errors import AcpError, AgentStartError, CapabilityError, RpcError
 from .records import SessionRecord, latest_records, notebook_path, read_notebook_records
 from .resumable import resumable_rows, resumable_table
 from .session_ids import resolve_session_id, unknown_session_id, usage_error
 from .store import StoredSession, open_store
 
-__all__ = ["choose_record", "reopen", "resumable", "resume", "resume_note"]
+__all__ = ["choose_record", "reopen", "restart_agent", "resumable", "resume", "resume_note"]
 
 
 def _notebook_records(path: Path | None, explicit: bool) -> tuple[list[SessionRecord], str]:
@@ -111,6 +112,34 @@ def reopen(agent: Agent, record: SessionRecord, timeout: float | None,
             last = exc  # e.g. resume advertised but not implemented: try load
     assert last is not None
     raise last
+
+
+def restart_agent(record: SessionRecord, alias: str, *, env: Mapping[str, str] | None, timeout: float,
+                  kernel_tools: str) -> Agent:
+    """Start the record's agent again, as it was started; a clear error when that cannot be done."""
+    if "object" in record.launch:
+        variable = record.launch["object"]
+        raise usage_error(f"%acp resume: agent {alias!r} was the object in {variable!r}, which kept its sessions in "
+                          f"memory; start it again with %acp start --object {variable} (a new session)")
+    if "replay" in record.launch:
+        path = record.launch["replay"]
+        raise usage_error(f"%acp resume: agent {alias!r} was a replay of {path}, which answers its recording from "
+                          f"the start; run it again with %acp start --replay {path}")
+    try:
+        if "proxy" in record.launch:
+            from ..proxy import start_proxy
+
+            return start_proxy(dict(record.launch["proxy"]), cwd=record.agent_cwd, env=env, timeout=timeout,
+                               name=alias, kernel_tools=kernel_tools)
+        spec = record.launch.get("argv") or record.launch["spec"]
+        return start_agent(spec, cwd=record.agent_cwd, env=env, timeout=timeout, name=alias,
+                           kernel_tools=kernel_tools)
+    except AgentStartError as exc:
+        raise AgentStartError(
+            f"%acp resume: agent {alias!r} ({record.start_line()}) could not be started again to reopen "
+            f"{record.describe()}: {exc.message}", command=exc.command, exit_code=exc.exit_code,
+            hint="Is it still installed? `acp-notebook agents` lists the agents found on this machine; once it "
+                 f"starts, %acp resume {record.session_id} reopens the session.") from None
 
 
 def resume_note(record: SessionRecord, how: str, env: Mapping[str, str]) -> str:

@@ -7,9 +7,10 @@ messages list at most ``SHOWN`` of them, never the whole list. Pure; kernel thre
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["SHOWN", "resolve_session_id", "unknown_session_id", "usage_error"]
+__all__ = ["SHOWN", "known_session_ids", "resolve_session_id", "unknown_session_id", "usage_error"]
 
 SHOWN = 5
 
@@ -44,3 +45,12 @@ def unknown_session_id(wanted: str, known: Mapping[str, str], command: str, wher
     ids, and ``hint`` (a magic that lists them all)."""
     newest = f"; the newest: {_listed(list(known), known)}" if known else " (there are none)"
     return usage_error(f"{command}: no session {wanted!r} in {where}{newest}. {hint}")
+
+
+def known_session_ids(listed: Iterable[Mapping[str, Any]], open_here: Iterable[Any]) -> dict[str, str]:
+    """An agent's sessions, newest first: those it listed (session/list), then those open here; id -> title."""
+    rows = sorted(listed, key=lambda s: str(s.get("updatedAt") or ""), reverse=True)
+    known = {str(s.get("sessionId")): str(s.get("title") or "") for s in rows if s.get("sessionId")}
+    for session in open_here:
+        known.setdefault(session.id, session.title or "")
+    return known
