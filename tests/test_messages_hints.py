@@ -80,3 +80,17 @@ def test_npx_agents_get_the_first_start_advice():
     assert "agents --check NAME --timeout 180" in npx["hints"]["cli"]
     other = _silent_start_hints(["python", "agent.py"])
     assert all("npx" not in text for text in [other["hint"], *other["hints"].values()])
+
+
+@pytest.mark.parametrize("error", [
+    errors.AcpTimeoutError("slow"),
+    errors.RpcError(RESOURCE_NOT_FOUND, "Resource not found", {"x": 1}, method="session/load"),
+    errors.AgentStartError("no", command=["a"], exit_code=3, stderr_tail=["boom"]),
+], ids=lambda e: type(e).__name__)
+def test_an_error_shown_elsewhere_keeps_its_type_and_fields_and_renders_as_one_line(error, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    shown = error.shown_elsewhere("in the reply above")
+    assert type(shown) is type(error) and shown.message == error.message and shown.hint == error.hint
+    assert {k: v for k, v in vars(shown).items() if k != "shown_in"} == vars(error)
+    assert shown._render_traceback_() == [f"{type(error).__name__}: shown in the reply above"]
+    assert error._render_traceback_()[0].startswith(f"{type(error).__name__}: {error.message}")  # the original: in full
