@@ -236,3 +236,15 @@ def test_an_agent_no_longer_installed_is_named(shell, state, tmp_path):
     assert raised.value.message.startswith(f"%acp resume: agent 'mine' (%acp start --name mine -- {sys.executable} "
                                            f"{script}) could not be started again")
     assert "Is it still installed?" in raised.value.hint
+
+
+def test_a_session_deleted_in_a_later_kernel_leaves_the_store(shell, state, tmp_path):
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%%acp\nnew topic: Newts")
+    deleted = acpnb.current()
+    restart(shell)
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, f"%acp sessions --delete {deleted.id}")
+    assert deleted.id not in [row.record.session_id for row in open_store().sessions()]

@@ -200,8 +200,9 @@ class NotebookAgents:
         with self._lock:
             record = self._records.get(session_id)
             self._records = {sid: r for sid, r in self._records.items() if sid != session_id}
-        if record is not None and self._store is not None:
-            self._store.forget(record)
+        store = self._store or open_store()
+        if store is not None:  # also a session recorded by an earlier kernel: its row is keyed by agent and id
+            store.forget(record or SessionRecord(session_id, entry.alias, entry.launch, "", ""))
         panel = entry.panels.get(session_id)
         if panel is not None:
             panel.close(reason)
