@@ -35,7 +35,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 __all__ = ["PREFIX", "BindingStore", "decode_session_id", "default_state_dir", "encode_session_id"]
 
@@ -80,6 +80,7 @@ class BindingStore:
         self.path = (directory or default_state_dir()) / "bindings.jsonl"
         # The parsed file and the (mtime, size) it was read at: a session/list asks once per session listed.
         self._cache: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
+        self._stream: TextIO | None = None
 
     def record(self, session_id: str, agent: str, backend_session_id: str) -> None:
         self._append({"sessionId": session_id, "agent": agent, "backendSessionId": backend_session_id})
@@ -117,10 +118,16 @@ class BindingStore:
         return ([("model", model)] if model is not None else []) + list(options.items())
 
     def _append(self, record: dict[str, Any]) -> None:
+        # The file stays open between records (a client that sets an option on every turn writes one
+        # line each time); it is opened again if it went away meanwhile. One write per line, appended.
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with self.path.open("a", encoding="utf-8") as stream:
-                stream.write(json.dumps(record) + "\n")
+            if self._stream is None or not self.path.exists():
+                if self._stream is not None:
+                    self._stream.close()
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._stream = self.path.open("a", encoding="utf-8")
+            self._stream.write(json.dumps(record) + "\n")
+            self._stream.flush()
         except OSError as exc:  # a read-only home must not break the session, only its later reopening
             logger.warning("cannot remember session %s in %s: %s", record["sessionId"], self.path, exc)
 

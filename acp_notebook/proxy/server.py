@@ -83,6 +83,7 @@ class ProxyServer:
         self.binder = Binder(self)
         self.view = OptionsView(self)
         self.reopener = Reopener(self)
+        self._handlers = self._requests()
 
     def attach(self, client: Connection) -> None:
         self.client = client
@@ -100,7 +101,7 @@ class ProxyServer:
             if is_notification:
                 await self._client_notification(method, params)
                 return None
-            handler = self._requests().get(method)
+            handler = self._handlers.get(method)
             if handler is not None:
                 return await handler(params)
             if method.startswith("_"):
