@@ -166,8 +166,12 @@ class KernelLink:
         await self.tools.close()
 
     # --- the policy's question (loop thread) ---------------------------------------
-    async def _ask(self, request: Any) -> bool:
-        """Whether ``request.code`` may run: the running turn's permission policy decides."""
+    async def _ask(self, request: Any) -> bool | str:
+        """Whether ``request.code`` may run (True), or why not: the running turn's permission policy decides.
+
+        A user's click on Reject answers False (the tools say the user rejected it); anything else that is not
+        a yes answers its reason, so the agent is not told a person refused when nobody was asked.
+        """
         from .client import PermissionRequest, decide_permission
 
         code = str(getattr(request, "code", "") or "")
@@ -176,9 +180,9 @@ class KernelLink:
         call = KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments={"code": code}, code=code,
                           status="asking")
         if session is None or turn is None:
-            self._note(call, status="refused", decision="refused: no turn is running in this session, so nobody "
-                                                        "could be asked (kernel_tools='ask')")
-            return False
+            why = "no turn is running in this session, so nobody could be asked (kernel_tools='ask')"
+            self._note(call, status="refused", decision=f"refused: {why}")
+            return why
         self._open[code] = call
         self._note(call)
         tool_call = {"toolCallId": call.id, "title": "Run code in your kernel", "kind": "execute",
@@ -190,9 +194,9 @@ class KernelLink:
         words = "allowed" if allowed else "rejected" if chosen == "reject" else "not answered"
         if not allowed:
             self._open.pop(code, None)
-        self._note(call, status="running" if allowed else "refused",
-                   decision=f"{words} ({reason})" if reason else words)
-        return allowed
+        decision = f"{words} ({reason})" if reason else words
+        self._note(call, status="running" if allowed else "refused", decision=decision)
+        return allowed or (False if chosen == "reject" and not reason else decision)
 
     # --- what the tools did (loop thread) ------------------------------------------
     def _on_event(self, event: Any) -> None:

@@ -56,6 +56,14 @@ def tools(namespace: dict[str, Any], events: list[KernelToolEvent]) -> Iterator[
         run(kt.close())
 
 
+async def wait_until(condition: Any, timeout: float = TIMEOUT) -> None:
+    """Poll ``condition`` (a file another process writes has no event to wait on) until true, or fail."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting for the bridge"
+        await asyncio.sleep(0.02)
+
+
 def bridge_env(entry: dict[str, Any] | None, **changes: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("ACPNB_KERNEL_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -258,8 +266,13 @@ def test_closing_while_a_call_runs_ends_the_bridge_and_fails_the_call(tools: Ker
                 try:
                     await asyncio.wait_for(call, TIMEOUT)
                 except Exception as exc:  # noqa: BLE001 - the error is what this test looks at
-                    return exc
-                return None
+                    failure: BaseException | None = exc
+                else:
+                    failure = None
+                # The call can fail (the server answers it as it stops) before the bridge has read the end of the
+                # channel; leaving the client now would close the bridge's stdin first, a normal end with no line.
+                await wait_until(lambda: errlog_path.read_text().strip() != "")
+                return failure
 
     error = run(go())
     assert error is not None, "the call answered although its server closed"

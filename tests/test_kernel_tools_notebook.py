@@ -249,9 +249,14 @@ def test_ask_with_no_turn_running_refuses_and_records_why(start_demo):
 
     session = start_demo(kernel_tools="ask", permission="allow").new_session()
     link = session.kernel_tools
-    assert _loop.run_sync(link._ask(RunRequest("print(1)")), TIMEOUT) is False
+    why = _loop.run_sync(link._ask(RunRequest("print(1)")), TIMEOUT)
+    assert isinstance(why, str) and "no turn is running" in why
     (call,) = link.calls
     assert call.status == "refused" and "no turn is running" in call.decision
+    # The agent is told why, not that a person rejected the code.
+    answer = _loop.run_sync(link.tools.call("run_code", {"code": "print(2)"}), TIMEOUT)
+    said = answer.content[0]["text"]
+    assert answer.is_error and said.startswith("refused: no turn is running") and "rejected" not in said
 
 
 def test_plot_proposes_a_cell_and_a_session_without_the_server_is_told_so(start_demo, main_ns):

@@ -36,7 +36,7 @@ SERVER_NAME = "kernel"
 READ_TIMEOUT_S = 10.0  # a reading tool's work on the kernel thread (a repr that hangs is stopped)
 BRIDGE_MODULE = "acp_notebook.kernel_tools.bridge"
 
-Ask = Callable[[RunRequest], Awaitable[bool]]
+Ask = Callable[[RunRequest], Awaitable["bool | str"]]  # True runs; a str is the refusal's reason
 OnEvent = Callable[[KernelToolEvent], None]
 
 
@@ -185,8 +185,10 @@ class KernelTools:
             if self.ask is None:
                 return Answer.error('refused: nobody can be asked to allow run_code here; '
                                     '`%config AcpMagics.kernel_tools = "allow"` lets the agent run code')
-            if not await self.ask(RunRequest(code)):
-                return Answer.error(REJECTED)
+            verdict = await self.ask(RunRequest(code))
+            if verdict is not True:
+                # A string says why nobody said yes (no one could be asked, an automatic answer); False, a "no".
+                return Answer.error(f"refused: {verdict}" if isinstance(verdict, str) and verdict else REJECTED)
         return await run_code_tool(code, lambda capture: run_code_here(code, self._scope()[0], capture),
                                    self.run_timeout, self._emit)
 
