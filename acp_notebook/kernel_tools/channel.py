@@ -131,6 +131,11 @@ class Channel:
                 await self._serve(LineReader(reader), LineWriter(writer))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the bridge went away: its agent ended
+        except asyncio.CancelledError:
+            # close() ends connections by cancelling them; a handler task that ends cancelled makes asyncio's
+            # stream protocol log a "CancelledError" traceback to stderr, so it ends quietly instead.
+            if self._server is not None:
+                raise
         finally:
             if task is not None:
                 self._connections.discard(task)
