@@ -7,7 +7,7 @@ the session's title or option values change, so a later kernel can resume it uns
 Threads: every method that changes the agents runs on the kernel thread (the magics).
 The session records are read on the background loop thread while outputs are published
 (``metadata_for``) and rewritten there when the agent changes a title or an option
-(``_on_state``); they, and the title hints, live in dicts guarded by ``_lock`` and are
+(``_watch``); they, and the title hints, live in dicts guarded by ``_lock`` and are
 replaced, never mutated.
 """
 

@@ -13,8 +13,8 @@ Threads: turn events and the one-second clock arrive on the background loop thre
 (Cancel, permission buttons, form buttons) on the kernel thread. Every widget is written under the view's
 lock, and renders are coalesced by a ``Throttle``: a flood of chunks costs a few widget
 messages a second, not one per chunk. The output is published live when shown, again when the
-turn's shape changes (its status, tool calls, plan, a permission request or form coming or
-answered: not for text chunks or the clock, since each update makes JupyterLab rebuild the
+turn's shape changes (its status, tool calls, kernel calls, plan, a permission request or form
+coming or answered: not for text chunks or the clock, since each update makes JupyterLab rebuild the
 view), and static when the turn ends. So a notebook saved mid-turn holds the turn as it stood,
 marked as live in a running kernel; one whose kernel ends mid-turn says it was interrupted.
 """
@@ -249,6 +249,7 @@ class TurnView:
         """Whether the turn's structure changed since the output was last published (under the lock)."""
         turn = self.turn
         shape = (self.status, tuple((c.id, c.status) for c in turn.tool_calls),
+                 tuple((c.id, c.status) for c in list(turn.kernel_calls)),
                  tuple((e.get("content"), e.get("status")) for e in turn.plan if isinstance(e, Mapping)),
                  tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
                  len(self._form_items), self.error_message)
