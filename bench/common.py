@@ -169,6 +169,29 @@ async def relay_until_either_ends(agent: asyncio.subprocess.Process, from_client
     await downstream
 
 
+async def open_client(argv: Sequence[str], cwd: str, name: str,
+                      observe: Callable[[Any], None]) -> tuple[asyncio.subprocess.Process, Any]:
+    """Start ``argv`` and speak to it with a bare SDK ``Connection`` (every frame also to ``observe``; the
+    agent's requests are refused), initialized as client ``name``: the process and the connection."""
+    from acp.connection import Connection
+
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, cwd=cwd, limit=50 * 1024 * 1024)
+    assert process.stdin is not None and process.stdout is not None
+
+    async def refuse(method: str, params: Any, is_notification: bool) -> Any:
+        return None
+
+    conn = Connection(refuse, process.stdin, process.stdout, observers=[observe])
+    await conn.send_request("initialize", {
+        "protocolVersion": 1,
+        "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+        "clientInfo": {"name": name, "version": "1"},
+    })
+    return process, conn
+
+
 async def close_client(conn: Any, process: asyncio.subprocess.Process | None, wait: float = 5.0) -> None:
     """End a benchmark's client connection and the process it spoke to: the connection, then the process's
     stdin (it should exit on its own), then a kill after ``wait`` seconds."""

@@ -36,7 +36,7 @@ from acp.connection import Connection, StreamDirection, StreamEvent
 
 sys.path.insert(0, str(PathLib(__file__).resolve().parent))
 
-from common import LoadMeter, close_client  # noqa: E402
+from common import LoadMeter, close_client, open_client  # noqa: E402
 
 DEMO = [sys.executable, "-m", "acp_notebook.demo"]
 RELAY = PathLib(__file__).resolve().parent / "relay.py"
@@ -71,20 +71,7 @@ class Path:
                 self.chunk_times.append(time.perf_counter())
 
     async def open(self, cwd: str) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, cwd=cwd, limit=50 * 1024 * 1024)
-        assert self.process.stdin is not None and self.process.stdout is not None
-
-        async def refuse(method: str, params: Any, is_notification: bool) -> Any:
-            return None
-
-        self.conn = Connection(refuse, self.process.stdin, self.process.stdout, observers=[self.observe])
-        await self.conn.send_request("initialize", {
-            "protocolVersion": 1,
-            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
-            "clientInfo": {"name": "proxy-latency-bench", "version": "1"},
-        })
+        self.process, self.conn = await open_client(self.argv, cwd, "proxy-latency-bench", self.observe)
         result = await self.conn.send_request("session/new", {"cwd": cwd, "mcpServers": []})
         self.session_id = result["sessionId"]
         model_values = [o["value"] for g in result["configOptions"][0]["options"] for o in g["options"]]

@@ -37,7 +37,7 @@ from acp.connection import Connection, StreamDirection, StreamEvent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import HERE, LoadMeter, bench_agent, close_client, emit  # noqa: E402
+from common import HERE, LoadMeter, bench_agent, close_client, emit, open_client  # noqa: E402
 
 RELAY = HERE / "relay.py"
 
@@ -62,17 +62,7 @@ class Link:
             self.received[params.get("sessionId")].append(text[1:text.index("]")] if text.startswith("[") else "")
 
     async def open(self, cwd: str) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, cwd=cwd, limit=50 * 1024 * 1024)
-        assert self.process.stdin is not None and self.process.stdout is not None
-
-        async def refuse(method: str, params: Any, is_notification: bool) -> Any:
-            return None
-
-        self.conn = Connection(refuse, self.process.stdin, self.process.stdout, observers=[self.observe])
-        await self.conn.send_request("initialize", {"protocolVersion": 1, "clientCapabilities": {},
-                                                    "clientInfo": {"name": "proxy-load-bench", "version": "1"}})
+        self.process, self.conn = await open_client(self.argv, cwd, "proxy-load-bench", self.observe)
 
     async def new_session(self, cwd: str, model: str | None) -> str:
         assert self.conn is not None
