@@ -124,6 +124,16 @@ def restart(ip) -> None:
     ip.run_line_magic("load_ext", "acp_notebook")
 
 
+def chat_then_restart(ip, topic: str) -> acpnb.Session:
+    """A demo session with one turn, then a restart; the session as it was."""
+    with capture_output():
+        run(ip, "%acp start demo")
+        run(ip, f"%%acp\nnew topic: {topic}")
+    session = acpnb.current()
+    restart(ip)
+    return session
+
+
 def test_a_session_is_stored_as_it_opens_and_changes(shell, state):
     with capture_output():
         run(shell, "%acp start demo")
@@ -190,11 +200,7 @@ def test_a_value_no_longer_offered_is_reported_not_guessed(shell):
 
 
 def test_a_session_the_agent_lost_is_marked_and_not_picked_again(shell, state, demo_state_dir):
-    with capture_output():
-        run(shell, "%acp start demo")
-        run(shell, "%%acp\nnew topic: Voles")
-    lost = acpnb.current()
-    restart(shell)
+    lost = chat_then_restart(shell, "Voles")
     (demo_state_dir / f"{lost.id}.json").unlink()
     with pytest.raises(acpnb.AcpError, match=f"agent 'demo' no longer has session {lost.id}") as raised:
         run(shell, "%acp resume")
@@ -239,11 +245,7 @@ def test_an_agent_no_longer_installed_is_named(shell, state, tmp_path):
 
 
 def test_a_session_deleted_in_a_later_kernel_leaves_the_store(shell, state, tmp_path):
-    with capture_output():
-        run(shell, "%acp start demo")
-        run(shell, "%%acp\nnew topic: Newts")
-    deleted = acpnb.current()
-    restart(shell)
+    deleted = chat_then_restart(shell, "Newts")
     with capture_output():
         run(shell, "%acp start demo")
         run(shell, f"%acp sessions --delete {deleted.id}")

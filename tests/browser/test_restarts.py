@@ -15,6 +15,7 @@ shuts down, interrupted when it restarts. What makes it so: the package's server
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .jupyterlab import JupyterLabServer, LabPage, screenshot_dir, write_notebook
 from .test_saved_notebook import _BROKEN_JS, menu, restart_kernel, save, start_cell
@@ -78,17 +79,25 @@ def test_restarts_without_saving_resume_with_the_title(chromium, lab_page: LabPa
         context.close()
 
 
-def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, lab_page: LabPage,
-                                                                      jupyterlab_server: JupyterLabServer) -> None:
-    root = jupyterlab_server.root_dir
+def _wait_for_permission(lab_page: LabPage, server: JupyterLabServer, name: str) -> Any:
+    """Open a new notebook ``name``, start the demo agent and a turn, and wait until the turn asks permission
+    (its view laid out to its Cancel button); the turn's output."""
+    root = server.root_dir
     (root / "notes.txt").write_text("first line\nsecond line\n")
-    write_notebook(root / RUNNING, RUNNING_CELLS)
-    lab_page.open_notebook(RUNNING)
+    write_notebook(root / name, RUNNING_CELLS)
+    lab_page.open_notebook(name)
     lab_page.run_cell(0)
     start_cell(lab_page, 1)
     turn = lab_page.output(1)
     lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=turn)
     lab_page.wait_for_selector(".acpnb-cancel", within=turn)
+    return turn
+
+
+def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, lab_page: LabPage,
+                                                                      jupyterlab_server: JupyterLabServer) -> None:
+    root = jupyterlab_server.root_dir
+    turn = _wait_for_permission(lab_page, jupyterlab_server, RUNNING)
 
     # The turn's saved form follows it a moment after the buttons show (one coalesced update): until the saved
     # file has it, wait for that update (it makes the notebook dirty) and save again.
@@ -128,13 +137,7 @@ def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, 
 def _saved_turn_after(lab_page: LabPage, server: JupyterLabServer, name: str, command: str) -> str:
     """Run a turn until it waits for a permission click, end the kernel with the Kernel menu's ``command``,
     save: the text of the turn's saved output."""
-    root = server.root_dir
-    (root / "notes.txt").write_text("first line\nsecond line\n")
-    write_notebook(root / name, RUNNING_CELLS)
-    lab_page.open_notebook(name)
-    lab_page.run_cell(0)
-    start_cell(lab_page, 1)
-    lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=lab_page.output(1))
+    _wait_for_permission(lab_page, server, name)
     if command == "kernelmenu:restart":
         restart_kernel(lab_page)
     else:
