@@ -126,6 +126,7 @@ def test_a_relay_ends_when_its_client_or_agent_does(relay: str, gone: str) -> No
             process.wait()
 
 
+@pytest.mark.slow  # the quick benchmark run of the `results` fixture
 def test_the_workspace_benchmark_reports_set_up_and_overhead(results: dict) -> None:
     found = results["benchmarks"]["workspaces"]
     for method in ("worktree", "copy"):

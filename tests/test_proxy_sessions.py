@@ -81,6 +81,7 @@ def test_the_client_mcp_servers_reach_the_agents_on_new_bind_and_load(proxy_fact
     assert loaded["mcpServers"] == [KERNEL_SERVER]
 
 
+@pytest.mark.slow  # three proxy processes, one after the other
 def test_a_new_proxy_process_puts_back_the_model_and_options_the_client_set(proxy_factory, own_state, tmp_path):
     agents = {"q": quirky("--store", str(tmp_path / "q.json"))}
     first = proxy_factory(agents)
