@@ -26,10 +26,7 @@ import difflib
 import inspect
 import logging
 import os
-import sys
 import threading
-import time
-from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +34,7 @@ from typing import Any, Union
 
 from . import _loop, attachments
 from ._facade import twins
+from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog, _entry_size  # noqa: F401 - the limits are read here too
 from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, client_version
 from .connection import AgentConnection, files, transport_for
 from .connection.checks import odd_current_values, options_problem, update_problem
@@ -67,13 +65,6 @@ __all__ = ["Agent", "PermissionRequest", "Session", "areplay", "astart", "curren
 
 logger = logging.getLogger(__name__)
 
-# Agent.log keeps the latest frames within two bounds: LOG_LIMIT entries, and LOG_LIMIT_BYTES of their
-# estimated size in memory (_entry_size: what the frame and its entry take as Python objects, about
-# 1 KiB for a streamed chunk of a few words, which is logged compacted). Past either, the oldest
-# frames are dropped until both are back under nine tenths: a 50,000-chunk turn is kept whole, and a
-# 200,000-chunk one costs at most LOG_LIMIT_BYTES here.
-LOG_LIMIT = 100_000
-LOG_LIMIT_BYTES = 64 * 2**20
 # Update kinds that belong to a turn (the others describe the session: its options, title, commands).
 TURN_UPDATES = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan",
                           "usage_update"})
@@ -167,9 +158,7 @@ class Agent:
         self.capabilities: dict[str, Any] = {}
         self.auth_methods: list[dict[str, Any]] = []
         self.protocol_version: int | None = None
-        self.log: list[dict[str, Any]] = []
-        self._log_sizes: array[int] = array("Q")  # _entry_size of each entry of self.log, in step with it
-        self._log_bytes = 0
+        self.log = FrameLog()
         self.connection: AgentConnection | None = None
         self._sessions: dict[str, Session] = {}
         self._states: dict[str, SessionState] = {}
@@ -179,9 +168,7 @@ class Agent:
         self._ext_handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self._registry_spec = spec_of(spec) if isinstance(spec, (str, list, tuple, AgentSpec)) else None
         self._record_to = record
-        self._recorder: Recorder | None = None
         self._redactor: Redactor = Redactor()
-        self._clean_for: tuple[Redactor, bool] | None = None  # see _chunk_constants_clean
         # Secret values the agent gets some other way than its environment (the proxy's agents' keys, which
         # travel on its command line): masked like the environment's.
         self.extra_secrets: list[tuple[str, str]] = []
@@ -196,7 +183,7 @@ class Agent:
         self.command = [self._redactor.text(str(part)) for part in transport.command or [transport.description]]
         transport.stderr_listeners.append(self._fan_out_stderr)
         if self._record_to is not None:
-            self._recorder = self._new_recorder(self._record_to)
+            self.log.recorder = self._new_recorder(self._record_to)
         self.connection = AgentConnection(
             transport, name=self.name, handler=self._handle_request, on_frame=self._on_frame,
             on_exit=self._on_exit, spec=self._registry_spec, env=agent_env, request_timeout=self.timeout,
@@ -212,8 +199,8 @@ class Agent:
         except BaseException:
             _loop.remove_shutdown_hook(self._close)
             raise
-        if self._recorder is not None:
-            self._recorder.begin(result)
+        if self.log.recorder is not None:
+            self.log.recorder.begin(result)
         self.protocol_version = result.get("protocolVersion")
         self.info = dict(result.get("agentInfo") or {})
         self.capabilities = dict(result.get("agentCapabilities") or {})
@@ -250,7 +237,7 @@ class Agent:
             session._agent_gone(error)
         await close_links([session.kernel_tools for session in self._sessions.values()])
         await self.connection.close()
-        self._stop_recording()
+        self.log.stop_recording()
 
     close, aclose = twins(_close, what="closing the agent", default_timeout=15.0)
 
@@ -349,21 +336,11 @@ class Agent:
         frame until the agent is closed (or ``record`` is called again). ``acpnb.replay(path)`` plays it back."""
         if self.connection is None or self.connection.state != "running":
             raise AgentClosedError(f"agent '{self.name}' is not running; start it with record=PATH instead")
-        self._stop_recording()
         recorder = self._new_recorder(path)
-        so_far = list(self.log)
-        recorder.begin(self.connection.init_result)
-        for entry in so_far:
-            recorder.frame(entry["dir"], entry["t"], entry["msg"], entry.get("note"))
-        self._recorder = recorder
+        self.log.record_to(recorder, self.connection.init_result)
         return str(recorder.path)
 
     record, arecord = twins(_record, what="starting a recording", default_timeout=_agent_timeout)
-
-    def _stop_recording(self) -> None:
-        if self._recorder is not None:
-            self._recorder.close()
-            self._recorder = None
 
     def _fan_out_stderr(self, line: str) -> None:
         line = self._redactor.text(line)  # listeners show it (views, saved notebooks): secrets masked
@@ -383,67 +360,27 @@ class Agent:
 
     # --- frames, in wire order (loop thread) -------------------------------
     def _on_frame(self, direction: str, msg: dict[str, Any], note: str | None) -> None:
-        # What is written down (the log, the recording, the inspector) and what a transcript shows
-        # is a copy with the environment's secret values masked; the SDK acts on the frame as sent.
-        plain = _plain_chunk(msg) if direction == "recv" else None
-        if plain is not None and self._chunk_constants_clean() and not self._redactor.finds((plain[0], plain[2])):
-            # A streamed text chunk with no secret in it (its keys and constants are none): logged compacted,
-            # and known to be well formed. Its session id and text were the only strings left to scan.
-            msg = _compact_chunk(*plain)
-        else:
-            plain = None
-            msg = self._redactor.masked(msg)
-        entry: dict[str, Any] = {"dir": direction, "t": time.time(), "msg": msg}
+        # What is written down (the log, the recording, the inspector) and what a transcript shows is the
+        # log's masked copy (_framelog.py); the SDK acts on the frame as sent.
+        entry, size = self.log.entry(direction, msg, self._redactor)
+        msg = entry["msg"]
         if direction == "recv" and msg.get("method") == "session/update" and "id" not in msg:
-            try:
-                note = self._route_update(msg.get("params"), checked=plain is not None) or note
+            try:  # a sized entry is a compacted chunk, known to be well formed
+                note = self._route_update(msg.get("params"), checked=size is not None) or note
             except Exception:  # noqa: BLE001 - a bad frame must never stop the receive loop
                 logger.exception("acp-notebook failed to apply a frame")
                 note = "failed to apply (see logs)"
         if note:
             entry["note"] = self._redactor.text(note)
-        if self._recorder is not None:
-            self._recorder.frame(direction, entry["t"], msg, note)
-        self._append_log(entry, None if plain is None else _CHUNK_ENTRY_BYTES + sys.getsizeof(plain[2]))
+        self.log.keep(entry, size)
         for listener in list(self._frame_listeners):
             with contextlib.suppress(Exception):
                 listener(entry)
 
-    def _chunk_constants_clean(self) -> bool:
-        """Whether the fixed strings of a text chunk frame (keys, method, kinds) hold none of the secret values
-        (always, short of a secret such as "session/"): then only its session id and text need a scan."""
-        found = self._clean_for
-        if found is None or found[0] is not self._redactor:
-            found = self._clean_for = (self._redactor, not self._redactor.finds(_CHUNK_CONSTANTS))
-        return found[1]
-
     @property
     def log_bytes(self) -> int:
-        """The estimated size in memory of ``agent.log`` (bounded by ``LOG_LIMIT_BYTES``; see there)."""
-        return self._log_bytes
-
-    def _append_log(self, entry: dict[str, Any], size: int | None = None) -> None:
-        size = _entry_size(entry) if size is None else size
-        self.log.append(entry)
-        self._log_sizes.append(size)
-        self._log_bytes += size
-        if len(self.log) > LOG_LIMIT or self._log_bytes > LOG_LIMIT_BYTES:
-            self._trim_log()
-
-    def _trim_log(self) -> None:
-        """Drop the oldest entries until the log is under nine tenths of both bounds (loop thread)."""
-        if len(self._log_sizes) != len(self.log):  # the list was changed by hand (cleared, say): measure again
-            self._log_sizes = array("Q", (_entry_size(e) for e in self.log))
-            self._log_bytes = sum(self._log_sizes)
-        count, freed = 0, 0
-        entries, budget = len(self.log), self._log_bytes
-        keep_entries, keep_bytes = LOG_LIMIT * 9 // 10, LOG_LIMIT_BYTES * 9 // 10
-        while count < entries and (entries - count > keep_entries or budget - freed > keep_bytes):
-            freed += self._log_sizes[count]
-            count += 1
-        del self.log[:count]
-        del self._log_sizes[:count]
-        self._log_bytes -= freed
+        """The estimated size in memory of ``agent.log`` (bounded by ``LOG_LIMIT_BYTES``; see _framelog.py)."""
+        return self.log.bytes
 
     def _route_update(self, params: Any, *, checked: bool = False) -> str | None:
         """Apply one session/update; ``checked``: the caller knows it is a well-formed text chunk."""
@@ -1107,74 +1044,6 @@ def _state_applier(state: SessionState, method: str, params: dict[str, Any]) -> 
             state.set_legacy_mode(params["modeId"])
 
     return {"session/set_config_option": options, "session/set_mode": mode}.get(method)
-
-
-# A streamed text chunk as decoded: every key and constant value a string of its own, per frame.
-_FRAME_KEYS = ("jsonrpc", "method", "params")
-_PARAMS_KEYS = ("sessionId", "update")
-_UPDATE_KEYS = ("sessionUpdate", "content")
-_CONTENT_KEYS = ("type", "text")
-_CHUNK_KINDS = {kind: kind for kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")}
-_CHUNK_CONSTANTS = [*_FRAME_KEYS, *_PARAMS_KEYS, *_UPDATE_KEYS, *_CONTENT_KEYS, *_CHUNK_KINDS, "2.0", "session/update"]
-# What a compacted chunk's log entry costs beside its text (measured: about 1 KiB with a few words of text;
-# the frame as decoded, with strings of its own for every key and constant, takes about 1.8 KiB).
-_CHUNK_ENTRY_BYTES = 960
-_SESSION_IDS_KEPT = 256
-_session_ids: dict[str, str] = {}
-
-
-def _plain_chunk(msg: Any) -> tuple[str, str, str] | None:
-    """``(session id, kind, text)`` of a frame that is a text chunk and nothing else, in the usual key
-    order; None for any other frame."""
-    if type(msg) is not dict or tuple(msg) != _FRAME_KEYS or msg["method"] != "session/update":
-        return None
-    params = msg["params"]
-    if type(params) is not dict or tuple(params) != _PARAMS_KEYS or type(params["sessionId"]) is not str:
-        return None
-    update = params["update"]
-    if type(update) is not dict or tuple(update) != _UPDATE_KEYS or type(update["sessionUpdate"]) is not str:
-        return None
-    kind = _CHUNK_KINDS.get(update["sessionUpdate"])
-    content = update["content"]
-    if kind is None or type(content) is not dict or tuple(content) != _CONTENT_KEYS or content["type"] != "text" \
-            or type(content["text"]) is not str or msg["jsonrpc"] != "2.0":
-        return None
-    return params["sessionId"], kind, content["text"]
-
-
-def _compact_chunk(session_id: str, kind: str, text: str) -> dict[str, Any]:
-    """A text chunk frame (as ``_plain_chunk`` read it) rebuilt equal, from shared keys and constants: about
-    half the memory of the decoded one, which ``agent.log`` keeps."""
-    shared = _session_ids.get(session_id)
-    if shared is None:
-        if len(_session_ids) >= _SESSION_IDS_KEPT:
-            _session_ids.clear()
-        shared = _session_ids[session_id] = session_id
-    update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
-    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": shared, "update": update}}
-
-
-def _entry_size(entry: dict[str, Any]) -> int:
-    """The estimated memory of one ``agent.log`` entry: a constant plus the text for text chunks (the frames
-    that come in floods, compacted when logged), ``sys.getsizeof`` over the whole entry for the rest."""
-    plain = _plain_chunk(entry.get("msg"))
-    if plain is not None:
-        return _CHUNK_ENTRY_BYTES + sys.getsizeof(plain[2])
-    return _deep_size(entry)
-
-
-def _deep_size(value: Any) -> int:
-    total, pending = 0, [value]
-    while pending:
-        item = pending.pop()
-        total += sys.getsizeof(item)
-        if type(item) is dict:
-            for key, sub in item.items():
-                total += sys.getsizeof(key)
-                pending.append(sub)
-        elif type(item) is list or type(item) is tuple:
-            pending.extend(item)
-    return total
 
 
 def _applied_by_on_frame(method: str) -> bool:

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from acp_notebook import client
+from acp_notebook import _framelog as framelog
 from acp_notebook.client import Agent
 from acp_notebook.turn import Turn
 
@@ -72,30 +72,30 @@ def _chunk_frame(i: int, text: str = "lorem ipsum ") -> dict:
 
 @pytest.mark.parametrize("bound", ["entries", "bytes"])
 def test_the_log_keeps_the_latest_frames_within_both_bounds(monkeypatch: pytest.MonkeyPatch, bound: str) -> None:
-    monkeypatch.setattr(client, "LOG_LIMIT", 500 if bound == "entries" else 10**9)
-    monkeypatch.setattr(client, "LOG_LIMIT_BYTES", 10**12 if bound == "entries" else 200_000)
+    monkeypatch.setattr(framelog, "LOG_LIMIT", 500 if bound == "entries" else 10**9)
+    monkeypatch.setattr(framelog, "LOG_LIMIT_BYTES", 10**12 if bound == "entries" else 200_000)
     agent = Agent("demo")  # never started: its frame tap is driven by hand
     for i in range(3000):
         agent._on_frame("recv", _chunk_frame(i), None)
-        assert len(agent.log) <= client.LOG_LIMIT and agent.log_bytes <= client.LOG_LIMIT_BYTES
+        assert len(agent.log) <= framelog.LOG_LIMIT and agent.log_bytes <= framelog.LOG_LIMIT_BYTES
     kept = [e["msg"]["params"]["update"]["content"]["text"].split(":")[0] for e in agent.log]
     assert kept == [str(i) for i in range(3000 - len(kept), 3000)]  # the newest, in order, none missing
     assert len(kept) >= (450 if bound == "entries" else 50)
-    assert agent.log_bytes == sum(client._entry_size(e) for e in agent.log)
+    assert agent.log_bytes == sum(framelog._entry_size(e) for e in agent.log)
 
 
 def test_a_big_frame_counts_by_its_size_and_a_log_cleared_by_hand_is_measured_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(client, "LOG_LIMIT_BYTES", 300_000)
+    monkeypatch.setattr(framelog, "LOG_LIMIT_BYTES", 300_000)
     agent = Agent("demo")
     big = {"jsonrpc": "2.0", "id": 1, "result": {"configOptions": [{"id": "x" * 100_000}]}}
-    assert client._entry_size({"dir": "recv", "t": 0.0, "msg": big}) > 100_000
+    assert framelog._entry_size({"dir": "recv", "t": 0.0, "msg": big}) > 100_000
     agent._on_frame("recv", big, None)
     agent.log.clear()  # a user may empty it
     for i in range(2000):
         agent._on_frame("recv", _chunk_frame(i), None)
-    assert agent.log_bytes <= client.LOG_LIMIT_BYTES and len(agent.log) > 10
-    assert agent.log_bytes == sum(client._entry_size(e) for e in agent.log)
+    assert agent.log_bytes <= framelog.LOG_LIMIT_BYTES and len(agent.log) > 10
+    assert agent.log_bytes == sum(framelog._entry_size(e) for e in agent.log)
 
 
 def test_a_compacted_chunk_is_still_masked_and_equal_to_the_frame() -> None:
