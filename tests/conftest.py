@@ -16,6 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Timings never decide a test here (they belong in bench/): property tests have no per-example deadline,
+# which on a loaded 2-core machine failed examples that ran in a third of it when re-run.
+settings.register_profile("acp-notebook", deadline=None)
+settings.load_profile("acp-notebook")
 
 DEMO_STATE_ENV = "ACP_NOTEBOOK_DEMO_STATE"  # acp_notebook.demo.store.STATE_ENV, without importing the package
 PROXY_STATE_ENV = "ACP_NOTEBOOK_PROXY_STATE"  # acp_notebook.proxy.ids.STATE_ENV
