@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from . import _loop, attachments
+from ._early import EarlyUpdates
 from ._facade import twins
 from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog, _entry_size  # noqa: F401 - the limits are read here too
 from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, client_version
@@ -162,7 +163,8 @@ class Agent:
         self.connection: AgentConnection | None = None
         self._sessions: dict[str, Session] = {}
         self._states: dict[str, SessionState] = {}
-        self._early: dict[str, list[dict[str, Any]]] = {}
+        self._early: EarlyUpdates[dict[str, Any]] = EarlyUpdates(per_session=EARLY_UPDATES_KEPT,
+                                                                  sessions=EARLY_SESSIONS_KEPT)
         self._frame_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._stderr_listeners: list[Callable[[str], None]] = []
         self._ext_handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}
@@ -419,11 +421,7 @@ class Agent:
                       for r in (self.connection.router.outstanding.values() if self.connection else ()))
         if not opening or not isinstance(session_id, str):
             return "ignored: unknown session"
-        if session_id not in self._early and len(self._early) >= EARLY_SESSIONS_KEPT:
-            self._early.pop(next(iter(self._early)))
-        held = self._early.setdefault(session_id, [])
-        if len(held) < EARLY_UPDATES_KEPT:
-            held.append(update)
+        self._early.hold(session_id, update)
         return "held: its session is being opened"
 
     def _state_for(self, session_id: str) -> SessionState:
@@ -431,7 +429,7 @@ class Agent:
         state = self._states.get(session_id)
         if state is None:
             state = self._states[session_id] = SessionState(session_id)
-            for update in self._early.pop(session_id, []):
+            for update in self._early.take(session_id):
                 state.apply_update(update)
                 state.history.append(update)
         return state

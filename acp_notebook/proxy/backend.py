@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp.exceptions import RequestError
 
+from .._early import EarlyUpdates
 from .._protocol import INTERNAL_ERROR
 from ..connection import AgentConnection, transport_for
 from ..connection.transport import StdioTransport
@@ -150,7 +151,9 @@ class Backend:
         # The registry's entry (auth_env...) when the spec names one; None for a plain command.
         self.spec: AgentSpec | None = spec_of(config.spec)
         self._shut_down = False
-        self._orphans: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        # Notifications for an agent session id not registered yet (sent before its session/new answer).
+        self._orphans: EarlyUpdates[tuple[str, dict[str, Any]]] = EarlyUpdates(
+            per_session=ORPHAN_UPDATES_KEPT, sessions=ORPHAN_SESSIONS_KEPT)
         self._start_task: asyncio.Task[None] | None = None
 
     # --- state ---------------------------------------------------------------
@@ -346,16 +349,12 @@ class Backend:
     # --- session routes ---------------------------------------------------------
     def hold_orphan(self, session_id: str, method: str, params: dict[str, Any]) -> None:
         """Keep a notification for a session id not registered yet (sent before its session/new answer)."""
-        if session_id not in self._orphans and len(self._orphans) >= ORPHAN_SESSIONS_KEPT:
-            self._orphans.pop(next(iter(self._orphans)))
-        held = self._orphans.setdefault(session_id, [])
-        if len(held) < ORPHAN_UPDATES_KEPT:
-            held.append((method, params))
+        self._orphans.hold(session_id, (method, params))
 
     def register(self, candidate: Candidate) -> list[tuple[str, dict[str, Any]]]:
         """Route the agent's session id to `candidate`; returns what the agent sent for it before."""
         self.routes[candidate.backend_session_id] = candidate
-        return self._orphans.pop(candidate.backend_session_id, [])
+        return self._orphans.take(candidate.backend_session_id)
 
     def unregister(self, candidate: Candidate) -> None:
         if self.routes.get(candidate.backend_session_id) is candidate:

@@ -128,8 +128,7 @@ class Binder:
         if session.bind(candidate, tie=tie):
             self.server.bindings.record(session.id, candidate.agent, candidate.backend_session_id)
         self.hidden[candidate.agent].discard(candidate.backend_session_id)
-        held, candidate.held = candidate.held, []
-        for params in held:
+        for params in candidate.held.take(candidate.backend_session_id):
             self.server.view.forward_update(candidate, params)
 
     async def bind(self, session: ProxySession, agent: str, bare: str) -> Candidate:

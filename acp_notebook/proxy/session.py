@@ -28,6 +28,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._early import EarlyUpdates
 from .models import AgentModels, agent_models, legacy_mode_option
 
 if TYPE_CHECKING:
@@ -97,7 +98,8 @@ class Candidate:
         # every set_config_option and option update through the proxy reads it two or three times.
         self._models: tuple[Any, AgentModels] | None = None
         self.modes: Any = None
-        self.held: list[dict[str, Any]] = []  # updates kept while HELD, forwarded when it is bound
+        # Updates kept while HELD (the client does not know this agent session yet), forwarded when it is bound.
+        self.held: EarlyUpdates[dict[str, Any]] = EarlyUpdates(per_session=HELD_UPDATES_KEPT)
         self._released = False
         self.absorb(result)
 
@@ -124,8 +126,7 @@ class Candidate:
 
     def hold(self, params: dict[str, Any]) -> None:
         """Keep an update that arrived while HELD (forwarded when it is bound; the oldest are kept)."""
-        if len(self.held) < HELD_UPDATES_KEPT:
-            self.held.append(params)
+        self.held.hold(self.backend_session_id, params)
 
     def absorb(self, result: Any) -> None:
         """Take the agent's state from a session/new, load, resume or set_config_option result."""
