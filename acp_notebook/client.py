@@ -153,14 +153,8 @@ class Agent:
         self.fs = fs
         # Whether fs/write_text_file may replace *.ipynb files in the session's directories (see connection/files.py).
         self.notebook_writes = notebook_writes
-        self.name = name or ""
         self.command: list[str] = []
-        self.info: dict[str, Any] = {}
-        self.capabilities: dict[str, Any] = {}
-        self.auth_methods: list[dict[str, Any]] = []
-        self.protocol_version: int | None = None
         self.log = FrameLog()
-        self.connection: AgentConnection | None = None
         self._sessions: dict[str, Session] = {}
         self._states: dict[str, SessionState] = {}
         self._early: EarlyUpdates[dict[str, Any]] = EarlyUpdates(per_session=EARLY_UPDATES_KEPT,
@@ -174,22 +168,24 @@ class Agent:
         # Secret values the agent gets some other way than its environment (the proxy's agents' keys, which
         # travel on its command line): masked like the environment's.
         self.extra_secrets: list[tuple[str, str]] = []
+        resolved, transport, self._agent_env = transport_for(self.spec, cwd=self.cwd, env=self.extra_env,
+                                                             inherit_env=self.inherit_env)
+        self.name = name or resolved
+        transport.stderr_listeners.append(self._fan_out_stderr)
+        # Made here, so it is never None: "created" until _start; what initialize answered lives on it.
+        self.connection = AgentConnection(
+            transport, name=self.name, handler=self._handle_request, on_frame=self._on_frame,
+            on_exit=self._on_exit, spec=self._registry_spec, env=self._agent_env, request_timeout=self.timeout,
+            tapped_notifications=_applied_by_on_frame)
 
     # --- lifecycle -------------------------------------------------------
     async def _start(self) -> Agent:
-        name, transport, agent_env = transport_for(self.spec, cwd=self.cwd, env=self.extra_env,
-                                                   inherit_env=self.inherit_env)
-        self.name = self.name or name
-        self._redactor = Redactor([*secret_values(agent_env), *self.extra_secrets])
+        transport = self.connection.transport
+        self._redactor = Redactor([*secret_values(self._agent_env), *self.extra_secrets])
         # Masked: a key passed on the command line would otherwise show wherever the command is shown.
         self.command = [self._redactor.text(str(part)) for part in transport.command or [transport.description]]
-        transport.stderr_listeners.append(self._fan_out_stderr)
         if self._record_to is not None:
             self.log.recorder = self._new_recorder(self._record_to)
-        self.connection = AgentConnection(
-            transport, name=self.name, handler=self._handle_request, on_frame=self._on_frame,
-            on_exit=self._on_exit, spec=self._registry_spec, env=agent_env, request_timeout=self.timeout,
-            tapped_notifications=_applied_by_on_frame)
         params = {
             "protocolVersion": PROTOCOL_VERSION,
             "clientCapabilities": self._client_capabilities(),
@@ -203,10 +199,6 @@ class Agent:
             raise
         if self.log.recorder is not None:
             self.log.recorder.begin(result)
-        self.protocol_version = result.get("protocolVersion")
-        self.info = dict(result.get("agentInfo") or {})
-        self.capabilities = dict(result.get("agentCapabilities") or {})
-        self.auth_methods = list(result.get("authMethods") or [])
         return self
 
     def _client_capabilities(self) -> dict[str, Any]:
@@ -221,7 +213,6 @@ class Agent:
 
     async def _on_exit(self) -> None:
         """The agent ended by itself: fail what waits on it, with its exit code and last stderr lines."""
-        assert self.connection is not None
         await self.connection.settle()
         error = AgentExitedError(f"agent '{self.name}' exited with code {self.exit_code}", exit_code=self.exit_code,
                                  stderr_tail=self.stderr_tail(20))
@@ -231,7 +222,7 @@ class Agent:
 
     async def _close(self) -> None:
         """Close every session and end the agent (its whole process group). Safe to call twice."""
-        if self.connection is None or self.connection.state == "closed":
+        if self.connection.state in ("created", "closed"):
             return
         _loop.remove_shutdown_hook(self._close)
         error = AgentClosedError(f"agent '{self.name}' was closed")
@@ -276,20 +267,41 @@ class Agent:
             if not _loop.in_loop_thread():
                 closing.result(self.timeout)
 
+    # What the agent said about itself in initialize: read from the one place it is kept, the connection.
+    @property
+    def info(self) -> dict[str, Any]:
+        """The agent's ``agentInfo`` (name, title, version); {} before initialize."""
+        return self.connection.agent_info
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """The agent's ``agentCapabilities``; {} before initialize."""
+        return self.connection.capabilities
+
+    @property
+    def auth_methods(self) -> list[dict[str, Any]]:
+        """The agent's ``authMethods`` (each a dict with ``id``, ``name``, maybe ``type``)."""
+        return self.connection.auth_methods
+
+    @property
+    def protocol_version(self) -> int | None:
+        """The protocol version the agent answered initialize with; None before."""
+        return self.connection.init_result.get("protocolVersion")
+
     @property
     def status(self) -> str:
         """starting, running, closed or exited."""
-        state = self.connection.state if self.connection is not None else "created"
+        state = self.connection.state
         return {"created": "starting", "failed": "exited"}.get(state, state)
 
     @property
     def exit_code(self) -> int | None:
-        return self.connection.exit_code if self.connection is not None else None
+        return self.connection.exit_code
 
     @property
     def auth_method(self) -> str | None:
         """The auth method used (by ``authenticate``, or picked from a key in the environment)."""
-        return self.connection.auth_method if self.connection is not None else None
+        return self.connection.auth_method
 
     @property
     def registry_spec(self) -> AgentSpec | None:
@@ -298,7 +310,7 @@ class Agent:
 
     @property
     def pid(self) -> int | None:
-        return self.connection.pid if self.connection is not None else None
+        return self.connection.pid
 
     @property
     def running(self) -> bool:
@@ -314,7 +326,7 @@ class Agent:
         return self._redactor
 
     def stderr_tail(self, lines: int = 20) -> list[str]:
-        return self.connection.stderr_tail(lines) if self.connection is not None else []
+        return self.connection.stderr_tail(lines)
 
     def on_frame(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``callback(log_entry)`` for each frame as it is logged (on the loop thread; must not block)."""
@@ -336,7 +348,7 @@ class Agent:
     async def _record(self, path: str | os.PathLike[str]) -> str:
         """Record this agent's session to ``path`` (JSON lines, secrets masked): the frames so far, then every
         frame until the agent is closed (or ``record`` is called again). ``acpnb.replay(path)`` plays it back."""
-        if self.connection is None or self.connection.state != "running":
+        if self.connection.state != "running":
             raise AgentClosedError(f"agent '{self.name}' is not running; start it with record=PATH instead")
         recorder = self._new_recorder(path)
         self.log.record_to(recorder, self.connection.init_result)
@@ -418,7 +430,7 @@ class Agent:
         """An update for a session we do not know: kept if a session/new, load or resume is on its way
         (agents may stream before answering), else ignored."""
         opening = any(r.method in ("session/new", "session/load", "session/resume")
-                      for r in (self.connection.router.outstanding.values() if self.connection else ()))
+                      for r in self.connection.router.outstanding.values())
         if not opening or not isinstance(session_id, str):
             return "ignored: unknown session"
         self._early.hold(session_id, update)
@@ -468,28 +480,22 @@ class Agent:
         raise RequestError.method_not_found(method)
 
     # --- client -> agent requests --------------------------------------------
-    def _conn(self) -> AgentConnection:
-        if self.connection is None:
-            raise AgentClosedError(f"agent '{self.name}' was never started")
-        return self.connection
-
     async def _request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Send any request (an ``_extension`` method, say) and return the agent's raw result. A request that
         changes a session's options (set_config_option, set_mode) sent this way still updates its state."""
         params = params or {}
         state = self._states.get(params.get("sessionId")) if isinstance(params.get("sessionId"), str) else None
         apply = _state_applier(state, method, params) if state is not None else None
-        return await self._conn().request(method, params, apply=apply)
+        return await self.connection.request(method, params, apply=apply)
 
     request, arequest = twins(_request, what=lambda self, method, *_, **__: f"{method} to agent '{self.name}'",
                               default_timeout=_agent_timeout)
 
     async def _notify(self, method: str, params: dict[str, Any]) -> None:
-        if self.connection is not None:
-            await self.connection.notify(method, params)
+        await self.connection.notify(method, params)
 
     def _require(self, capability: str, method: str) -> None:
-        if not self._conn().supports(capability):
+        if not self.connection.supports(capability):
             raise CapabilityError(
                 f"agent '{self.name}' does not support {method} (it did not advertise it in initialize)",
                 hint="agent.capabilities shows what this agent offers.",
@@ -507,7 +513,7 @@ class Agent:
             raise AcpError(f"{method_id!r} is a login you do in a terminal, not through the agent",
                            hint=f"Run this in a terminal, then start the agent again: "
                                 f"{self.terminal_login_command(method_id)}")
-        return await self._conn().authenticate(method_id)
+        return await self.connection.authenticate(method_id)
 
     authenticate, aauthenticate = twins(_authenticate, what="authenticate", default_timeout=_agent_timeout)
 
@@ -530,7 +536,7 @@ class Agent:
             raise CapabilityError(f"agent '{self.name}' does not offer logout",
                                   hint="agent.capabilities['auth'] shows what it offers.",
                                   hints={"magic": "%acp log --method initialize shows what the agent offers."})
-        result = await self._conn().request("logout", {})
+        result = await self.connection.request("logout", {})
         return result if isinstance(result, dict) else {}
 
     logout, alogout = twins(_logout, what="logout", default_timeout=_agent_timeout)
@@ -538,7 +544,7 @@ class Agent:
     async def _delete_session(self, session_id: str) -> None:
         """Delete a session from the agent's list (``session/delete``); an open one here is closed too."""
         self._require("delete", "session/delete")
-        await self._conn().request("session/delete", {"sessionId": session_id})
+        await self.connection.request("session/delete", {"sessionId": session_id})
         session = self._sessions.pop(session_id, None)
         self._states.pop(session_id, None)
         if session is not None:
@@ -590,7 +596,7 @@ class Agent:
             return None
 
         try:
-            result = await self._conn().request("session/new", params, apply=opened)
+            result = await self.connection.request("session/new", params, apply=opened)
             if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
                 raise ProtocolError(f"agent '{self.name}' answered session/new without a sessionId: {result!r}")
         except BaseException:
@@ -623,7 +629,7 @@ class Agent:
 
         servers, _ = servers_with_kernel((), link.entry if link is not None else None)
         try:
-            await self._conn().request(method, {"sessionId": session_id, "cwd": root, "mcpServers": servers},
+            await self.connection.request(method, {"sessionId": session_id, "cwd": root, "mcpServers": servers},
                                        apply=reopened)
         except BaseException:
             self._sessions.pop(session_id, None)
@@ -661,7 +667,7 @@ class Agent:
                 params["cwd"] = str(Path(cwd).resolve())
             if cursor:
                 params["cursor"] = cursor
-            result = await self._conn().request("session/list", params) or {}
+            result = await self.connection.request("session/list", params) or {}
             sessions.extend(result.get("sessions") or [])
             cursor = result.get("nextCursor")
             if not cursor:
@@ -800,13 +806,13 @@ class Session:
         try:
             if option.legacy_source == "modes":
                 params = {"sessionId": self.id, "modeId": value}
-                await self.agent._conn().request("session/set_mode", params,
+                await self.agent.connection.request("session/set_mode", params,
                                                  apply=_state_applier(state, "session/set_mode", params))
                 return self.config
             params = {"sessionId": self.id, "configId": config_id, "value": value}
             if option.type == "boolean":
                 params["type"] = "boolean"
-            result = await self.agent._conn().request(
+            result = await self.agent.connection.request(
                 "session/set_config_option", params, apply=_state_applier(state, "session/set_config_option", params))
         except ReplayMismatch:
             raise  # not the agent refusing: the recording has no such step
@@ -909,7 +915,7 @@ class Session:
 
         try:
             with _loop.switch_interval.streaming():
-                await self.agent._conn().request("session/prompt", {"sessionId": self.id, "prompt": blocks},
+                await self.agent.connection.request("session/prompt", {"sessionId": self.id, "prompt": blocks},
                                                  apply=answered, timeout=None)
         except asyncio.CancelledError:
             await self._cancel_running(turn)
@@ -948,7 +954,7 @@ class Session:
         if self._running is not None:
             await self._cancel()
         connection = self.agent.connection
-        if connection is not None and connection.state == "running" and connection.supports("close"):
+        if connection.state == "running" and connection.supports("close"):
             await connection.request("session/close", {"sessionId": self.id})
         self.closed = True
         if self.agent._sessions.get(self.id) is self:
