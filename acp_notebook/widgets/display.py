@@ -93,8 +93,10 @@ class Bundle:
 @functools.cache
 def kernel_id() -> str | None:
     """This kernel's id (its connection file is kernel-ID.json), when it runs under Jupyter. A process
-    that has not imported ipykernel is no kernel: nothing is imported for the question."""
-    if "ipykernel" not in sys.modules:
+    that has not imported ipykernel's kernel app is no kernel: nothing is imported for the question (importing
+    the app imports ipykernel's kernel, which replaces the ``comm`` package's manager for the whole process,
+    so widgets made before it could no longer close)."""
+    if "ipykernel.kernelapp" not in sys.modules:
         return None
     try:
         from ipykernel.connect import get_connection_file
