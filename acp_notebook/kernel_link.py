@@ -172,7 +172,7 @@ class KernelLink:
         A user's click on Reject answers False (the tools say the user rejected it); anything else that is not
         a yes answers its reason, so the agent is not told a person refused when nobody was asked.
         """
-        from .client import PermissionRequest, decide_permission
+        from ._permission import PermissionRequest, decide_permission
 
         code = str(getattr(request, "code", "") or "")
         session = self.session

@@ -1,0 +1,126 @@
+"""Permission requests: what a policy receives (``PermissionRequest``), how a policy ("allow", "deny" or a
+callable) becomes an option id, and the answer to the agent's ``session/request_permission``.
+
+Threads: everything here runs on the background loop thread: ``decide_permission`` adds to and removes
+from the session's pending permissions there, and the running turn's permission record is made there.
+A callable policy may hand the decision to another thread (a widget's click) through a future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from .connection.checks import update_problem
+from .turn import PermissionRecord
+
+if TYPE_CHECKING:
+    from .session import Session
+    from .turn import Turn
+
+__all__ = ["PERMISSION_META_KEY", "PermissionPolicy", "PermissionRequest", "answer_permission", "decide_permission"]
+
+logger = logging.getLogger("acp_notebook.client")
+
+# Where a permission answer says why it is "cancelled" when no one decided in time.
+PERMISSION_META_KEY = "acp-notebook/permission"
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    """What a permission policy callable receives; ``turn`` is the running turn, if any."""
+
+    session: Session
+    tool_call: dict[str, Any]
+    options: list[dict[str, Any]]
+    raw: dict[str, Any]
+    turn: Turn | None = None
+
+    def option_for(self, *kinds: str) -> str | None:
+        for kind in kinds:
+            for option in self.options:
+                if option.get("kind") == kind:
+                    return option.get("optionId")
+        return None
+
+
+PermissionPolicy = Union[str, Callable[[PermissionRequest], Any]]
+
+
+async def answer_permission(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a ``session/request_permission`` for ``session``: its policy (the turn's, the session's or
+    the agent's) asked; "cancelled" when the turn is cancelled,
+    the agent goes, or the policy has not decided within the agent's ``permission_timeout``."""
+    turn = session._running
+    tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+    if update_problem({"sessionUpdate": "tool_call_update", "toolCallId": "", **tool_call}) is not None:
+        tool_call = {}  # malformed: not merged into the turn's tool calls (the policy still sees params)
+    options = [o for o in params.get("options") or [] if isinstance(o, dict)] \
+        if isinstance(params.get("options"), list) else []
+    request = PermissionRequest(session, dict(tool_call), options, params, turn)
+    chosen, reason = await decide_permission(session, request)
+    if turn is not None:
+        turn.record_permission(PermissionRecord(request.tool_call, request.options, chosen))
+    if chosen is not None:
+        return {"outcome": {"outcome": "selected", "optionId": chosen}}
+    answer: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
+    if reason:
+        logger.warning("permission request in session %s answered 'cancelled': %s", session.id, reason)
+        answer["_meta"] = {PERMISSION_META_KEY: {"reason": reason}}
+    return answer
+
+
+async def decide_permission(session: Session, request: PermissionRequest) -> tuple[str | None, str]:
+    """The option id the policy chose (the turn's, the session's or the agent's), or None for "cancelled":
+    the turn was cancelled, the agent went, or nobody decided within the agent's ``permission_timeout``,
+    which the second item then says (else it is ""). Loop thread."""
+    turn = request.turn
+    policy = next(p for p in (turn.permission if turn is not None else None, session.permission,
+                              session.agent.permission) if p is not None)
+    cancelled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    session._pending_permissions.add(cancelled)
+    limit = session.agent.permission_timeout
+    try:
+        decided = asyncio.ensure_future(_apply_policy(policy, request))
+        done, _ = await asyncio.wait({decided, cancelled}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        chosen = decided.result() if decided in done else None
+        if decided not in done:
+            decided.cancel()
+    finally:
+        session._pending_permissions.discard(cancelled)
+    return chosen, "" if done else f"no decision within {limit:g} s (the permission_timeout)"
+
+
+async def _apply_policy(policy: PermissionPolicy, request: PermissionRequest) -> str | None:
+    """Turn a policy ("allow", "deny", or a callable) into an option id, or None for 'cancelled'."""
+    if policy in ("allow", "allow_once"):
+        return request.option_for("allow_once", "allow_always")
+    if policy == "allow_always":
+        return request.option_for("allow_always", "allow_once")
+    if policy in ("deny", "reject", "reject_once"):
+        return request.option_for("reject_once", "reject_always")
+    if not callable(policy):
+        raise ValueError(f"permission policy must be 'allow', 'deny' or a callable, not {policy!r}")
+    try:
+        answer = policy(request)
+        if isinstance(answer, concurrent.futures.Future):
+            answer = await asyncio.wrap_future(answer)
+        elif inspect.isawaitable(answer):
+            answer = await answer
+    except Exception:  # noqa: BLE001 - a failing policy must not leave the agent waiting forever
+        logger.exception("permission policy failed; answering with the reject option")
+        return request.option_for("reject_once", "reject_always")
+    if answer is None:
+        return None
+    if answer in ("allow", "deny", "allow_always", "reject"):
+        return await _apply_policy(answer, request)
+    ids = [o.get("optionId") for o in request.options]
+    if answer in ids:
+        return answer
+    logger.warning("permission policy returned %r, not one of %r; rejecting", answer, ids)
+    return request.option_for("reject_once", "reject_always")

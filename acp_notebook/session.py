@@ -1,0 +1,438 @@
+"""Session: one ACP session of an Agent (client.py): its state, its turns, and the calls that change it.
+
+Each operation is one core coroutine (``_set``, ``_prompt``, ``_cancel``, ``_close``...) run on the
+loop thread; ``twins()`` derives the public blocking and awaitable pair. ``start_turn`` may be called
+from any thread: it queues the turn under the session's lock and hands it to the loop.
+
+Threads: ``turns``, ``_running``, ``closed``, the session's ``SessionState`` and its turns are mutated
+only on the background loop thread (``_last_queued`` under ``_queue_lock``, from any thread). The
+agent's session tables are changed here on the loop thread too (a close or delete forgets the session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import difflib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import _loop, attachments
+from ._facade import twins
+from ._permission import PermissionPolicy
+from ._protocol import INTERNAL_ERROR, INVALID_PARAMS
+from ._timeout import CANCEL_GRACE_S
+from .connection import files
+from .connection.checks import odd_current_values, options_problem
+from .connection.routing import Applier
+from .elicitation import ElicitationPolicy
+from .errors import (
+    AcpError,
+    AgentClosedError,
+    ConfigOptionError,
+    ProtocolError,
+    ReplayMismatch,
+    RpcError,
+    _data_details,
+)
+from .kernel_link import KernelLink, close_links
+from .state import ConfigOption, ConfigOptions, SessionState
+from .turn import PermissionRecord, Turn
+
+if TYPE_CHECKING:
+    from .client import Agent
+
+__all__ = ["Session"]
+
+# The blocking/awaitable twins wait this much longer than the agent's request deadline, so that a
+# request nobody answers fails with the connection's error (which names the method and any stray
+# answer) rather than the facade's plainer one.
+_FACADE_MARGIN_S = 1.0
+
+
+def _agent_timeout(agent: Agent, *_: Any, **__: Any) -> float | None:
+    return None if agent.timeout is None else agent.timeout + _FACADE_MARGIN_S
+
+
+def _session_timeout(session: Session, *_: Any, **__: Any) -> float | None:
+    return _agent_timeout(session.agent)
+
+
+class Session:
+    """One ACP session: its live state (config, title, usage), turns, and the calls that change it.
+
+    Turns run one at a time, in the order they were started (``start_turn`` queues).
+    """
+
+    def __init__(self, agent: Agent, session_id: str, state: SessionState, cwd: str,
+                 additional_directories: Sequence[str], permission: PermissionPolicy | None) -> None:
+        self.agent = agent
+        self.id = session_id
+        self.state = state
+        self.cwd = cwd
+        self.additional_directories = list(additional_directories)
+        self.permission = permission
+        self.elicitation: ElicitationPolicy | None = None  # overrides the agent's form policy when set
+        self.turns: list[Turn] = []
+        self.closed = False
+        self._running: Turn | None = None  # the turn whose prompt is on the wire
+        self._queue_lock = threading.Lock()
+        self._last_queued: Turn | None = None  # the latest turn made by start_turn / prompt
+        self._pending_permissions: set[asyncio.Future[Any]] = set()
+        # The session's kernel tools (kernel_link.KernelLink): None when its agent offered none.
+        self.kernel_tools: KernelLink | None = None
+
+    def _adopt_kernel_tools(self, link: KernelLink | None) -> None:
+        self.kernel_tools = link
+        if link is not None:
+            link.bind(self)
+
+    # --- state -----------------------------------------------------------
+    @property
+    def config(self) -> ConfigOptions:
+        return self.state.config
+
+    @property
+    def title(self) -> str | None:
+        return self.state.title
+
+    @property
+    def display_title(self) -> str | None:
+        """The agent's title, else the first prompt's (``state.title_source`` says which)."""
+        return self.state.display_title
+
+    @property
+    def updated_at(self) -> str | None:
+        return self.state.updated_at
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.state.meta
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        return self.state.usage
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """Updates received outside any turn (a load's replay, agent-initiated messages)."""
+        return self.state.history
+
+    @property
+    def model_option(self) -> ConfigOption | None:
+        return self.config.model_option
+
+    @property
+    def model(self) -> str | bool | None:
+        return self.state.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        option = self.model_option
+        if option is None:
+            raise ConfigOptionError(f"agent '{self.agent.name}' offers no model option in this session",
+                                    config_id="model", value=value, valid=self.config.ids())
+        self.set(option.id, value)
+
+    @property
+    def busy(self) -> bool:
+        return self._running is not None
+
+    def __repr__(self) -> str:
+        return f"<acp Session {self.id} of {self.agent.name!r} title={self.title!r} model={self.model!r}>"
+
+    # --- set -------------------------------------------------------------
+    def check_value(self, config_id: str, value: Any) -> ConfigOption:
+        """The option ``set(config_id, value)`` would change; raises the ConfigOptionError that ``set``
+        would raise for a value the session does not offer, without sending anything."""
+        return self._check_value(config_id, value)
+
+    def _check_value(self, config_id: str, value: Any) -> ConfigOption:
+        if self.closed:
+            raise AgentClosedError(f"session {self.id} is closed")
+        option = self.config.get(config_id)
+        if option is None:
+            ids = self.config.ids()
+            close = difflib.get_close_matches(config_id, ids, n=1)
+            raise ConfigOptionError(
+                f"no config option {config_id!r} in this session",
+                config_id=config_id, value=value, valid=ids,
+                hint=(f"Did you mean {close[0]!r}? " if close else "") + f"Options: {', '.join(ids) or 'none'}.",
+            )
+        if option.read_only:
+            raise ConfigOptionError(
+                f"option {config_id!r} is read-only: agent '{self.agent.name}' reports it only through the old "
+                "`models` field and offers no way to change it over ACP",
+                config_id=config_id, value=value, valid=option.values,
+            )
+        if option.type == "boolean":
+            if not isinstance(value, bool):
+                raise ConfigOptionError(f"option {config_id!r} is on/off: pass True or False, not {value!r}",
+                                        config_id=config_id, value=value, valid=[False, True])
+            return option
+        if not isinstance(value, str) or value not in option.values:
+            values = [str(v) for v in option.values]
+            close = difflib.get_close_matches(str(value), values, n=1)
+            raise ConfigOptionError(
+                f"{value!r} is not a choice of {config_id!r}",
+                config_id=config_id, value=value, valid=values,
+                hint=(f"Did you mean {close[0]!r}? " if close else "") + f"Valid values: {', '.join(values)}.",
+            )
+        return option
+
+    async def _set(self, config_id: str, value: str | bool) -> ConfigOptions:
+        """Change one option; returns the complete new ConfigOptions. Bad values raise ConfigOptionError
+        (locally, or when the agent refuses) and leave the session's state unchanged."""
+        option = self._check_value(config_id, value)
+        state = self.state
+        try:
+            if option.legacy_source == "modes":
+                params = {"sessionId": self.id, "modeId": value}
+                await self.agent.connection.request("session/set_mode", params,
+                                                 apply=_state_applier(state, "session/set_mode", params))
+                return self.config
+            params = {"sessionId": self.id, "configId": config_id, "value": value}
+            if option.type == "boolean":
+                params["type"] = "boolean"
+            result = await self.agent.connection.request(
+                "session/set_config_option", params, apply=_state_applier(state, "session/set_config_option", params))
+        except ReplayMismatch:
+            raise  # not the agent refusing: the recording has no such step
+        except RpcError as exc:
+            details = _data_details(exc.data)
+            raise ConfigOptionError(
+                f"agent '{self.agent.name}' refused {config_id}={value!r}: {exc.rpc_message}"
+                # The reason is often only in data: {"details": ...} (claude, gemini) or a string (codex).
+                + (f" ({details})" if details else ""),
+                config_id=config_id, value=value, valid=option.values,
+                hint="The session's settings are unchanged.",
+            ) from exc
+        if not isinstance(result, dict) or options_problem(result.get("configOptions")) is not None:
+            problem = options_problem(result.get("configOptions")) if isinstance(result, dict) else "not an object"
+            raise ProtocolError(f"agent '{self.agent.name}' answered set_config_option without a valid option list "
+                                f"({problem}); the session's settings are unchanged")
+        return self.config
+
+    set, aset = twins(_set, what="set_config_option", default_timeout=_session_timeout)
+
+    # --- turns -----------------------------------------------------------
+    def start_turn(self, prompt: str | Sequence[Mapping[str, Any]], *, attach: Any = None,
+                   permission: PermissionPolicy | None = None, elicitation: ElicitationPolicy | None = None,
+                   timeout: float | None = None) -> Turn:
+        """Queue a prompt and return its Turn at once (from any thread); views observe the turn.
+
+        It is sent when the session's earlier turns have ended. ``turn.future`` resolves when it
+        ends; ``attach`` adds objects as content blocks (see ``prompt``); ``permission`` and
+        ``elicitation`` answer this turn's permission requests and forms; ``timeout`` cancels the
+        turn (session/cancel) when it runs longer.
+        """
+        turn, previous = self._queue(prompt, permission, elicitation, attach)
+        _loop.submit(_loop.run_async(self._run_turn(turn, previous), timeout, what="the prompt turn"))
+        return turn
+
+    def start_prompt(self, prompt: str | Sequence[Mapping[str, Any]],
+                     timeout: float | None = None) -> concurrent.futures.Future[Turn]:
+        """``start_turn(prompt).future``: a concurrent Future of the Turn."""
+        return self.start_turn(prompt, timeout=timeout).future
+
+    def _queue(self, prompt: Any, permission: PermissionPolicy | None,
+               elicitation: ElicitationPolicy | None = None, attach: Any = None) -> tuple[Turn, Turn | None]:
+        """A new turn, and the one it must wait for (turns of a session run in the order they were made)."""
+        if self.closed:
+            raise AgentClosedError(f"session {self.id} is closed")
+        if not isinstance(prompt, str) and not (isinstance(prompt, Sequence) and
+                                                all(isinstance(b, Mapping) for b in prompt)):
+            raise TypeError(f"a prompt is a string or a list of content blocks (dicts), not {type(prompt).__name__}")
+        attached = attachments.collect(attach, self.agent.capabilities, redactor=self.agent.redactor) \
+            if attach is not None else []
+        if attached:
+            prompt = attachments.prompt_blocks(prompt, attached)
+        with self._queue_lock:
+            turn = Turn(prompt, self.id, self.model, session=self, permission=permission, elicitation=elicitation)
+            turn.attachments = attached
+            previous, self._last_queued = self._last_queued, turn
+        return turn, previous
+
+    async def _prompt(self, prompt: str | Sequence[Mapping[str, Any]], *, attach: Any = None,
+                      permission: PermissionPolicy | None = None, elicitation: ElicitationPolicy | None = None) -> Turn:
+        """Send a prompt (after any turn still running in this session) and wait for the turn to end.
+        A timeout or Ctrl-C sends session/cancel. Raises the error that ended the turn, if any.
+
+        ``attach``: objects sent with the text as content blocks (``attach=[df, fig]``; name them with
+        ``(name, object)`` pairs or a dict): a DataFrame as a CSV resource, a figure or image as an image
+        when the agent accepts images (else a note that it was left out), others as text; each capped,
+        secrets masked (``acp_notebook.attachments``). ``turn.attachments`` lists what was sent."""
+        return await self._run_turn(*self._queue(prompt, permission, elicitation, attach))
+
+    prompt, aprompt = twins(_prompt, what="the prompt turn")
+
+    async def _run_turn(self, turn: Turn, previous: Turn | None) -> Turn:
+        try:
+            if previous is not None and not previous.finished:
+                await asyncio.wait({asyncio.wrap_future(previous.future)})
+        except asyncio.CancelledError:
+            turn.finish({"stopReason": "cancelled"}, self.model)  # given up while queued: never sent
+            raise
+        if self.closed:
+            turn.finish(None, self.model, AgentClosedError(f"session {self.id} is closed"))
+        else:
+            await self._send_turn(turn)
+        if turn.error is not None:
+            raise turn.error
+        return turn
+
+    async def _send_turn(self, turn: Turn) -> None:
+        blocks = [{"type": "text", "text": turn.prompt}] if isinstance(turn.prompt, str) \
+            else [dict(b) for b in turn.prompt]
+        self._running = turn
+        self.turns.append(turn)
+        self.state.note_prompt(turn.prompt if isinstance(turn.prompt, str) else
+                               " ".join(str(b.get("text", "")) for b in turn.prompt if b.get("type") == "text"))
+        self.state.set_status("working")
+        turn.mark_sent()
+
+        def answered(answer: dict[str, Any]) -> None:
+            if isinstance(answer.get("result"), dict):
+                turn.finish(answer["result"], self.state.model)
+
+        try:
+            with _loop.switch_interval.streaming():
+                await self.agent.connection.request("session/prompt", {"sessionId": self.id, "prompt": blocks},
+                                                 apply=answered, timeout=None)
+        except asyncio.CancelledError:
+            await self._cancel_running(turn)
+            raise
+        except AcpError as exc:
+            turn.finish(None, self.state.model, exc)
+            self.state.set_status("error", str(exc).splitlines()[0])
+            return
+        finally:
+            if self._running is turn:
+                self._running = None
+        self.state.set_status("idle")
+
+    async def _cancel_running(self, turn: Turn) -> None:
+        """The caller gave up on the turn (interrupt, timeout): tell the agent, give it a moment to stop."""
+        await asyncio.shield(self._cancel())
+        if not turn.finished and self.agent.status == "running":
+            with contextlib.suppress(asyncio.TimeoutError, AcpError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(turn.future)), CANCEL_GRACE_S)
+        turn.finish({"stopReason": "cancelled"}, self.state.model)
+        self.state.set_status("idle", "cancelled")
+
+    async def _cancel(self) -> None:
+        """Ask the agent to stop the running turn; pending permission requests are answered 'cancelled'."""
+        for future in list(self._pending_permissions):
+            if not future.done():
+                future.set_result(None)
+        await self.agent._notify("session/cancel", {"sessionId": self.id})
+
+    cancel, acancel = twins(_cancel, what="session/cancel", default_timeout=_session_timeout)
+
+    async def _close(self) -> None:
+        """End the session (session/close where the agent supports it); the agent keeps running."""
+        if self.closed:
+            return
+        if self._running is not None:
+            await self._cancel()
+        connection = self.agent.connection
+        if connection.state == "running" and connection.supports("close"):
+            await connection.request("session/close", {"sessionId": self.id})
+        self.closed = True
+        if self.agent._sessions.get(self.id) is self:
+            self.agent._sessions.pop(self.id, None)
+            self.agent._states.pop(self.id, None)
+        await close_links([self.kernel_tools])
+
+    close, aclose = twins(_close, what="session/close", default_timeout=_session_timeout)
+
+    async def _delete(self) -> None:
+        """Delete the session from the agent's list (``session/delete``, where the agent offers it); it is closed."""
+        if self._running is not None:
+            await self._cancel()
+        await self.agent._delete_session(self.id)
+
+    delete, adelete = twins(_delete, what="session/delete", default_timeout=_session_timeout)
+
+    # --- agent requests for this session (loop thread) -------------------
+    def _agent_gone(self, error: AcpError) -> None:
+        turn = self._running
+        if turn is not None and not turn.finished:
+            turn.finish(None, self.model, error)
+        for future in list(self._pending_permissions):
+            if not future.done():
+                future.set_result(None)
+        self.state.set_status("error", str(error).splitlines()[0])
+
+    async def _fs_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Answer fs/read_text_file or fs/write_text_file within the rules of connection/files.py.
+
+        The file I/O runs on a worker thread (a slow disk must not stall every agent's frames);
+        a refusal is recorded on the running turn here, on the loop thread, and answered as an error."""
+        from acp.exceptions import RequestError
+
+        roots = [self.cwd, *self.additional_directories]
+        raw = params.get("path")
+        try:
+            if method == "fs/read_text_file":
+                text = await asyncio.to_thread(files.read_text, raw, roots, params.get("line"), params.get("limit"))
+                return {"content": text}
+            await asyncio.to_thread(files.write_text, raw, roots, params.get("content"),
+                                    notebooks=self.agent.notebook_writes, protected=files.kernel_notebooks())
+            return {}
+        except files.FileRefused as refused:
+            message, code, data = refused.message, refused.code, refused.data
+        except OSError as exc:
+            message, code, data = f"{method} {raw}: {exc.strerror or exc}", INTERNAL_ERROR, {"path": raw}
+        if self._running is not None and code == INVALID_PARAMS:
+            # A refusal by the rules (outside the directories, a notebook, not a regular file...) is shown on
+            # the turn as a denied request; a file that is simply missing is not a decision of ours.
+            self._running.record_permission(PermissionRecord({"path": raw}, [], None))
+        raise RequestError(code, message, data)
+
+
+def _state_applier(state: SessionState, method: str, params: dict[str, Any]) -> Applier | None:
+    """How the answer to ``method`` changes the session's state, in wire order: the complete option list of a
+    set_config_option answer, the mode of an accepted set_mode; None for requests that change nothing here."""
+    def options(answer: dict[str, Any]) -> str | None:
+        result = answer.get("result")
+        if not isinstance(result, dict) or "configOptions" not in result:
+            return None
+        problem = options_problem(result["configOptions"])
+        if problem is not None:
+            return f"not applied: {problem}"
+        state.set_options(result["configOptions"])
+        return _odd_values_note(result["configOptions"])
+
+    def mode(answer: dict[str, Any]) -> None:
+        if "result" in answer and isinstance(params.get("modeId"), str):
+            state.set_legacy_mode(params["modeId"])
+
+    return {"session/set_config_option": options, "session/set_mode": mode}.get(method)
+
+
+def _apply_session_result(state: SessionState, result: dict[str, Any]) -> str | None:
+    """Apply a session/new, load or resume result; a note naming what was left out, or options that look odd.
+
+    A malformed field is left out (the rest applies): the session is open either way."""
+    clean, notes = dict(result), []
+    options = clean.get("configOptions")
+    if options is not None and options_problem(options) is not None:
+        notes.append(f"config options not applied: {options_problem(clean.pop('configOptions'))}")
+    for legacy in ("modes", "models"):
+        value = clean.get(legacy)
+        if value is not None and not (isinstance(value, dict) and all(
+                isinstance(v, list) for k, v in value.items() if k.startswith("available") and v is not None)):
+            notes.append(f"its {legacy} field not applied: not an object with lists of choices")
+            del clean[legacy]
+    state.apply_session_result(clean)
+    odd = _odd_values_note(clean.get("configOptions"))
+    return "; ".join(notes + ([odd] if odd else [])) or None
+
+
+def _odd_values_note(options: Any) -> str | None:
+    """A note for options whose current value is not among their choices (kept and shown as the agent says)."""
+    odd = odd_current_values(options)
+    return "; ".join(odd) if odd else None
