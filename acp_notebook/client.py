@@ -60,8 +60,18 @@ EARLY_UPDATES_KEPT = 500
 EARLY_SESSIONS_KEPT = 16
 
 
+class _OnConnection:
+    """An Agent attribute that is its connection's own (read-only): the connection is its one home."""
 
+    def __init__(self, name: str, doc: str) -> None:
+        self.name = name
+        self.__doc__ = doc
 
+    def __get__(self, agent: Agent | None, owner: type | None = None) -> Any:
+        return self if agent is None else getattr(agent.connection, self.name)
+
+    def __set__(self, agent: Agent, value: Any) -> None:
+        raise AttributeError(f"read-only: the agent's connection keeps it (connection.{self.name})")
 
 
 class Agent:
@@ -138,10 +148,10 @@ class Agent:
         # Masked: a key passed on the command line would otherwise show wherever the command is shown.
         self.command = [self._redactor.text(str(part)) for part in transport.command or [transport.description]]
         if self._record_to is not None:
-            self.log.recorder = self._new_recorder(self._record_to)
+            self.log.recorder = _recorder_for(self, self._record_to)
         params = {
             "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": self._client_capabilities(),
+            "clientCapabilities": _client_capabilities(self.fs),
             "clientInfo": {"name": "acp-notebook", "title": "acp-notebook", "version": client_version()},
         }
         _loop.on_shutdown(self._close)
@@ -153,16 +163,6 @@ class Agent:
         if self.log.recorder is not None:
             self.log.recorder.begin(result)
         return self
-
-    def _client_capabilities(self) -> dict[str, Any]:
-        return {
-            "fs": {"readTextFile": self.fs, "writeTextFile": self.fs},
-            "terminal": False,
-            "session": {"configOptions": {"boolean": {}}},
-            "elicitation": {"form": {}},
-            # Terminal logins are shown to the user as the command to run (terminal_login_command).
-            "auth": {"terminal": True},
-        }
 
     async def _on_exit(self) -> None:
         """The agent ended by itself: fail what waits on it, with its exit code and last stderr lines."""
@@ -220,26 +220,17 @@ class Agent:
             if not _loop.in_loop_thread():
                 closing.result(self.timeout)
 
-    # What the agent said about itself in initialize: read from the one place it is kept, the connection.
-    @property
-    def info(self) -> dict[str, Any]:
-        """The agent's ``agentInfo`` (name, title, version); {} before initialize."""
-        return self.connection.agent_info
-
-    @property
-    def capabilities(self) -> dict[str, Any]:
-        """The agent's ``agentCapabilities``; {} before initialize."""
-        return self.connection.capabilities
-
-    @property
-    def auth_methods(self) -> list[dict[str, Any]]:
-        """The agent's ``authMethods`` (each a dict with ``id``, ``name``, maybe ``type``)."""
-        return self.connection.auth_methods
-
-    @property
-    def protocol_version(self) -> int | None:
-        """The protocol version the agent answered initialize with; None before."""
-        return self.connection.init_result.get("protocolVersion")
+    # What the agent said about itself in initialize, and how its process is: read from the connection, the
+    # one place each is kept.
+    info = _OnConnection("agent_info", "The agent's ``agentInfo`` (name, title, version); {} before initialize.")
+    capabilities = _OnConnection("capabilities", "The agent's ``agentCapabilities``; {} before initialize.")
+    auth_methods = _OnConnection("auth_methods", "The agent's ``authMethods`` (dicts with ``id``, ``name``, "
+                                 "maybe ``type``).")
+    protocol_version = _OnConnection("protocol_version", "The protocol version of the agent's initialize answer.")
+    exit_code = _OnConnection("exit_code", "The agent process's exit code; None while it runs.")
+    auth_method = _OnConnection("auth_method", "The auth method used (by ``authenticate``, or picked from a key "
+                                "in the environment).")
+    pid = _OnConnection("pid", "The agent's process id; None for an agent that is not a process.")
 
     @property
     def status(self) -> str:
@@ -248,22 +239,9 @@ class Agent:
         return {"created": "starting", "failed": "exited"}.get(state, state)
 
     @property
-    def exit_code(self) -> int | None:
-        return self.connection.exit_code
-
-    @property
-    def auth_method(self) -> str | None:
-        """The auth method used (by ``authenticate``, or picked from a key in the environment)."""
-        return self.connection.auth_method
-
-    @property
     def registry_spec(self) -> AgentSpec | None:
         """The registry entry this agent was started from, if any (its key variables, login hint...)."""
         return self._registry_spec
-
-    @property
-    def pid(self) -> int | None:
-        return self.connection.pid
 
     @property
     def running(self) -> bool:
@@ -294,16 +272,12 @@ class Agent:
         """Answer the agent's ``_method`` extension requests (handler gets params, returns a dict, may be async)."""
         self._ext_handlers[method if method.startswith("_") else f"_{method}"] = handler
 
-    def _new_recorder(self, path: str | os.PathLike[str]) -> Recorder:
-        return Recorder(path, agent={"name": self.name, "command": self.command, "cwd": self.cwd},
-                        redactor=self._redactor)
-
     async def _record(self, path: str | os.PathLike[str]) -> str:
         """Record this agent's session to ``path`` (JSON lines, secrets masked): the frames so far, then every
         frame until the agent is closed (or ``record`` is called again). ``acpnb.replay(path)`` plays it back."""
         if self.connection.state != "running":
             raise AgentClosedError(f"agent '{self.name}' is not running; start it with record=PATH instead")
-        recorder = self._new_recorder(path)
+        recorder = _recorder_for(self, path)
         self.log.record_to(recorder, self.connection.init_result)
         return str(recorder.path)
 
@@ -444,9 +418,6 @@ class Agent:
     request, arequest = twins(_request, what=lambda self, method, *_, **__: f"{method} to agent '{self.name}'",
                               default_timeout=_agent_timeout)
 
-    async def _notify(self, method: str, params: dict[str, Any]) -> None:
-        await self.connection.notify(method, params)
-
     def _require(self, capability: str, method: str) -> None:
         if not self.connection.supports(capability):
             raise CapabilityError(
@@ -462,7 +433,7 @@ class Agent:
         if self.auth_methods and method_id not in ids:
             raise AcpError(f"agent '{self.name}' has no auth method {method_id!r}",
                            hint=f"Its auth methods are: {', '.join(map(str, ids))}.")
-        if self._auth_method(method_id).get("type") == "terminal":
+        if _auth_method(self.auth_methods, method_id).get("type") == "terminal":
             raise AcpError(f"{method_id!r} is a login you do in a terminal, not through the agent",
                            hint=f"Run this in a terminal, then start the agent again: "
                                 f"{self.terminal_login_command(method_id)}")
@@ -470,13 +441,10 @@ class Agent:
 
     authenticate, aauthenticate = twins(_authenticate, what="authenticate", default_timeout=_agent_timeout)
 
-    def _auth_method(self, method_id: str) -> dict[str, Any]:
-        return next((m for m in self.auth_methods if m.get("id") == method_id), {})
-
     def terminal_login_command(self, method_id: str) -> str:
         """The shell command for a terminal auth method: this agent's own command with the method's
         arguments and environment (ACP's terminal authentication)."""
-        method = self._auth_method(method_id)
+        method = _auth_method(self.auth_methods, method_id)
         if method.get("type") != "terminal":
             raise AcpError(f"{method_id!r} is not a terminal login of agent '{self.name}'",
                            hint="agent.auth_methods lists each method's type.",
@@ -629,6 +597,27 @@ class Agent:
     list_sessions, alist_sessions = twins(_list_sessions, what="session/list", default_timeout=_agent_timeout)
 
 
+
+
+def _client_capabilities(fs: bool) -> dict[str, Any]:
+    return {
+        "fs": {"readTextFile": fs, "writeTextFile": fs},
+        "terminal": False,
+        "session": {"configOptions": {"boolean": {}}},
+        "elicitation": {"form": {}},
+        # Terminal logins are shown to the user as the command to run (terminal_login_command).
+        "auth": {"terminal": True},
+    }
+
+
+def _auth_method(methods: list[dict[str, Any]], method_id: str) -> dict[str, Any]:
+    return next((m for m in methods if m.get("id") == method_id), {})
+
+
+def _recorder_for(agent: Agent, path: str | os.PathLike[str]) -> Recorder:
+    """A recording of ``agent``'s frames to ``path``, secrets masked with its redactor."""
+    return Recorder(path, agent={"name": agent.name, "command": agent.command, "cwd": agent.cwd},
+                    redactor=agent._redactor)
 
 
 def _applied_by_on_frame(method: str) -> bool:

@@ -327,7 +327,7 @@ class Session:
         for future in list(self._pending_permissions):
             if not future.done():
                 future.set_result(None)
-        await self.agent._notify("session/cancel", {"sessionId": self.id})
+        await self.agent.connection.notify("session/cancel", {"sessionId": self.id})
 
     cancel, acancel = twins(_cancel, what="session/cancel", default_timeout=_session_timeout)
 

@@ -174,6 +174,10 @@ class AgentConnection:
     def agent_info(self) -> dict[str, Any]:
         return dict(self.init_result.get("agentInfo") or {})
 
+    @property
+    def protocol_version(self) -> int | None:
+        return self.init_result.get("protocolVersion")
+
     def supports(self, capability: str) -> bool:
         """``load`` (loadSession) or a ``sessionCapabilities`` entry (list, close, resume, delete...)."""
         caps = self.capabilities
