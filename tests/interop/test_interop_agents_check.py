@@ -67,7 +67,8 @@ def test_check_reports_each_agent(tmp_path):
 def test_check_with_a_gemini_key_shows_its_old_modes_and_models(tmp_path):
     require_pinned("gemini")
     env = {k: v for k, v in os.environ.items() if k not in ("GOOGLE_API_KEY",)}
-    env |= {"HOME": str(tmp_path), "ACP_NOTEBOOK_AGENT_CACHE": str(agent_cache()), "GEMINI_API_KEY": DUMMY_KEY}
+    env |= {"HOME": str(tmp_path), "ACP_NOTEBOOK_AGENT_CACHE": str(agent_cache()), "GEMINI_API_KEY": DUMMY_KEY,
+            "COLUMNS": "400"}  # one line a row: this test reads the row's cells, not how a narrow terminal wraps it
     done = subprocess.run([sys.executable, "-m", "acp_notebook.cli", "agents", "--check", "gemini"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
