@@ -21,7 +21,6 @@ from its front there, so readers elsewhere take a snapshot (``list(agent.log)``)
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -29,36 +28,25 @@ from pathlib import Path
 from typing import Any
 
 from . import _loop
-from ._early import EarlyUpdates
+from ._inbound import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, AgentRequests, SessionUpdates  # noqa: F401 - limits read here
 from ._facade import twins
 from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog  # noqa: F401 - the limits are read here too
-from ._permission import PermissionPolicy, PermissionRequest, answer_permission
+from ._permission import PermissionPolicy, PermissionRequest
 from ._protocol import PROTOCOL_VERSION, client_version
 from ._redact import Redactor, secret_values
 from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
-from .connection.checks import update_problem
-from .elicitation import ElicitationPolicy, ElicitationRequest
-from .elicitation import decide as decide_elicitation
-from .elicitation import response as elicitation_response
+from .elicitation import ElicitationPolicy
 from .errors import AcpError, AgentClosedError, AgentExitedError, CapabilityError, ProtocolError
 from .kernel_link import KernelLink, close_links, entry_secrets, resolve_policy, servers_with_kernel
 from .launch import AgentSpec, SpecLike, spec_of, terminal_login_command
 from .record.format import Recorder
-from .session import Session, _agent_timeout, _apply_session_result, _odd_values_note, _state_applier
+from .session import Session, _agent_timeout, _apply_session_result, _state_applier
 from .state import SessionState
 
 __all__ = ["Agent", "PermissionRequest", "Session", "areplay", "astart", "current", "replay", "set_current", "start"]
 
 logger = logging.getLogger(__name__)
-
-# Update kinds that belong to a turn (the others describe the session: its options, title, commands).
-TURN_UPDATES = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan",
-                          "usage_update"})
-# Updates kept for a session id we do not know yet (sent before its session/new answer).
-EARLY_UPDATES_KEPT = 500
-EARLY_SESSIONS_KEPT = 16
-
 
 class _OnConnection:
     """An Agent attribute that is its connection's own (read-only): the connection is its one home."""
@@ -119,12 +107,10 @@ class Agent:
         self.command: list[str] = []
         self.log = FrameLog()
         self._sessions: dict[str, Session] = {}
-        self._states: dict[str, SessionState] = {}
-        self._early: EarlyUpdates[dict[str, Any]] = EarlyUpdates(per_session=EARLY_UPDATES_KEPT,
-                                                                  sessions=EARLY_SESSIONS_KEPT)
+        self._updates = SessionUpdates(self)  # the sessions' states, session/update applied to them
         self._frame_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._stderr_listeners: list[Callable[[str], None]] = []
-        self._ext_handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}
+        self._requests = AgentRequests(self)  # answers the agent's requests (permission, forms, fs, extensions)
         self._registry_spec = spec_of(spec) if isinstance(spec, (str, list, tuple, AgentSpec)) else None
         self._record_to = record
         self._redactor: Redactor = Redactor()
@@ -137,7 +123,7 @@ class Agent:
         transport.stderr_listeners.append(self._fan_out_stderr)
         # Made here, so it is never None: "created" until _start; what initialize answered lives on it.
         self.connection = AgentConnection(
-            transport, name=self.name, handler=self._handle_request, on_frame=self._on_frame,
+            transport, name=self.name, handler=self._requests, on_frame=self._on_frame,
             on_exit=self._on_exit, spec=self._registry_spec, env=self._agent_env, request_timeout=self.timeout,
             tapped_notifications=_applied_by_on_frame)
 
@@ -270,7 +256,7 @@ class Agent:
 
     def on_ext_method(self, method: str, handler: Callable[[dict[str, Any]], Any]) -> None:
         """Answer the agent's ``_method`` extension requests (handler gets params, returns a dict, may be async)."""
-        self._ext_handlers[method if method.startswith("_") else f"_{method}"] = handler
+        self._requests.ext_handlers[method if method.startswith("_") else f"_{method}"] = handler
 
     async def _record(self, path: str | os.PathLike[str]) -> str:
         """Record this agent's session to ``path`` (JSON lines, secrets masked): the frames so far, then every
@@ -307,7 +293,7 @@ class Agent:
         msg = entry["msg"]
         if direction == "recv" and msg.get("method") == "session/update" and "id" not in msg:
             try:  # a sized entry is a compacted chunk, known to be well formed
-                note = self._route_update(msg.get("params"), checked=size is not None) or note
+                note = self._updates.route(msg.get("params"), checked=size is not None) or note
             except Exception:  # noqa: BLE001 - a bad frame must never stop the receive loop
                 logger.exception("acp-notebook failed to apply a frame")
                 note = "failed to apply (see logs)"
@@ -323,108 +309,17 @@ class Agent:
         """The estimated size in memory of ``agent.log`` (bounded by ``LOG_LIMIT_BYTES``; see _framelog.py)."""
         return self.log.bytes
 
-    def _route_update(self, params: Any, *, checked: bool = False) -> str | None:
-        """Apply one session/update; ``checked``: the caller knows it is a well-formed text chunk."""
-        if not isinstance(params, dict):
-            return "ignored: params is not an object"
-        session_id = params.get("sessionId")
-        update = params.get("update")
-        if not isinstance(update, dict):
-            return "ignored: no update object"
-        problem = None if checked else update_problem(update)
-        if problem is not None:
-            return f"ignored: a malformed {update.get('sessionUpdate')} update: {problem}"
-        state = self._states.get(session_id) if isinstance(session_id, str) else None
-        if state is None:
-            return self._hold_early(session_id, update)
-        known = state.apply_update(update)
-        session = self._sessions.get(session_id)  # type: ignore[arg-type]
-        turn = session._running if session is not None else None
-        if turn is None and session is not None and session.turns and update.get("sessionUpdate") in TURN_UPDATES:
-            # After the prompt's answer, before the next prompt: still that turn's (the TypeScript SDK
-            # delivers an agent's last usage_update after the answer it was sent before).
-            turn = session.turns[-1]
-        if turn is not None:
-            turn.apply(update)
-        else:
-            state.history.append(update)
-        state.emit("update", {"turn": turn, "update": update})
-        if not known:
-            return f"ignored: unknown update kind {update.get('sessionUpdate')!r}"
-        return _odd_values_note(update.get("configOptions")) if "configOptions" in update else None
-
-    def _hold_early(self, session_id: Any, update: dict[str, Any]) -> str:
-        """An update for a session we do not know: kept if a session/new, load or resume is on its way
-        (agents may stream before answering), else ignored."""
-        opening = any(r.method in ("session/new", "session/load", "session/resume")
-                      for r in self.connection.router.outstanding.values())
-        if not opening or not isinstance(session_id, str):
-            return "ignored: unknown session"
-        self._early.hold(session_id, update)
-        return "held: its session is being opened"
-
-    def _state_for(self, session_id: str) -> SessionState:
-        """The session's state, made on first use; updates that arrived before it are applied now."""
-        state = self._states.get(session_id)
-        if state is None:
-            state = self._states[session_id] = SessionState(session_id)
-            for update in self._early.take(session_id):
-                state.apply_update(update)
-                state.history.append(update)
-        return state
-
-    # --- agent -> client requests (loop thread) -----------------------------
-    def _session_named(self, params: dict[str, Any]) -> Session | None:
-        """The open session a request names; None for an unknown id or one that is not a string."""
-        session_id = params.get("sessionId")
-        return self._sessions.get(session_id) if isinstance(session_id, str) else None
-
-    async def _handle_request(self, method: str, params: Any, is_notification: bool) -> Any:
-        from acp.exceptions import RequestError
-
-        params = params if isinstance(params, dict) else {}
-        if method == "session/update":
-            return None  # applied in wire order by _on_frame
-        if method in self._ext_handlers:
-            result = self._ext_handlers[method](params)
-            if inspect.isawaitable(result):
-                result = await result
-            return None if is_notification else (result if result is not None else {})
-        if is_notification:
-            return None  # unknown notifications are ignored
-        if method == "session/request_permission":
-            session = self._session_named(params)
-            if session is None:
-                return {"outcome": {"outcome": "cancelled"}}
-            return await answer_permission(session, params)
-        if method == "elicitation/create":
-            return await self._elicit(params)
-        if method in ("fs/read_text_file", "fs/write_text_file") and self.fs:
-            session = self._session_named(params)
-            if session is None:
-                raise RequestError.invalid_params({"message": f"unknown session {params.get('sessionId')!r}"})
-            return await session._fs_request(method, params)
-        raise RequestError.method_not_found(method)
-
     # --- client -> agent requests --------------------------------------------
     async def _request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Send any request (an ``_extension`` method, say) and return the agent's raw result. A request that
         changes a session's options (set_config_option, set_mode) sent this way still updates its state."""
         params = params or {}
-        state = self._states.get(params.get("sessionId")) if isinstance(params.get("sessionId"), str) else None
+        state = self._updates.states.get(params.get("sessionId")) if isinstance(params.get("sessionId"), str) else None
         apply = _state_applier(state, method, params) if state is not None else None
         return await self.connection.request(method, params, apply=apply)
 
     request, arequest = twins(_request, what=lambda self, method, *_, **__: f"{method} to agent '{self.name}'",
                               default_timeout=_agent_timeout)
-
-    def _require(self, capability: str, method: str) -> None:
-        if not self.connection.supports(capability):
-            raise CapabilityError(
-                f"agent '{self.name}' does not support {method} (it did not advertise it in initialize)",
-                hint="agent.capabilities shows what this agent offers.",
-                hints={"magic": "%acp log --method initialize shows what the agent offers."},
-            )
 
     async def _authenticate(self, method_id: str) -> dict[str, Any]:
         """Authenticate with one of ``agent.auth_methods`` (by id). A terminal login is not sent to the agent:
@@ -464,37 +359,14 @@ class Agent:
 
     async def _delete_session(self, session_id: str) -> None:
         """Delete a session from the agent's list (``session/delete``); an open one here is closed too."""
-        self._require("delete", "session/delete")
+        _require(self, "delete", "session/delete")
         await self.connection.request("session/delete", {"sessionId": session_id})
         session = self._sessions.pop(session_id, None)
-        self._states.pop(session_id, None)
+        self._updates.states.pop(session_id, None)
         if session is not None:
             session.closed = True
 
     delete_session, adelete_session = twins(_delete_session, what="session/delete", default_timeout=_agent_timeout)
-
-    async def _elicit(self, params: dict[str, Any]) -> dict[str, Any]:
-        """An ``elicitation/create`` request: the form is answered by the turn's, session's or agent's policy."""
-        session = self._session_named(params)
-        if params.get("mode") != "form" or not isinstance(params.get("requestedSchema"), dict):
-            return {"action": "decline"}  # only forms are advertised
-        turn = session._running if session is not None else None
-        request = ElicitationRequest(session, str(params.get("message") or ""), params["requestedSchema"],
-                                     params, turn)
-        policies = (turn.elicitation if turn is not None else None,
-                    session.elicitation if session is not None else None, self.elicitation)
-        record = await decide_elicitation(next(p for p in policies if p is not None), request)
-        if turn is not None:
-            turn.record_elicitation(record)
-        return elicitation_response(record)
-
-    async def _kernel_link(self) -> KernelLink | None:
-        """A started KernelLink for a session about to open (None under "off"); its token is masked from here on
-        wherever frames are written down (the log, recordings, the inspector)."""
-        link = await KernelLink.open(self)
-        if link is not None and link.entry is not None:
-            self._redactor = Redactor([*self._redactor.secrets, *entry_secrets(link.entry)])
-        return link
 
     async def _new_session(self, cwd: str | os.PathLike[str] | None = None, *,
                            additional_directories: Sequence[str] = (), permission: PermissionPolicy | None = None,
@@ -504,7 +376,7 @@ class Agent:
         "off", or one of yours is named ``kernel``: yours wins)."""
         root = str(Path(cwd).resolve()) if cwd is not None else self.cwd
         extra = [str(Path(d).resolve()) for d in additional_directories]
-        link = await self._kernel_link()
+        link = await _kernel_link(self)
         servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
         params: dict[str, Any] = {"cwd": root, "mcpServers": servers}
         if extra:
@@ -513,7 +385,7 @@ class Agent:
         def opened(answer: dict[str, Any]) -> str | None:
             result = answer.get("result")
             if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
-                return _apply_session_result(self._state_for(result["sessionId"]), result)
+                return _apply_session_result(self._updates.state_for(result["sessionId"]), result)
             return None
 
         try:
@@ -523,7 +395,7 @@ class Agent:
         except BaseException:
             await close_links([link])
             raise
-        session = Session(self, result["sessionId"], self._state_for(result["sessionId"]), root, extra, permission)
+        session = Session(self, result["sessionId"], self._updates.state_for(result["sessionId"]), root, extra, permission)
         session._adopt_kernel_tools(link if offered else None)
         if not offered:
             await close_links([link])
@@ -534,11 +406,11 @@ class Agent:
 
     async def _reopen(self, method: str, session_id: str, cwd: str | os.PathLike[str] | None,
                       permission: PermissionPolicy | None) -> Session:
-        self._require("loadSession" if method == "session/load" else "resume", method)
+        _require(self, "loadSession" if method == "session/load" else "resume", method)
         root = str(Path(cwd).resolve()) if cwd is not None else self.cwd
-        link = await self._kernel_link()  # a fresh channel: the one a session had here before is closed below
+        link = await _kernel_link(self)  # a fresh channel: the one a session had here before is closed below
         # The state and session exist before the request, so the history the agent replays lands in them.
-        state = self._state_for(session_id)
+        state = self._updates.state_for(session_id)
         before = self._sessions.get(session_id)
         session = self._sessions[session_id] = Session(self, session_id, state, root, [], permission)
         session._adopt_kernel_tools(link)
@@ -554,7 +426,7 @@ class Agent:
                                        apply=reopened)
         except BaseException:
             self._sessions.pop(session_id, None)
-            self._states.pop(session_id, None)
+            self._updates.states.pop(session_id, None)
             if before is not None:
                 self._sessions[session_id] = before
             await close_links([link])
@@ -579,7 +451,7 @@ class Agent:
 
     async def _list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
         """Every page of ``session/list``, as the agent's dicts (sessionId, cwd, title, updatedAt...)."""
-        self._require("list", "session/list")
+        _require(self, "list", "session/list")
         sessions: list[dict[str, Any]] = []
         cursor = None
         while True:
@@ -597,6 +469,25 @@ class Agent:
     list_sessions, alist_sessions = twins(_list_sessions, what="session/list", default_timeout=_agent_timeout)
 
 
+
+
+def _require(agent: Agent, capability: str, method: str) -> None:
+    """A CapabilityError unless the agent advertised ``capability`` (for ``method``) in initialize."""
+    if not agent.connection.supports(capability):
+        raise CapabilityError(
+            f"agent '{agent.name}' does not support {method} (it did not advertise it in initialize)",
+            hint="agent.capabilities shows what this agent offers.",
+            hints={"magic": "%acp log --method initialize shows what the agent offers."},
+        )
+
+
+async def _kernel_link(agent: Agent) -> KernelLink | None:
+    """A started KernelLink for a session about to open (None under "off"); its token is masked from here on
+    wherever frames are written down (the log, recordings, the inspector)."""
+    link = await KernelLink.open(agent)
+    if link is not None and link.entry is not None:
+        agent._redactor = Redactor([*agent._redactor.secrets, *entry_secrets(link.entry)])
+    return link
 
 
 def _client_capabilities(fs: bool) -> dict[str, Any]:

@@ -343,7 +343,7 @@ class Session:
         self.closed = True
         if self.agent._sessions.get(self.id) is self:
             self.agent._sessions.pop(self.id, None)
-            self.agent._states.pop(self.id, None)
+            self.agent._updates.states.pop(self.id, None)
         await close_links([self.kernel_tools])
 
     close, aclose = twins(_close, what="session/close", default_timeout=_session_timeout)

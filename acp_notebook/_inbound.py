@@ -1,0 +1,153 @@
+"""What the agent sends the client: its session/update notifications and its requests (agent -> client).
+
+- ``SessionUpdates``: the sessions' states by id, and each ``session/update`` applied in wire order to
+  its session's ``SessionState`` and running ``Turn`` (``Agent._on_frame`` calls ``route``); updates
+  for a session being opened are kept (``EarlyUpdates``) and applied when its state is made.
+- ``AgentRequests``: the connection's request handler: permission requests, forms
+  (``elicitation/create``), fs/* on a session's behalf, and the user's ``_extension`` handlers.
+
+Threads: both are used, and their tables mutated, only on the background loop thread.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._early import EarlyUpdates
+from ._permission import answer_permission
+from .connection.checks import update_problem
+from .elicitation import ElicitationRequest
+from .elicitation import decide as decide_elicitation
+from .elicitation import response as elicitation_response
+from .session import _odd_values_note
+from .state import SessionState
+
+if TYPE_CHECKING:
+    from .client import Agent
+    from .session import Session
+
+__all__ = ["EARLY_SESSIONS_KEPT", "EARLY_UPDATES_KEPT", "TURN_UPDATES", "AgentRequests", "SessionUpdates"]
+
+# Update kinds that belong to a turn (the others describe the session: its options, title, commands).
+TURN_UPDATES = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan",
+                          "usage_update"})
+# Updates kept for a session id we do not know yet (sent before its session/new answer).
+EARLY_UPDATES_KEPT = 500
+EARLY_SESSIONS_KEPT = 16
+
+
+class SessionUpdates:
+    """The agent's sessions' states by id, and the session/update notifications applied to them."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self.states: dict[str, SessionState] = {}
+        self.early: EarlyUpdates[dict[str, Any]] = EarlyUpdates(per_session=EARLY_UPDATES_KEPT,
+                                                                 sessions=EARLY_SESSIONS_KEPT)
+
+    def route(self, params: Any, *, checked: bool = False) -> str | None:
+        """Apply one session/update; ``checked``: the caller knows it is a well-formed text chunk."""
+        if not isinstance(params, dict):
+            return "ignored: params is not an object"
+        session_id = params.get("sessionId")
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return "ignored: no update object"
+        problem = None if checked else update_problem(update)
+        if problem is not None:
+            return f"ignored: a malformed {update.get('sessionUpdate')} update: {problem}"
+        state = self.states.get(session_id) if isinstance(session_id, str) else None
+        if state is None:
+            return self._hold(session_id, update)
+        known = state.apply_update(update)
+        session = self._agent._sessions.get(session_id)  # type: ignore[arg-type]
+        turn = session._running if session is not None else None
+        if turn is None and session is not None and session.turns and update.get("sessionUpdate") in TURN_UPDATES:
+            # After the prompt's answer, before the next prompt: still that turn's (the TypeScript SDK
+            # delivers an agent's last usage_update after the answer it was sent before).
+            turn = session.turns[-1]
+        if turn is not None:
+            turn.apply(update)
+        else:
+            state.history.append(update)
+        state.emit("update", {"turn": turn, "update": update})
+        if not known:
+            return f"ignored: unknown update kind {update.get('sessionUpdate')!r}"
+        return _odd_values_note(update.get("configOptions")) if "configOptions" in update else None
+
+    def _hold(self, session_id: Any, update: dict[str, Any]) -> str:
+        """An update for a session we do not know: kept if a session/new, load or resume is on its way
+        (agents may stream before answering), else ignored."""
+        opening = any(r.method in ("session/new", "session/load", "session/resume")
+                      for r in self._agent.connection.router.outstanding.values())
+        if not opening or not isinstance(session_id, str):
+            return "ignored: unknown session"
+        self.early.hold(session_id, update)
+        return "held: its session is being opened"
+
+    def state_for(self, session_id: str) -> SessionState:
+        """The session's state, made on first use; updates that arrived before it are applied now."""
+        state = self.states.get(session_id)
+        if state is None:
+            state = self.states[session_id] = SessionState(session_id)
+            for update in self.early.take(session_id):
+                state.apply_update(update)
+                state.history.append(update)
+        return state
+
+
+class AgentRequests:
+    """The agent's requests to the client, answered for the agent's sessions (the connection's handler)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self.ext_handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}
+
+    def _session_named(self, params: dict[str, Any]) -> Session | None:
+        """The open session a request names; None for an unknown id or one that is not a string."""
+        session_id = params.get("sessionId")
+        return self._agent._sessions.get(session_id) if isinstance(session_id, str) else None
+
+    async def __call__(self, method: str, params: Any, is_notification: bool) -> Any:
+        from acp.exceptions import RequestError
+
+        params = params if isinstance(params, dict) else {}
+        if method == "session/update":
+            return None  # applied in wire order by _on_frame
+        if method in self.ext_handlers:
+            result = self.ext_handlers[method](params)
+            if inspect.isawaitable(result):
+                result = await result
+            return None if is_notification else (result if result is not None else {})
+        if is_notification:
+            return None  # unknown notifications are ignored
+        if method == "session/request_permission":
+            session = self._session_named(params)
+            if session is None:
+                return {"outcome": {"outcome": "cancelled"}}
+            return await answer_permission(session, params)
+        if method == "elicitation/create":
+            return await self._elicit(params)
+        if method in ("fs/read_text_file", "fs/write_text_file") and self._agent.fs:
+            session = self._session_named(params)
+            if session is None:
+                raise RequestError.invalid_params({"message": f"unknown session {params.get('sessionId')!r}"})
+            return await session._fs_request(method, params)
+        raise RequestError.method_not_found(method)
+
+    async def _elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+        """An ``elicitation/create`` request: the form is answered by the turn's, session's or agent's policy."""
+        session = self._session_named(params)
+        if params.get("mode") != "form" or not isinstance(params.get("requestedSchema"), dict):
+            return {"action": "decline"}  # only forms are advertised
+        turn = session._running if session is not None else None
+        request = ElicitationRequest(session, str(params.get("message") or ""), params["requestedSchema"],
+                                     params, turn)
+        policies = (turn.elicitation if turn is not None else None,
+                    session.elicitation if session is not None else None, self._agent.elicitation)
+        record = await decide_elicitation(next(p for p in policies if p is not None), request)
+        if turn is not None:
+            turn.record_elicitation(record)
+        return elicitation_response(record)
