@@ -14,6 +14,7 @@ the Kernel menu: the panel says the kernel is gone (no broken-link icons), and
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -67,12 +68,20 @@ def menu(lab: LabPage, menu_name: str, command: str) -> None:
 
 
 def save(lab: LabPage, server: JupyterLabServer, name: str) -> dict[str, Any]:
-    """File > Save, then wait until the tab is clean; returns the saved notebook."""
+    """File > Save, then wait until the tab is clean and the file was written; returns the saved notebook.
+
+    A tab that was clean already says nothing about this save, so the file's modification time tells."""
+    path = server.root_dir / name
+    before = path.stat().st_mtime_ns if path.exists() else None
     menu(lab, "File", "docmanager:save")
     lab.page.wait_for_function(
         "(name) => ![...document.querySelectorAll('.lm-TabBar-tab.jp-mod-dirty')]"
         ".some((tab) => tab.innerText.includes(name))", arg=name)
-    return json.loads((server.root_dir / name).read_text())
+    deadline = time.monotonic() + 30
+    while (path.stat().st_mtime_ns if path.exists() else None) == before:  # a file has no event to wait on
+        assert time.monotonic() < deadline, f"{name} was not written by File > Save"
+        time.sleep(0.05)
+    return json.loads(path.read_text())
 
 
 def start_cell(lab: LabPage, index: int) -> None:
