@@ -309,7 +309,7 @@ class Runner:
 
     def _listed(self, entry: AgentEntry) -> list[dict[str, Any]]:
         """The agent's sessions (session/list), or the ones open here when it cannot list them."""
-        if entry.agent.connection is not None and entry.agent.connection.supports("list"):
+        if entry.agent.connection.supports("list"):
             return entry.agent.list_sessions(timeout=self._timeout())
         return [{"sessionId": s.id, "title": s.title, "updatedAt": s.updated_at, "cwd": s.cwd}
                 for s in entry.agent.sessions]
@@ -324,8 +324,7 @@ class Runner:
         open_here = {s.id: s for s in entry.agent.sessions}
         current = entry.session.id if entry.session is not None and not entry.session.closed else None
         table = SessionTable.build(listed, open_here, current,
-                                   can_delete=entry.agent.connection is not None
-                                   and entry.agent.connection.supports("delete"))
+                                   can_delete=entry.agent.connection.supports("delete"))
         table.show()
 
     def _delete_session(self, entry: AgentEntry, wanted: str, listed: list[dict[str, Any]]) -> None:
@@ -345,7 +344,7 @@ class Runner:
         list them; otherwise the id goes to the agent as typed)."""
         entry = self.agents.entry(command.alias)
         where, hint = f"agent {entry.alias!r}'s sessions", "%acp sessions lists them all."
-        can_list = entry.agent.connection is not None and entry.agent.connection.supports("list")
+        can_list = entry.agent.connection.supports("list")
         known = known_session_ids(self._listed(entry), entry.agent.sessions)
         session_id = resolve_session_id(command.session_id, known, "%acp load")
         if session_id is None and can_list:

@@ -92,7 +92,7 @@ def reopen(agent: Agent, record: SessionRecord, timeout: float | None,
     longer has the session, ``gone(record)`` is told before the error is raised."""
     connection = agent.connection
     methods = [m for m, capability in (("session/resume", "resume"), ("session/load", "load"))
-               if connection is not None and connection.supports(capability)]
+               if connection.supports(capability)]
     if not methods:
         raise CapabilityError(
             f"agent '{record.alias}' cannot reopen {record.describe()}: it offers neither session/resume nor "

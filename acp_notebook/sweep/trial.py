@@ -443,7 +443,7 @@ async def close_quietly(session: Session | None, *, delete: bool = False) -> Non
     with contextlib.suppress(Exception):
         await asyncio.wait_for(session.aclose(), SESSION_CLOSE_TIMEOUT_S)
     connection = session.agent.connection
-    if delete and connection is not None and connection.state == "running" and connection.supports("delete"):
+    if delete and connection.state == "running" and connection.supports("delete"):
         with contextlib.suppress(Exception):
             await asyncio.wait_for(session.agent.adelete_session(session.id), SESSION_CLOSE_TIMEOUT_S)
 
