@@ -11,18 +11,22 @@ Threads: both are used, and their tables mutated, only on the background loop th
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._early import EarlyUpdates
 from ._permission import answer_permission
+from ._protocol import INTERNAL_ERROR, INVALID_PARAMS
+from .connection import files
 from .connection.checks import update_problem
 from .elicitation import ElicitationRequest
 from .elicitation import decide as decide_elicitation
 from .elicitation import response as elicitation_response
 from .session import _odd_values_note
 from .state import SessionState
+from .turn import PermissionRecord
 
 if TYPE_CHECKING:
     from .client import Agent
@@ -134,7 +138,7 @@ class AgentRequests:
             session = self._session_named(params)
             if session is None:
                 raise RequestError.invalid_params({"message": f"unknown session {params.get('sessionId')!r}"})
-            return await session._fs_request(method, params)
+            return await self._fs(session, method, params)
         raise RequestError.method_not_found(method)
 
     async def _elicit(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -151,3 +155,29 @@ class AgentRequests:
         if turn is not None:
             turn.record_elicitation(record)
         return elicitation_response(record)
+
+    async def _fs(self, session: Session, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Answer fs/read_text_file or fs/write_text_file within the rules of connection/files.py.
+
+        The file I/O runs on a worker thread (a slow disk must not stall every agent's frames);
+        a refusal is recorded on the running turn here, on the loop thread, and answered as an error."""
+        from acp.exceptions import RequestError
+
+        roots = [session.cwd, *session.additional_directories]
+        raw = params.get("path")
+        try:
+            if method == "fs/read_text_file":
+                text = await asyncio.to_thread(files.read_text, raw, roots, params.get("line"), params.get("limit"))
+                return {"content": text}
+            await asyncio.to_thread(files.write_text, raw, roots, params.get("content"),
+                                    notebooks=self._agent.notebook_writes, protected=files.kernel_notebooks())
+            return {}
+        except files.FileRefused as refused:
+            message, code, data = refused.message, refused.code, refused.data
+        except OSError as exc:
+            message, code, data = f"{method} {raw}: {exc.strerror or exc}", INTERNAL_ERROR, {"path": raw}
+        if session._running is not None and code == INVALID_PARAMS:
+            # A refusal by the rules (outside the directories, a notebook, not a regular file...) is shown on
+            # the turn as a denied request; a file that is simply missing is not a decision of ours.
+            session._running.record_permission(PermissionRecord({"path": raw}, [], None))
+        raise RequestError(code, message, data)

@@ -7,9 +7,10 @@ operations are in session.py (``Session``, importable from here too), permission
 _permission.py, the frame log in _framelog.py.
 
 - Agent -> client: every frame passes ``Agent._on_frame`` on the loop thread, in wire order,
-  before the SDK dispatches it. It is logged, and ``session/update`` notifications are applied
-  to the session's ``SessionState`` and to its running ``Turn``. Answers to our requests are
-  applied by the appliers their senders registered (connection/routing.py), also in wire order.
+  before the SDK dispatches it. It is logged (_framelog.py), and ``session/update`` notifications
+  are applied to the session's ``SessionState`` and to its running ``Turn`` (_inbound.py, which
+  also answers the agent's requests). Answers to our requests are applied by the appliers their
+  senders registered (connection/routing.py), also in wire order.
 - Client -> agent: each operation is one core coroutine (``_new_session``, ``_list_sessions``...)
   run on the loop thread; ``twins()`` derives the public blocking and awaitable pair with the same
   signature and docstring. Loop-thread code calls the cores directly.

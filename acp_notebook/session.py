@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import _loop, attachments
 from ._facade import twins
 from ._permission import PermissionPolicy
-from ._protocol import INTERNAL_ERROR, INVALID_PARAMS
 from ._timeout import CANCEL_GRACE_S
-from .connection import files
 from .connection.checks import odd_current_values, options_problem
 from .connection.routing import Applier
 from .elicitation import ElicitationPolicy
@@ -39,7 +37,7 @@ from .errors import (
 )
 from .kernel_link import KernelLink, close_links
 from .state import ConfigOption, ConfigOptions, SessionState
-from .turn import PermissionRecord, Turn
+from .turn import Turn
 
 if TYPE_CHECKING:
     from .client import Agent
@@ -365,32 +363,6 @@ class Session:
             if not future.done():
                 future.set_result(None)
         self.state.set_status("error", str(error).splitlines()[0])
-
-    async def _fs_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Answer fs/read_text_file or fs/write_text_file within the rules of connection/files.py.
-
-        The file I/O runs on a worker thread (a slow disk must not stall every agent's frames);
-        a refusal is recorded on the running turn here, on the loop thread, and answered as an error."""
-        from acp.exceptions import RequestError
-
-        roots = [self.cwd, *self.additional_directories]
-        raw = params.get("path")
-        try:
-            if method == "fs/read_text_file":
-                text = await asyncio.to_thread(files.read_text, raw, roots, params.get("line"), params.get("limit"))
-                return {"content": text}
-            await asyncio.to_thread(files.write_text, raw, roots, params.get("content"),
-                                    notebooks=self.agent.notebook_writes, protected=files.kernel_notebooks())
-            return {}
-        except files.FileRefused as refused:
-            message, code, data = refused.message, refused.code, refused.data
-        except OSError as exc:
-            message, code, data = f"{method} {raw}: {exc.strerror or exc}", INTERNAL_ERROR, {"path": raw}
-        if self._running is not None and code == INVALID_PARAMS:
-            # A refusal by the rules (outside the directories, a notebook, not a regular file...) is shown on
-            # the turn as a denied request; a file that is simply missing is not a decision of ours.
-            self._running.record_permission(PermissionRecord({"path": raw}, [], None))
-        raise RequestError(code, message, data)
 
 
 def _state_applier(state: SessionState, method: str, params: dict[str, Any]) -> Applier | None:
