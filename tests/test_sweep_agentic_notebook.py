@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import acp_notebook as acpnb
+from test_sweep_notebook import code_cell
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -32,12 +33,6 @@ def executed(tmp_path_factory):
     return notebook, workdir
 
 
-def cell(notebook, starts_with: str):
-    matches = [c for c in notebook.cells if c.cell_type == "code" and c.source.startswith(starts_with)]
-    assert len(matches) == 1, starts_with
-    return matches[0]
-
-
 def printed(code_cell, name: str = "stdout") -> str:
     return "".join(o.get("text", "") for o in code_cell.outputs if o["output_type"] == "stream" and o["name"] == name)
 
@@ -56,20 +51,20 @@ def test_six_graded_rows_with_diffs_one_model_passing_and_one_failing_on_purpose
         ("demo:fast", "add-notes"): 1.0, ("demo:smart", "add-notes"): 1.0, ("demo:fast", "enable-debug"): 0.0,
         ("demo:smart", "enable-debug"): 1.0, ("demo:fast", "fix-add"): 0.0, ("demo:smart", "fix-add"): 1.0}
     assert all((run / r["diff"]).read_text() and (run / r["trajectory"]).is_file() for r in rows)
-    assert "no container runtime" in printed(cell(notebook, "data = tasks(TASKS)"), "stderr")
-    careless = printed(cell(notebook, "fast_fix = "))
+    assert "no container runtime" in printed(code_cell(notebook, "data = tasks(TASKS)"), "stderr")
+    careless = printed(code_cell(notebook, "fast_fix = "))
     assert "tests: 0.0" in careless and "+return a + b" in careless and "-def add(a, b):" in careless
-    right = printed(cell(notebook, "smart_fix = "))
+    right = printed(code_cell(notebook, "smart_fix = "))
     assert "tests: 1.0" in right and "-    return a - b\n+    return a + b" in right
-    assert printed(cell(notebook, "again = ")).strip() == "6 trials resumed, 0 run"
+    assert printed(code_cell(notebook, "again = ")).strip() == "6 trials resumed, 0 run"
 
 
 def test_own_checks_and_the_exported_logs(executed):
     notebook, workdir = executed
-    table = cell(notebook, 'project = Path("runs/project")').outputs[0]["data"]["text/plain"]
+    table = code_cell(notebook, 'project = Path("runs/project")').outputs[0]["data"]["text/plain"]
     assert table.split("\n")[1].split() == ["0", "demo:fast", "0.0", "1.0", "1.0"]
     assert table.split("\n")[2].split() == ["1", "demo:smart", "1.0", "1.0", "1.0"]
-    exported = printed(cell(notebook, "from inspect_ai.log import read_eval_log"))
+    exported = printed(code_cell(notebook, "from inspect_ai.log import read_eval_log"))
     assert "agentic-demo_smart.eval demo:smart mean 1.0" in exported and "6 ATIF trajectories" in exported
     assert len(list((workdir / "runs" / "atif").glob("*.json"))) == 6
 
