@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import queue
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ pytest.importorskip("pandas")
 
 from acp_notebook import _loop  # noqa: E402
 from acp_notebook.kernel_tools.client import open_kernel_tools  # noqa: E402
+from test_magics_kernel import Frontend  # noqa: E402
 
 pytestmark = pytest.mark.kernel
 
@@ -58,30 +57,10 @@ class Kernel:
         return self.client.execute(code)
 
     def collect(self, msg_id: str, timeout: float = TIMEOUT) -> dict[str, Any]:
-        """The cell's reply status, stdout and errors once it is idle."""
-        result: dict[str, Any] = {"stdout": "", "errors": [], "displays": []}
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"the cell {msg_id} did not finish within {timeout} s")
-            try:
-                msg = self.client.get_iopub_msg(timeout=remaining)
-            except queue.Empty:
-                continue
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream" and content["name"] == "stdout":
-                result["stdout"] += content["text"]
-            elif kind == "error":
-                result["errors"].append(content)
-            elif kind in ("display_data", "execute_result"):
-                result["displays"].append(content)
-            elif kind == "status" and content["execution_state"] == "idle":
-                break
-        result["status"] = self.client.get_shell_msg(timeout=10)["content"]["status"]
-        return result
+        """The cell's reply status, stdout, errors and display data once it is idle."""
+        cell = Frontend(self.client, self.manager).collect(msg_id, timeout=timeout)
+        return {"stdout": cell.stdout, "errors": cell.errors, "displays": cell.displays,
+                "status": cell.reply["status"]}
 
     def run(self, code: str) -> dict[str, Any]:
         cell = self.collect(self.send(code))

@@ -34,6 +34,7 @@ class CellRun:
     reply: dict[str, Any]
     errors: list[dict[str, Any]] = field(default_factory=list)
     stdout: str = ""
+    displays: list[dict[str, Any]] = field(default_factory=list)  # display_data and execute_result contents
 
 
 class Frontend:
@@ -46,13 +47,17 @@ class Frontend:
 
     def execute(self, code: str, *, on_message: Callable[[dict[str, Any]], None] | None = None,
                 timeout: float = CELL_TIMEOUT) -> CellRun:
-        msg_id = self.client.execute(code)
+        return self.collect(self.client.execute(code), on_message=on_message, timeout=timeout)
+
+    def collect(self, msg_id: str, *, on_message: Callable[[dict[str, Any]], None] | None = None,
+                timeout: float = CELL_TIMEOUT) -> CellRun:
+        """What the execute request ``msg_id`` produced, once its kernel is idle again."""
         run = CellRun(reply={})
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"cell did not finish within {timeout} s: {code!r}")
+                raise TimeoutError(f"the cell {msg_id} did not finish within {timeout} s")
             try:
                 msg = self.client.get_iopub_msg(timeout=remaining)
             except queue.Empty:
@@ -66,6 +71,8 @@ class Frontend:
                 run.errors.append(msg["content"])
             elif msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
                 run.stdout += msg["content"]["text"]
+            elif msg["msg_type"] in ("display_data", "execute_result"):
+                run.displays.append(msg["content"])
             elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 break
         run.reply = self.client.get_shell_msg(timeout=10)["content"]
