@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from acp.exceptions import RequestError
 
 from .._early import EarlyUpdates
+from .._once import SharedStart
 from .._protocol import INTERNAL_ERROR
 from ..connection import AgentConnection, transport_for
 from ..connection.transport import StdioTransport
@@ -154,7 +155,8 @@ class Backend:
         # Notifications for an agent session id not registered yet (sent before its session/new answer).
         self._orphans: EarlyUpdates[tuple[str, dict[str, Any]]] = EarlyUpdates(
             per_session=ORPHAN_UPDATES_KEPT, sessions=ORPHAN_SESSIONS_KEPT)
-        self._start_task: asyncio.Task[None] | None = None
+        # A failed start is retried by the next caller; a running agent is not asked (see ensure_ready).
+        self._starting: SharedStart[None] = SharedStart(lambda _ended: True, name=f"proxy-start-{self.name}")
 
     # --- state ---------------------------------------------------------------
     @property
@@ -245,11 +247,11 @@ class Backend:
             return
         if self._shut_down:
             raise self.failure()
-        if self._start_task is None or self._start_task.done():
-            self._start_task = asyncio.create_task(self._start(init_params), name=f"proxy-start-{self.name}")
         limit = self.start_timeout if timeout is None else timeout
+        # Begun here, not inside wait_for: even a deadline already spent leaves the start running.
+        start = self._starting.begin(lambda: self._start(init_params))
         try:
-            await asyncio.wait_for(asyncio.shield(self._start_task), limit)
+            await asyncio.wait_for(asyncio.shield(start), limit)
         except asyncio.TimeoutError:
             raise BackendGone(f"agent '{self.name}' did not start within {limit:g} s", agent=self.name,
                               stderr=self.stderr_tail()) from None
@@ -370,8 +372,7 @@ class Backend:
     async def shutdown(self) -> None:
         """End the agent: EOF on stdin, then SIGTERM, then SIGKILL to its process group."""
         self._shut_down = True
-        if self._start_task is not None and not self._start_task.done():
-            self._start_task.cancel()
+        self._starting.cancel()
         if self.connection is not None:
             await self.connection.close()
 

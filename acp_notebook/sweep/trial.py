@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .._once import SharedStart
 from .._protocol import join_agent_model, parse_bool_word, split_agent_model
 from ..client import Agent, PermissionPolicy, Session, astart
 from ..errors import AcpError, AcpTimeoutError, AgentExitedError, ConfigOptionError, RpcError
@@ -175,22 +176,17 @@ class AgentPool:
         self.permission = permission
         self.given = given
         self.spec = spec
-        self._starting: dict[str, asyncio.Future[Agent]] = {}
+        self._starting: dict[str, SharedStart[Agent]] = {}
         self.started: list[Agent] = []
 
     async def get(self, name: str | None) -> Agent:
         if self.given is not None:
             return self.given
         key = name or ""
-        future = self._starting.get(key)
-        if future is not None and future.done() and not future.cancelled() and future.exception() is None:
-            if future.result().status == "exited":
-                future = None
-        if future is None:
-            future = asyncio.ensure_future(self._start(name))
-            self._starting[key] = future
-        # Shielded: a trial that is cancelled must not cancel a start other trials are waiting on.
-        return await asyncio.shield(future)
+        starting = self._starting.get(key)
+        if starting is None:
+            starting = self._starting[key] = SharedStart(_agent_exited, name=f"sweep-start-{key}")
+        return await starting.get(lambda: self._start(name))
 
     async def _start(self, name: str | None) -> Agent:
         spec = self.spec if name is None else self.specs.get(name, name)
@@ -199,10 +195,8 @@ class AgentPool:
         return agent
 
     async def close_all(self) -> None:
-        for future in list(self._starting.values()):
-            if not future.done():
-                with contextlib.suppress(BaseException):
-                    await future
+        for starting in list(self._starting.values()):
+            await starting.settle()
         await asyncio.gather(*(agent.aclose() for agent in self.started), return_exceptions=True)
 
     def describe(self) -> dict[str, Any]:
@@ -216,15 +210,22 @@ class AgentPool:
             facts["pids"] = [*earlier.get("pids", []), agent.pid]
             facts["processes"] = len(facts["pids"])
             agents[agent.name] = facts
-        for key, future in self._starting.items():
-            if future.done() and not future.cancelled() and future.exception() is not None:
-                agents.setdefault(key or str(self.spec), {"error": str(future.exception()).splitlines()[0]})
+        for key, starting in self._starting.items():
+            error = starting.failure()
+            if error is not None:
+                agents.setdefault(key or str(self.spec), {"error": str(error).splitlines()[0]})
         return agents
 
     @staticmethod
     def _facts(agent: Agent) -> dict[str, Any]:
         return {"info": dict(agent.info), "command": list(agent.command), "pids": [agent.pid],
                 "protocol_version": agent.protocol_version}
+
+
+def _agent_exited(start: asyncio.Task[Agent]) -> bool:
+    """A pool's policy: start anew once the agent exited; a failed start is not retried (its error is every
+    trial's answer)."""
+    return start.exception() is None and start.result().status == "exited"
 
 
 @dataclass
