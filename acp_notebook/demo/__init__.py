@@ -1,10 +1,11 @@
 """The built-in demo agent: an offline, deterministic ACP agent on stdio (`acp-notebook demo-agent`).
 
-Modules: `agent` (the protocol side), `session` and `store` (sessions as files in a state
-directory: ``--state-dir``, ``$ACP_NOTEBOOK_DEMO_STATE``, or ``~/.local/share/acp-notebook/demo-sessions``),
+Modules: `agent` (the protocol side), `dispatch` (a prompt turn: which work a prompt's text asks
+for, and the streamed reply), `session` and `store` (sessions as files in a state directory:
+``--state-dir``, ``$ACP_NOTEBOOK_DEMO_STATE``, or ``~/.local/share/acp-notebook/demo-sessions``),
 `options` (config options), `replies` (reply text), `filework` (read/write through the client),
-`elicitation` (the "ask me" form), `tasks` (arithmetic questions with known answers for sweeps),
-`server` (command line and stdio).
+`kernelwork` (the kernel tools over MCP), `elicitation` (the "ask me" form), `tasks` (arithmetic
+questions and file edits with known answers for sweeps), `server` (command line and stdio).
 
 Sessions survive the process: a later demo process lists, loads (replaying the history), resumes
 and deletes them, and the conversation keeps its context: "what did I say first?" is answered

@@ -1,5 +1,6 @@
-"""DemoAgent: the protocol side of the built-in demo agent (initialize, the session lifecycle on top of
-the session files, config options, prompt turns, forms).
+"""DemoAgent: the protocol side of the built-in demo agent (initialize, auth, the session lifecycle on
+top of the session files, config options, session/prompt and session/cancel). What a prompt's text
+asks for, and the turn streamed around it, is `dispatch.PromptTurn`.
 
 Everything runs on the one event loop of the demo process: the SDK dispatches each request in a
 task of its own, and those tasks are the only code that mutates `DemoAgent._sessions` (the
@@ -13,16 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.connection import Connection
 from acp.meta import CLIENT_METHODS
 from acp.router import Route
 from acp.schema import ClientCapabilities
-from pydantic import ValidationError
 
 from .._protocol import (
     INTERNAL_ERROR,
@@ -34,11 +33,10 @@ from .._protocol import (
 )
 from .._sdk import message_router, raw_connection
 from ..kernel_link import kernel_entry
-from . import elicitation, replies, tasks
-from .filework import FileWork, TurnCancelled, client_error, parse_file_command, run_edit
-from .kernelwork import KernelWork, parse_kernel_command
+from .dispatch import PromptTurn
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
-from .session import DemoSession, Exchange, RunningTurn, new_session_id
+from .replies import text_content
+from .session import DemoSession, Exchange, RunningTurn, TurnCancelled, new_session_id
 from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir
 
 __all__ = ["AGENT_NAME", "AUTH_METHOD_ID", "DemoAgent", "agent_version"]
@@ -48,22 +46,13 @@ log = logging.getLogger(__name__)
 AGENT_NAME = "acp-notebook-demo"
 AGENT_TITLE = "Demo agent"
 AUTH_METHOD_ID = "demo-token"
-CONTEXT_WINDOW = 128_000
-# Made-up prices (USD per demo token) so usage_update carries a cost that depends on the model.
-PRICE_PER_TOKEN: dict[str, float] = {"fast": 0.000002, "smart": 0.00001}
 LIST_PAGE_SIZE = 50
 # How long close/delete wait for a cancelled turn to wind down before answering anyway.
 TURN_END_WAIT = 5.0
 
-T = TypeVar("T")
-
 
 def agent_version() -> str:
     return client_version()
-
-
-def _text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
 
 
 def _string_param(params: Any, key: str, method: str) -> str:
@@ -88,13 +77,8 @@ class DemoAgent:
     `session/set_model` sets the `model` option, for clients that predate config options.
 
     Prompts stream agent_message_chunks (smart: preceded by 1-3 agent_thought_chunks), then
-    session_info_update (title on the first turn and after "new topic: ..."; updatedAt every
-    turn), then usage_update. Which reply a prompt gets is listed in `replies`: file commands run
-    plan -> tool_call -> session/request_permission -> fs/*; "ask me ..." sends an
-    elicitation/create form; kernel commands ("what is in df?", "run CODE", "plot df"...: see
-    `kernelwork`) use the session's `kernel` MCP server; "what did I say first?" answers from the session's history;
-    file edits and "What is A OP B?" follow the contracts in `tasks`; a prompt containing "fallback" while smart
-    switches to fast and pushes config_option_update.
+    session_info_update and usage_update; which work and reply a prompt gets (file work, forms,
+    the kernel tools, recall, edits, arithmetic tasks, chat) is decided in `dispatch`.
 
     Sessions are files in a state directory (see `store`), so load, resume, list and delete work
     across processes; session ids are random UUIDs. `legacy` sends only `modes`/`models` and
@@ -122,10 +106,11 @@ class DemoAgent:
         self._authenticated = False
         self.client: Any = None
         self._sessions: dict[str, DemoSession] = {}  # open on this connection
+        # What the client advertised in initialize; the turn's work reads the fs and form ones.
         self.client_reads = False
         self.client_writes = False
         self._client_booleans = False
-        self._client_forms = False
+        self.client_forms = False
 
     # ----------------------------------------------------------------- connection
 
@@ -133,18 +118,19 @@ class DemoAgent:
         self.client = conn
         # The SDK's agent router knows neither session/delete nor the unstable session/set_model;
         # add them to the router the connection already dispatches to.
-        router = message_router(self._wire())
+        router = message_router(self.wire())
         router.add_route(Route(method="session/delete", func=self._delete_request, kind="request"))
         if not self.legacy:
             router.add_route(Route(method="session/set_model", func=self._set_model_request, kind="request"))
 
-    def _wire(self) -> Connection:
+    def wire(self) -> Connection:
+        """The raw connection, for frames sent as our own dicts."""
         # AgentSideConnection only offers typed notifications; the raw Connection it wraps
         # sends our dicts unchanged. Fail loudly if a future SDK moves it.
         return raw_connection(self.client)
 
     async def update(self, session: DemoSession, update: dict[str, Any]) -> None:
-        await self._wire().send_notification(
+        await self.wire().send_notification(
             CLIENT_METHODS["session_update"], {"sessionId": session.session_id, "update": update}
         )
 
@@ -163,7 +149,7 @@ class DemoAgent:
         self.client_writes = bool(fs and fs.write_text_file)
         config_caps = caps.session.config_options if caps and caps.session else None
         self._client_booleans = bool(config_caps and config_caps.boolean is not None)
-        self._client_forms = bool(caps and caps.elicitation and caps.elicitation.form is not None)
+        self.client_forms = bool(caps and caps.elicitation and caps.elicitation.form is not None)
         auth_methods = []
         if self.require_auth:
             auth_methods.append(
@@ -197,9 +183,10 @@ class DemoAgent:
 
     # ----------------------------------------------------------------- the session files
 
-    def _save(self, session: DemoSession) -> None:
+    def save(self, session: DemoSession) -> None:
+        """Write the session's file (unless session/delete removed it); INTERNAL_ERROR if that fails."""
         if session.deleted:
-            return  # session/delete removed it; a turn winding down must not write it back
+            return  # a turn winding down must not write a deleted session back
         try:
             self.store.write(session.session_id, session.to_record())
         except StoreError as exc:
@@ -270,7 +257,7 @@ class DemoAgent:
     def _options(self, session: DemoSession) -> list[dict[str, Any]]:
         return session.settings.describe(include_boolean=self._client_booleans)
 
-    async def _push_options(self, session: DemoSession) -> None:
+    async def push_options(self, session: DemoSession) -> None:
         """Agent-initiated config_option_update with the complete list."""
         await self.update(session, {"sessionUpdate": "config_option_update", "configOptions": self._options(session)})
 
@@ -293,7 +280,7 @@ class DemoAgent:
         self._check_authenticated()
         self._require_absolute(cwd)
         session = DemoSession(session_id=new_session_id(), cwd=cwd, kernel=kernel_entry(mcp_servers))
-        self._save(session)
+        self.save(session)
         self._sessions[session.session_id] = session
         return {"sessionId": session.session_id, **self._session_state(session)}
 
@@ -307,9 +294,10 @@ class DemoAgent:
     ) -> dict[str, Any]:
         session = self._reopen(session_id, cwd, mcp_servers)
         for exchange in session.history:
-            await self.update(session, {"sessionUpdate": "user_message_chunk", "content": _text(exchange.user)})
+            user, agent = text_content(exchange.user), text_content(exchange.agent)
+            await self.update(session, {"sessionUpdate": "user_message_chunk", "content": user})
             if exchange.agent:
-                await self.update(session, {"sessionUpdate": "agent_message_chunk", "content": _text(exchange.agent)})
+                await self.update(session, {"sessionUpdate": "agent_message_chunk", "content": agent})
         if session.title is not None:
             await self.update(
                 session,
@@ -336,7 +324,7 @@ class DemoAgent:
         session = running if running is not None and running.turn is not None else self._stored(session_id)
         if session.cwd != cwd:
             session.cwd = cwd
-            self._save(session)
+            self.save(session)
         session.kernel = kernel_entry(mcp_servers)  # a reopened session uses the kernel tools offered now
         self._sessions[session_id] = session
         return session
@@ -400,7 +388,7 @@ class DemoAgent:
             session.settings.apply(config_id, value, include_boolean=self._client_booleans)
         except ConfigChoiceError as exc:
             raise RequestError(INVALID_PARAMS, str(exc), {"configId": config_id}) from None
-        self._save(session)
+        self.save(session)
         if config_id == "mode":
             # Clients that follow the old `modes` field learn of the change this way.
             await self.update(session, {"sessionUpdate": "current_mode_update", "currentModeId": session.settings.mode})
@@ -414,11 +402,11 @@ class DemoAgent:
                 INVALID_PARAMS, f"Unknown mode {mode_id!r}; valid modes: {', '.join(valid)}", {"modeId": mode_id}
             )
         session.settings.mode = mode_id
-        self._save(session)
+        self.save(session)
         await self.update(session, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
         if not self.legacy:
             # The mode is also a config option; keep clients that follow configOptions in sync.
-            await self._push_options(session)
+            await self.push_options(session)
         return {}
 
     async def _set_model_request(self, params: Any) -> dict[str, Any]:
@@ -431,8 +419,8 @@ class DemoAgent:
             session.settings.apply("model", model_id, include_boolean=self._client_booleans)
         except ConfigChoiceError as exc:
             raise RequestError(INVALID_PARAMS, str(exc), {"modelId": model_id}) from None
-        self._save(session)
-        await self._push_options(session)
+        self.save(session)
+        await self.push_options(session)
         return {}
 
     # ----------------------------------------------------------------- prompt turns
@@ -451,7 +439,7 @@ class DemoAgent:
         session.turn = turn
         stop_reason = "end_turn"
         try:
-            await self._play_turn(session, text, turn)
+            await PromptTurn(self, session, text, turn).play()
         except TurnCancelled:
             stop_reason = "cancelled"
         except ConnectionError:
@@ -463,127 +451,8 @@ class DemoAgent:
             session.history.append(Exchange(user=text, agent=turn.reply_sent))
             turn.finished.set()
         # What was said is saved before the turn answers, so a new process can load it at once.
-        self._save(session)
+        self.save(session)
         return {"stopReason": stop_reason}
-
-    async def _pause(self, turn: RunningTurn) -> None:
-        """The delay between streamed chunks (none before a turn's first chunk, so a reply
-        starts at once); it ends early when the turn is cancelled."""
-        if self.delay > 0 and turn.chunks_sent > 0:
-            try:
-                await asyncio.wait_for(turn.cancelled.wait(), self.delay)
-            except asyncio.TimeoutError:
-                pass
-        else:
-            await asyncio.sleep(0)  # let a pending session/cancel be dispatched
-        if turn.cancelled.is_set():
-            raise TurnCancelled
-
-    async def unless_cancelled(self, turn: RunningTurn, awaitable: Awaitable[T]) -> T:
-        """Await a request to the client, abandoning it if the turn is cancelled first."""
-        work = asyncio.ensure_future(awaitable)
-        cancelled = asyncio.ensure_future(turn.cancelled.wait())
-        try:
-            await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancelled.cancel()
-            if not work.done():
-                work.cancel()
-        if work.done() and not work.cancelled():
-            return work.result()
-        raise TurnCancelled
-
-    async def _play_turn(self, session: DemoSession, text: str, turn: RunningTurn) -> None:
-        settings = session.settings
-        fell_back = False
-        if "fallback" in text.lower() and settings.model == "smart":
-            settings.model = "fast"
-            fell_back = True
-            self._save(session)
-            await self._push_options(session)
-        thoughts = replies.thoughts(text, settings)
-        for thought in thoughts:
-            await self._pause(turn)
-            await self.update(session, {"sessionUpdate": "agent_thought_chunk", "content": _text(thought)})
-            turn.chunks_sent += 1
-        reply = await self._reply(session, text, turn, fell_back=fell_back)
-        for piece in replies.chunk(reply):
-            await self._pause(turn)
-            await self.update(session, {"sessionUpdate": "agent_message_chunk", "content": _text(piece)})
-            turn.chunks_sent += 1
-            turn.reply_sent += piece
-        await self._finish_turn(session, text, reply, thoughts)
-
-    async def _reply(self, session: DemoSession, text: str, turn: RunningTurn, *, fell_back: bool) -> str:
-        """The reply text, in the order listed in `replies`; file work and forms talk to the client first."""
-        settings = session.settings
-        command = parse_file_command(text)
-        if command is not None:
-            sentence = await FileWork(self, session, command, turn).run()
-            return replies.outcome_reply(settings, sentence, fell_back=fell_back)
-        if elicitation.asks_for_form(text):
-            sentence = await self._ask(session, turn)
-            return replies.outcome_reply(settings, sentence, fell_back=fell_back)
-        kernel_command = parse_kernel_command(text)
-        if kernel_command is not None:
-            sentence = await KernelWork(self, session, kernel_command, turn).run()
-            return replies.outcome_reply(settings, sentence, fell_back=fell_back)
-        if replies.asks_what_was_said_first(text):
-            earlier = [exchange.user for exchange in session.history]
-            return replies.recall_reply(earlier, settings, fell_back=fell_back)
-        edit = tasks.parse_edit(text)
-        if edit is not None:
-            sentence = await run_edit(self, session, edit, turn)
-            return replies.outcome_reply(settings, sentence, fell_back=fell_back)
-        task = tasks.parse_task(text)
-        if task is not None:
-            return replies.task_reply(task, settings, fell_back=fell_back)
-        return replies.chat_reply(text, settings, fell_back=fell_back)
-
-    async def _ask(self, session: DemoSession, turn: RunningTurn) -> str:
-        """Send the form (elicitation/create) and put the answers in a sentence. Declined,
-        cancelled and failed forms get a sentence too; the turn goes on either way."""
-        voice = replies.VOICES[session.settings.tone]
-        if not self._client_forms:
-            return voice.no_form
-        # Sent raw, like the demo's other frames, so the form goes out exactly as written (the SDK's
-        # typed create_elicitation drops the schema's "type": "object" and turns 0 into 0.0).
-        request = self._wire().send_request(
-            CLIENT_METHODS["elicitation_create"], elicitation.form_request(session.session_id)
-        )
-        try:
-            answer = await self.unless_cancelled(turn, request)
-        except (RequestError, ValidationError) as exc:
-            return voice.form_failed.format(error=client_error(exc))
-        action = answer.get("action") if isinstance(answer, dict) else None
-        if action == "accept":
-            return elicitation.summarise_answers(answer.get("content"))
-        if action == "decline":
-            return voice.form_declined
-        if action == "cancel":
-            return voice.form_cancelled
-        return voice.form_failed.format(error=f"an answer this agent does not know: {answer!r}"[:200])
-
-    async def _finish_turn(self, session: DemoSession, text: str, reply: str, thoughts: list[str]) -> None:
-        session.touch()
-        info: dict[str, Any] = {"sessionUpdate": "session_info_update", "updatedAt": session.updated_at}
-        topic = replies.topic_of(text)
-        if topic is not None or session.title is None:
-            session.title = replies.title_from(topic if topic is not None else text)
-            info["title"] = session.title
-        await self.update(session, info)
-        tokens = replies.token_count(text, reply, *thoughts)
-        session.tokens_used += tokens
-        session.cost += tokens * PRICE_PER_TOKEN[session.settings.model]
-        await self.update(
-            session,
-            {
-                "sessionUpdate": "usage_update",
-                "used": session.tokens_used,
-                "size": CONTEXT_WINDOW,
-                "cost": {"amount": round(session.cost, 6), "currency": "USD"},
-            },
-        )
 
     # ----------------------------------------------------------------- extensions
 

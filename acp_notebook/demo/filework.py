@@ -20,13 +20,12 @@ from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
 from pydantic import ValidationError
 
 from . import replies, tasks
-from .session import DemoSession, RunningTurn
+from .session import DemoSession, RunningTurn, TurnCancelled
 
 if TYPE_CHECKING:
     from .agent import DemoAgent
 
-__all__ = ["PERMISSION_OPTIONS", "FileCommand", "FileWork", "TurnCancelled", "client_error", "parse_file_command",
-           "run_edit"]
+__all__ = ["PERMISSION_OPTIONS", "FileCommand", "FileWork", "client_error", "parse_file_command", "run_edit"]
 
 PERMISSION_OPTIONS = [
     PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
@@ -35,10 +34,6 @@ PERMISSION_OPTIONS = [
 
 _READ_COMMAND = re.compile(r"read\s+(?P<path>\S+)", re.IGNORECASE)
 _WRITE_COMMAND = re.compile(r"write\s+(?P<text>.+?)\s+to\s+(?P<path>\S+)", re.IGNORECASE | re.DOTALL)
-
-
-class TurnCancelled(Exception):
-    """The client sent session/cancel (or closed or deleted the session) while a turn was running."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +154,7 @@ class FileWork:
             options=PERMISSION_OPTIONS,
         )
         try:
-            permission = await self.agent.unless_cancelled(self.turn, request)
+            permission = await self.turn.unless_cancelled(request)
         except (RequestError, ValidationError) as exc:
             reason = client_error(exc)
             return await self._stop(
@@ -185,16 +180,15 @@ class FileWork:
         client, session_id = self.agent.client, self.session.session_id
         try:
             if self.reading:
-                response = await self.agent.unless_cancelled(
-                    self.turn, client.read_text_file(session_id=session_id, path=self.path)
-                )
+                reading = client.read_text_file(session_id=session_id, path=self.path)
+                response = await self.turn.unless_cancelled(reading)
                 await self._settle("completed", response.content)
                 self.content = response.content
                 lines = replies.plural(len(response.content.splitlines()), "line")
                 sentence = self.voice.read_ok.format(path=self.command.path, lines=lines)
             else:
-                await self.agent.unless_cancelled(
-                    self.turn, client.write_text_file(session_id=session_id, path=self.path, content=self.command.text)
+                await self.turn.unless_cancelled(
+                    client.write_text_file(session_id=session_id, path=self.path, content=self.command.text)
                 )
                 await self._settle("completed", content=self.diff)
                 chars = replies.plural(len(self.command.text), "character")

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..kernel_link import result_text
-from .filework import TurnCancelled
-from .session import DemoSession, RunningTurn
+from .session import DemoSession, RunningTurn, TurnCancelled
 
 if TYPE_CHECKING:
     from .agent import DemoAgent
@@ -135,7 +134,7 @@ class KernelWork:
                                           "title": f"kernel: {tool}", "kind": _KINDS[tool], "status": "in_progress",
                                           "rawInput": arguments})
         try:
-            result = await self.agent.unless_cancelled(self.turn, client.call_tool(tool, arguments))
+            result = await self.turn.unless_cancelled(client.call_tool(tool, arguments))
         except TurnCancelled:
             await self._settle(call_id, "failed", "Cancelled")
             raise

@@ -1,17 +1,12 @@
-"""Deterministic text of the demo agent: replies, thoughts, titles, chunking and token counts.
-
-Which reply a prompt gets (the agent checks in this order): "read PATH" / "write TEXT to PATH"
-(file work), a prompt starting with "ask me" (a form), a kernel command (``what is in NAME?``, ``run CODE``,
-``compute EXPR``, ``plot NAME``...: see `kernelwork`), a prompt asking "what did I say first?"
-(answered from the session's history, also after the session was loaded in a new process), a file
-edit ("In PATH, replace `OLD` with `NEW`", "Create PATH containing `TEXT`"; see `tasks`), a
-``What is A OP B?`` question (see `tasks`), and otherwise the ordinary chat reply. Pure functions.
+"""Deterministic text of the demo agent: replies, thoughts, titles, chunking, token counts, and the
+text content block they are sent in. Which reply a prompt gets is decided in `dispatch`. Pure functions.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from . import tasks
 from .options import THOUGHTS_PER_LEVEL, SessionSettings
@@ -101,6 +96,11 @@ VOICES: dict[str, Voice] = {
         edit_missing="Arr, there be no `{old}` in {path}, so I changed nothin'.",
     ),
 }
+
+
+def text_content(text: str) -> dict[str, Any]:
+    """An ACP text content block."""
+    return {"type": "text", "text": text}
 
 
 def plural(count: int, noun: str) -> str:

@@ -1,5 +1,6 @@
 """One demo session as data: what is saved to its file (history, title, settings, cwd, usage) and
-what lives only while a turn runs. `to_record` / `from_record` are the file format.
+what lives only while a turn runs (RunningTurn: its cancel and end events, what it has streamed, and
+the waits a cancel cuts short). `to_record` / `from_record` are the file format.
 
 Sessions are mutated only by the demo agent's request handlers, on its one event loop.
 """
@@ -9,17 +10,20 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from .options import SessionSettings, choices_of
 
-__all__ = ["RECORD_VERSION", "DemoSession", "Exchange", "RunningTurn", "new_session_id", "now_iso"]
+__all__ = ["RECORD_VERSION", "DemoSession", "Exchange", "RunningTurn", "TurnCancelled", "new_session_id", "now_iso"]
 
 RECORD_FORMAT = "acp-notebook-demo-session"
 RECORD_VERSION = 1
 ID_PREFIX = "demo-"
+
+T = TypeVar("T")
 
 
 def new_session_id() -> str:
@@ -39,6 +43,10 @@ class Exchange:
     agent: str
 
 
+class TurnCancelled(Exception):
+    """The client sent session/cancel (or closed or deleted the session) while a turn was running."""
+
+
 @dataclass
 class RunningTurn:
     """A running prompt turn; never saved."""
@@ -47,6 +55,33 @@ class RunningTurn:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     chunks_sent: int = 0
     reply_sent: str = ""
+
+    async def pause(self, delay: float) -> None:
+        """The delay between streamed chunks (none before the turn's first chunk, so a reply starts
+        at once); it ends early, raising TurnCancelled, when the turn is cancelled."""
+        if delay > 0 and self.chunks_sent > 0:
+            try:
+                await asyncio.wait_for(self.cancelled.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+        else:
+            await asyncio.sleep(0)  # let a pending session/cancel be dispatched
+        if self.cancelled.is_set():
+            raise TurnCancelled
+
+    async def unless_cancelled(self, awaitable: Awaitable[T]) -> T:
+        """Await a request to the client, abandoning it (TurnCancelled) if the turn is cancelled first."""
+        work = asyncio.ensure_future(awaitable)
+        cancelled = asyncio.ensure_future(self.cancelled.wait())
+        try:
+            await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+            if not work.done():
+                work.cancel()
+        if work.done() and not work.cancelled():
+            return work.result()
+        raise TurnCancelled
 
 
 @dataclass
