@@ -502,6 +502,54 @@ def test_a_turn_is_shown_live_and_ends_as_its_static_form(comms, demo, shown):
     assert view.live.final and view.live not in open_displays()
 
 
+def test_a_request_reaches_the_saved_output_before_its_buttons_and_nothing_is_republished_while_it_waits(
+        comms, tmp_path, shown, monkeypatch):
+    # JupyterLab builds a widget's view anew on every update of its output; one landing while the person clicks
+    # or types loses the input. So the output takes the request before the buttons exist, then stays put.
+    agent = acpnb.start("demo", cwd=tmp_path, env={"ACP_DEMO_DELAY": "0.3"})
+    try:
+        view = run_turn(agent.new_session(), "tell me a long story about the sea and the stars")
+        view.show()
+        comms.wait_for(lambda: view.reply.outputs)
+        saved_when_shown: list[str] = []
+        record, permissions = comms.record, view.permissions.model_id
+
+        def recording(message: Sent) -> None:
+            if message.msg_type == "comm_msg" and message.comm_id == permissions and message.state.get("children"):
+                saved_when_shown.append(outputs_of(shown, view.live)[-1].data["text/plain"])
+            record(message)
+
+        monkeypatch.setattr(comms, "record", recording)
+        prompt = PermissionPrompt({"toolCallId": "c9", "title": "Read secrets.txt"},
+                                  [{"optionId": "ok", "name": "Allow once", "kind": "allow_once"},
+                                   {"optionId": "no", "name": "Reject", "kind": "reject_once"}])
+        on_loop(lambda: view.add_prompt(prompt))
+        assert len(saved_when_shown) == 1
+        assert "The agent asks permission: Read secrets.txt (waiting for your answer)" in saved_when_shown[0]
+        published = view.live.published
+
+        # The turn's structure changes while the request waits: the widgets follow, the output does not.
+        on_loop(lambda: view.turn.apply({"sessionUpdate": "plan", "entries": [
+            {"content": "Look for treasure", "priority": "high", "status": "in_progress"}]}))
+        comms.wait_for(lambda: "Look for treasure" in view.plan.value)
+        view.render()
+        flush_all()
+        assert view.live.published == published
+
+        # Answered: the output catches up with the turn (the plan, and the answer).
+        comms.click(prompt.widget.children[1].children[0])
+        assert prompt.future.result(TIMEOUT) == "ok"
+        view.render()
+        flush_all()
+        latest = outputs_of(shown, view.live)[-1].data
+        assert view.live.published > published and "Look for treasure" in latest["text/html"]
+        assert "waiting for your answer" not in latest["text/plain"]
+        comms.click(view.cancel_button)
+        view.finished.result(TIMEOUT)
+    finally:
+        agent.close()
+
+
 def test_a_panel_output_follows_the_session_and_closes_static(comms, demo, shown):
     session = demo.new_session()
     panel = SessionPanel(session, metadata=lambda: {"acp_notebook": {"session": {"title": session.title}}})

@@ -14,9 +14,16 @@ Threads: turn events and the one-second clock arrive on the background loop thre
 lock, and renders are coalesced by a ``Throttle``: a flood of chunks costs a few widget
 messages a second, not one per chunk. The output is published live when shown, again when the
 turn's shape changes (its status, tool calls, kernel calls, plan, a permission request or form
-coming or answered: not for text chunks or the clock, since each update makes JupyterLab rebuild the
-view), and static when the turn ends. So a notebook saved mid-turn holds the turn as it stood,
-marked as live in a running kernel; one whose kernel ends mid-turn says it was interrupted.
+answered: not for text chunks or the clock), and static when the turn ends. So a notebook saved
+mid-turn holds the turn as it stood, marked as live in a running kernel; one whose kernel ends
+mid-turn says it was interrupted.
+
+Each update of the output makes JupyterLab build the widget's view anew, and a click or keystrokes
+landing on the old view meanwhile are lost. So nothing is republished while a permission prompt or a
+form waits for the person: the output takes a request (its pending form) at once, on the thread that
+shows it, before its buttons or fields are added to the widget (the frontend gets the two in that order,
+both on iopub), and catches up with the rest of the turn once the person has answered. A notebook saved
+while a request waits shows the turn as it stood when the request came, and the request.
 """
 
 from __future__ import annotations
@@ -245,16 +252,32 @@ class TurnView:
             return replace(snapshot, header=replace(snapshot.header, status="interrupted", extra=""), pending=(),
                            notes=(*snapshot.notes, *unanswered, f"interrupted: {ended or 'the view was closed'}"))
 
-    def _shape_changed(self) -> bool:
-        """Whether the turn's structure changed since the output was last published (under the lock)."""
+    def _structure(self) -> tuple[Any, ...]:
+        """What the saved form shows of the turn's structure (under the lock)."""
         turn = self.turn
-        shape = (self.status, tuple((c.id, c.status) for c in turn.tool_calls),
-                 tuple((c.id, c.status) for c in list(turn.kernel_calls)),
-                 tuple((e.get("content"), e.get("status")) for e in turn.plan if isinstance(e, Mapping)),
-                 tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
-                 len(self._form_items), self.error_message)
+        return (self.status, tuple((c.id, c.status) for c in turn.tool_calls),
+                tuple((c.id, c.status) for c in list(turn.kernel_calls)),
+                tuple((e.get("content"), e.get("status")) for e in turn.plan if isinstance(e, Mapping)),
+                tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
+                len(self._form_items), self.error_message)
+
+    def _republish_due(self) -> bool:
+        """Whether the output should be published again: the turn runs, its structure changed since the output
+        was last published, and no request waits for the person (see the module docstring); under the lock."""
+        if not self._is_running() or self.status == "waiting":
+            return False
+        shape = self._structure()
         changed, self._shape = shape != self._shape, shape
         return changed
+
+    def _publish_request(self) -> None:
+        """A request for the person's input is about to be shown: the output takes it now, while nobody can act
+        on it yet (loop thread; the caller holds no lock, as publishing takes the view's lock)."""
+        with self._lock:
+            if not self._is_running():
+                return
+            self._shape = self._structure()
+        self.live.publish_now()
 
     # --- following the turn (loop thread) -----------------------------------------
     def _model_label(self) -> str | None:
@@ -424,6 +447,8 @@ class TurnView:
         """Show a permission request as buttons (called by the turn's PermissionAsker)."""
         with self._lock:
             self._prompts.append(prompt)
+        self._publish_request()
+        with self._lock:
             self.permissions.children = (*self.permissions.children, prompt.widget)
 
         def settled(_future: concurrent.futures.Future[str | None]) -> None:
@@ -439,6 +464,8 @@ class TurnView:
         with self._lock:
             self._forms.append(form)
             self._form_items.append(form)
+        self._publish_request()
+        with self._lock:
             self.forms.children = (*self.forms.children, form.widget)
         form.future.add_done_callback(lambda _future: self._throttle.request())
         self._throttle.request()
@@ -517,7 +544,7 @@ class TurnView:
             # The context meter follows usage_update while the turn runs; the stop reason comes at the end.
             self._set(self.footer, "value", usage_html(turn.usage, stop_reason=None if running else turn.stop_reason))
             self._set(self.cancel_button.layout, "display", "" if running else "none")
-            republish = running and self._shape_changed()
+            republish = self._republish_due()
         if republish:
             self.live.refresh()  # the saved form follows the turn's structure (see the module docstring)
 

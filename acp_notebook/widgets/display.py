@@ -182,6 +182,8 @@ class LiveDisplay:
             with self._flags:
                 self.shown = True
         if not final:
+            self.publish()  # a publish_now that came while the bundle above was drawn (sent only if it differs)
+        if not final:
             with _registry_lock:
                 _open[self.display_id] = self
             if self.final:  # finalized meanwhile, before it was registered: do not keep it
@@ -205,6 +207,17 @@ class LiveDisplay:
                 return
             self._scheduled = True
         _loop.call_soon(lambda: _loop.get_loop().call_later(self.interval, self._scheduled_publish))
+
+    def publish_now(self) -> None:
+        """Publish the live bundle at once on the calling thread, without waiting for ``interval`` (a view
+        about to ask the person for input). Before the output is shown, ``show`` publishes it instead."""
+        with self._flags:
+            if self.final:
+                return
+            self._stale = True
+            if not self.shown:
+                return
+        self.publish()
 
     def _scheduled_publish(self) -> None:
         with self._flags:

@@ -11,14 +11,7 @@ prompt's, and the context meter shows in the turn and in the session panel.
 
 from __future__ import annotations
 
-import pytest
-
 from .jupyterlab import Cell, JupyterLabServer, LabPage, screenshot_dir, write_notebook
-
-# Known flake, rerun while it is fixed: a turn's live output is republished (update_display) when its structure
-# changes so the saved file follows it, and JupyterLab then re-creates the widget's view; a republish that
-# lands while the test clicks or types into the form or the permission prompt loses that input.
-pytestmark = pytest.mark.flaky(reruns=2)
 
 NOTEBOOK = "acp_forms.ipynb"
 CELLS = [

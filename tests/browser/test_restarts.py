@@ -14,21 +14,11 @@ shuts down, interrupted when it restarts. What makes it so: the package's server
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from typing import Any
-
-import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from .jupyterlab import JupyterLabServer, LabPage, screenshot_dir, write_notebook
 from .test_saved_notebook import _BROKEN_JS, menu, restart_kernel, save, start_cell
-
-# Known flake, rerun while it is fixed: a turn's live output is republished (update_display) when its structure
-# changes so the saved file follows it, and JupyterLab then re-creates the widget's view; a republish that
-# lands while the test clicks or types into the form or the permission prompt loses that input.
-pytestmark = pytest.mark.flaky(reruns=2)
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 FIRST_PROMPT = "new topic: Owls and their nests"
@@ -104,30 +94,13 @@ def _wait_for_permission(lab_page: LabPage, server: JupyterLabServer, name: str)
     return turn
 
 
-def _save_once_the_request_is_in_the_output(lab_page: LabPage, server: JupyterLabServer, name: str) -> Any:
-    """Save ``name`` until the saved file holds the pending request; the saved notebook.
-
-    The turn's output follows it a moment after the buttons show (one coalesced update): until the saved
-    file has it, wait for that update (it makes the notebook dirty) and save again. An update that lands while
-    a save is under way can leave the tab clean, so each wait for it is short and the whole is bounded."""
-    deadline = time.monotonic() + 60
-    saved = save(lab_page, server, name)
-    while "waiting for your answer" not in json.dumps(saved):
-        assert time.monotonic() < deadline, "the pending request never reached the saved output"
-        with contextlib.suppress(PlaywrightTimeout):
-            lab_page.page.wait_for_function(
-                "(name) => [...document.querySelectorAll('.lm-TabBar-tab.jp-mod-dirty')]"
-                ".some((tab) => tab.innerText.includes(name))", arg=name, timeout=5_000)
-        saved = save(lab_page, server, name)
-    return saved
-
-
 def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, lab_page: LabPage,
                                                                       jupyterlab_server: JupyterLabServer) -> None:
     root = jupyterlab_server.root_dir
     turn = _wait_for_permission(lab_page, jupyterlab_server, RUNNING)
 
-    saved = _save_once_the_request_is_in_the_output(lab_page, jupyterlab_server, RUNNING)
+    # The output took the request before its buttons showed: one save holds it.
+    saved = save(lab_page, jupyterlab_server, RUNNING)
     outputs = [o for c in saved["cells"] for o in c.get("outputs", []) if "acp_notebook" in o.get("metadata", {})]
     assert len(outputs) == 2 and not [o for o in outputs if WIDGET_MIME in o["data"]]
     panel_text, turn_text = ("".join(o["data"]["text/plain"]) for o in outputs)
@@ -159,8 +132,7 @@ def _saved_turn_after(lab_page: LabPage, server: JupyterLabServer, name: str, co
     """Run a turn until it waits for a permission click, end the kernel with the Kernel menu's ``command``,
     save: the text of the turn's saved output."""
     _wait_for_permission(lab_page, server, name)
-    # The kernel must have put the request in the output before it goes, or nothing can say it went unanswered.
-    _save_once_the_request_is_in_the_output(lab_page, server, name)
+    # The request reached the output before its buttons showed, so the output can say it went unanswered.
     if command == "kernelmenu:restart":
         restart_kernel(lab_page)
     else:
