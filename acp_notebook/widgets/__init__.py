@@ -8,9 +8,11 @@
 - ``sessions``: SessionTable, what ``%acp sessions`` lists;
 - ``inspector``: the protocol inspector;
 - ``display``: LiveDisplay, an output with a display id kept current and made static at the end;
+- ``render_thread``: the one thread views draw and publish on (off the protocol loop), and Throttle;
 - ``static``, ``labels``, ``_html``: the saved forms, the words and the HTML fragments they share.
 
 Agent state reaches the views on the background loop thread (observers); clicks arrive on the
-kernel thread. Each view guards its widgets with its own lock and says in its docstring which
+kernel thread; views draw and publish on the render thread, so a slow view never holds up an
+agent's frames. Each view guards its widgets with its own lock and says in its docstring which
 thread writes what.
 """

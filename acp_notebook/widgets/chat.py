@@ -9,10 +9,18 @@ header (later titles belong to later cells; the session panel shows the live one
 output with the static form (``LiveDisplay.finalize``: a saved notebook shows the reply with no
 kernel) and resolves ``finished``.
 
-Threads: turn events and the one-second clock arrive on the background loop thread; clicks
-(Cancel, permission buttons, form buttons) on the kernel thread. Every widget is written under the view's
-lock, and renders are coalesced by a ``Throttle``: a flood of chunks costs a few widget
-messages a second, not one per chunk. The output is published live when shown, again when the
+Threads: turn events arrive on the background loop thread, inside the connection's handling of
+frames, so there the view only notes what it needs (under its lock) and asks for a render; clicks
+(Cancel, permission buttons, form buttons) come on the kernel thread and ask the same way. Renders
+run on the render thread (``render_thread``): the coalesced ones of a ``Throttle`` (a flood of
+chunks costs a few widget messages a second, not one per chunk), the one-second clock, and the
+turn's last render with its static output; only the constructor draws once on its own thread,
+before the view can be seen. Every widget is written under the view's lock; the children of the
+permission and form boxes are added where prompts and forms arrive (the askers, on the loop).
+``finished`` is resolved on the render thread after the static output, or, should that thread be
+held up elsewhere for ``FINAL_RENDER_WAIT_S``, on the loop without it.
+
+The output is published live when shown, again when the
 turn's shape changes (its status, tool calls, kernel calls, plan, a permission request or form
 answered: not for text chunks or the clock), and static when the turn ends. So a notebook saved
 mid-turn holds the turn as it stood, marked as live in a running kernel; one whose kernel ends
@@ -29,6 +37,7 @@ while a request waits shows the turn as it stood when the request came, and the 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,54 +50,25 @@ import ipywidgets as widgets
 from .. import _loop
 from ..errors import AcpError
 from ..turn import Turn, TurnEvent
+from . import render_thread
 from ._html import FG, MUTED, clock, error_html, header_html, plan_html, seconds, tool_call_html, usage_html, widget_bundle
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
 from .kernel import kernel_call_html, kernel_call_markdown, kernel_call_text
 from .labels import session_header_info, session_title, value_label
 from .permission import PermissionPrompt
+from .render_thread import Throttle
 from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, turn_forms
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
 
 DEFAULT_INTERVAL = 0.1
 CLOCK_TICK = 1.0  # seconds between two redraws of the running clock
+# How long a cell waits for its turn's static output when the render thread is held up elsewhere (a
+# view that renders for ever): after that, `finished` is resolved anyway and the static form follows.
+FINAL_RENDER_WAIT_S = 20.0
 SHOWN_TOOL_TIME = 0.1  # a finished tool call shows how long it took from this many seconds on
 THOUGHTS_STYLE = f"white-space:pre-wrap;color:{FG};line-height:1.5;font-size:0.95em"
-
-
-class Throttle:
-    """Runs ``render`` on the loop thread at most once per ``interval`` seconds.
-
-    Requests made while a render is pending merge into it; the render after the last
-    request always happens, so the final state is never lost.
-    """
-
-    def __init__(self, render: Callable[[], None], interval: float) -> None:
-        self._render = render
-        self.interval = max(0.0, float(interval))
-        self._lock = threading.Lock()
-        self._pending = False
-        self._last = 0.0
-        self.renders = 0
-
-    def request(self) -> None:
-        with self._lock:
-            if self._pending:
-                return
-            self._pending = True
-        _loop.call_soon(self._schedule)
-
-    def _schedule(self) -> None:
-        delay = max(0.0, self._last + self.interval - time.monotonic())
-        _loop.get_loop().call_later(delay, self._fire)
-
-    def _fire(self) -> None:
-        with self._lock:
-            self._pending = False
-        self._last = time.monotonic()
-        self.renders += 1
-        self._render()
 
 
 def markdown_output(text: str) -> dict[str, Any]:
@@ -118,6 +98,8 @@ class TurnView:
     (``cell_waiting``, set by the cell machinery), and for the turn's first proposal only (JupyterLab makes
     one cell of an execute reply).
     """
+
+    final_render_wait = FINAL_RENDER_WAIT_S  # seconds; a class attribute, so a subclass (a test) may change it
 
     def __init__(self, turn: Turn, *, interval: float = DEFAULT_INTERVAL, asker: Any = None,
                  permission_note: str = "", form_asker: Any = None, elicitation_note: str = "",
@@ -159,8 +141,8 @@ class TurnView:
                 waiting.attach(self)
         self._unobserve = turn.observe(self._on_event)
         self._catch_up()
-        self.render()
-        _loop.call_soon(self._tick)
+        self.render()  # drawn here once, before anyone can see the view; then on the render thread
+        render_thread.call_later(CLOCK_TICK, self._tick)
         # Last: if the turn already ended this runs now, with every field above in place.
         turn.future.add_done_callback(self._on_done)
 
@@ -385,20 +367,36 @@ class TurnView:
                 kernel_call_html(call, decisions, below=below))
 
     def _tick(self) -> None:
-        """Redraw the running clock once a second until the turn ends."""
+        """Redraw the running clock once a second until the turn ends (render thread)."""
         if not self._is_running():
             return
         self.render()
-        _loop.get_loop().call_later(CLOCK_TICK, self._tick)
+        render_thread.call_later(CLOCK_TICK, self._tick)
 
     def _on_done(self, future: concurrent.futures.Future[Turn]) -> None:
+        """The turn ended: on the loop, inside the connection's handling of the prompt's answer (or at once, on
+        the constructing thread, for a turn that had ended). The last render, the static form and the closing
+        of the widgets go to the render thread, so a slow view never holds up the connection's frames."""
         error = future.exception() if not future.cancelled() else None
+        render_thread.call_later(0.0, lambda: self._end(error))
+        # Should the render thread be held up elsewhere, the cell still ends (see FINAL_RENDER_WAIT_S).
+        _loop.call_soon(lambda: _loop.get_loop().call_later(self.final_render_wait, self._resolve, error))
+
+    def _end(self, error: BaseException | None) -> None:
+        """Render thread: the turn's last render and static output, then ``finished``."""
         try:
             self._finish(error)
         finally:
             # Resolved after the static form was sent: a cell waiting on `finished` ends only once its
             # output is final (headless runners record only messages sent while the cell runs). And
             # always resolved, so a failing view never leaves a cell waiting forever.
+            self._resolve(error)
+
+    def _resolve(self, error: BaseException | None) -> None:
+        """Resolve ``finished`` once (the end of the turn's rendering, or the wait for it running out)."""
+        if self.finished.done():
+            return
+        with contextlib.suppress(concurrent.futures.InvalidStateError):  # the other one came first
             if error is not None:
                 self.finished.set_exception(error)
             else:

@@ -19,14 +19,23 @@ Threads and ordering:
 
 - ``show()`` runs on the kernel thread, inside the cell, so the output belongs to that cell.
 - ``refresh()`` may be called from any thread (usually the background loop thread, from a
-  state or turn observer); it only marks the display stale and asks for a publish
-  ``interval`` seconds later on the loop thread, so a burst of changes costs one message.
+  state or turn observer, or the render thread, from a view's render); it only marks the
+  display stale and asks for a publish ``interval`` seconds later on the render thread
+  (``render_thread``: rendering the static forms of a long reply must not hold up the
+  protocol loop), so a burst of changes costs one message.
   A publish whose static forms and metadata did not change is skipped: JupyterLab rebuilds
   a widget's view on every update of its output, which must not happen for nothing.
 - ``flush_all()`` runs on the kernel thread after every cell (IPython's ``post_run_cell``):
   stale displays are published while the cell is still the kernel's current request.
   Headless runners (nbclient, ``jupyter execute``) only record messages that belong to the
   running cell, so this is what makes a change made by ``%acp set`` reach the saved panel.
+  A display another thread has been publishing for ``FLUSH_WAIT_S`` is left to that thread's
+  next scheduled publish: the kernel never waits long on a slow view.
+- ``finalize()`` runs on the thread that ends the view (the render thread for a turn, the
+  kernel or loop thread for a panel, table or inspector); ``finalize_all()`` on the kernel
+  thread at exit, waiting at most ``FINALIZE_WAIT_S`` in all for displays busy publishing
+  (those are finalized by the render thread once it is free, if the process still lives; a
+  saved notebook's outputs that stayed live get their forms for a gone kernel, see above).
 - Publishing holds the display's lock, so two threads never interleave an older bundle
   after a newer one. The registry of open displays (for ``finalize_all`` at kernel exit)
   is guarded by a module lock; it is written by the kernel thread (show) and by whichever
@@ -38,22 +47,26 @@ print again, from a background thread, into whatever runs then).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
 import sys
 import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _loop
+from . import render_thread
 
 __all__ = ["Bundle", "LiveDisplay", "close_widget_tree", "finalize_all", "flush_all", "kernel_id", "open_displays"]
 
 REFRESH_INTERVAL = 0.25
+FLUSH_WAIT_S = 2.0  # the longest flush_all waits in all for displays another thread is publishing
+FINALIZE_WAIT_S = 5.0  # the same for finalize_all, at kernel exit
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STATIC_MIMES = ("text/html", "text/markdown", "text/plain")
 METADATA_KEY = "acp_notebook"  # as in magics/records.py
@@ -122,16 +135,20 @@ def open_displays() -> list[LiveDisplay]:
         return list(_open.values())
 
 
-def flush_all() -> None:
-    """Publish every stale display now (kernel thread, after each cell; see the module docstring)."""
+def flush_all(wait: float = FLUSH_WAIT_S) -> None:
+    """Publish every stale display now (kernel thread, after each cell; see the module docstring), waiting at
+    most ``wait`` seconds in all for displays that another thread is publishing."""
+    deadline = time.monotonic() + wait
     for live in open_displays():
-        live.publish()
+        live.publish_within(deadline - time.monotonic())
 
 
-def finalize_all(reason: str = "") -> None:
-    """Turn every open display into its static form (the kernel is going away)."""
+def finalize_all(reason: str = "", wait: float = FINALIZE_WAIT_S) -> None:
+    """Turn every open display into its static form (the kernel is going away), waiting at most ``wait``
+    seconds in all for displays that another thread is publishing."""
+    deadline = time.monotonic() + wait
     for live in open_displays():
-        live.finalize(reason)
+        live.finalize(reason, wait=deadline - time.monotonic())
 
 
 def _can_update(shell: Any) -> bool:
@@ -158,7 +175,7 @@ class LiveDisplay:
         self._last: tuple[dict[str, Any], dict[str, Any]] | None = None  # static forms and metadata last sent
         self.display_id = uuid.uuid4().hex
         self._flags = threading.Lock()
-        self._sending = threading.Lock()
+        self._sending = threading.RLock()  # re-entered by publish_within
         self._stale = False
         self._scheduled = False
         self.shown = False
@@ -206,7 +223,7 @@ class LiveDisplay:
             if self._scheduled:
                 return
             self._scheduled = True
-        _loop.call_soon(lambda: _loop.get_loop().call_later(self.interval, self._scheduled_publish))
+        render_thread.call_later(self.interval, self._scheduled_publish)
 
     def publish_now(self) -> None:
         """Publish the live bundle at once on the calling thread, without waiting for ``interval`` (a view
@@ -238,18 +255,43 @@ class LiveDisplay:
             self._last = seen
             self._send(bundle)
 
-    def finalize(self, reason: str = "") -> None:
-        """Replace the output with its static form for good; ``reason`` says why (shown by some views)."""
-        with self._sending:
+    def publish_within(self, wait: float) -> bool:
+        """``publish()``, unless another thread is still publishing this display after ``wait`` seconds: then
+        False, and that thread's next scheduled publish sends what changed meanwhile."""
+        with self._turn_to_send(wait) as held:
+            if held:
+                self.publish()
+            return held
+
+    def finalize(self, reason: str = "", *, wait: float | None = None) -> bool:
+        """Replace the output with its static form for good; ``reason`` says why (shown by some views).
+
+        ``wait``: the longest to wait for a publish running on another thread (None: as long as it
+        takes); past it the render thread finalizes once it is free and this returns False at once."""
+        with self._turn_to_send(wait) as held:
+            if not held:
+                render_thread.call_later(0.0, lambda: self.finalize(reason))
+                return False
             with self._flags:
                 if self.final:
-                    return
+                    return True
                 self.final = True
                 shown = self.shown
             if shown:
                 self._send(self._render(True, reason).static())
         with _registry_lock:
             _open.pop(self.display_id, None)
+        return True
+
+    @contextlib.contextmanager
+    def _turn_to_send(self, wait: float | None) -> Iterator[bool]:
+        """Hold the sending lock, waiting at most ``wait`` seconds for it (None: no limit); yields whether held."""
+        held = self._sending.acquire(timeout=-1 if wait is None else max(0.0, wait))
+        try:
+            yield held
+        finally:
+            if held:
+                self._sending.release()
 
     def _send(self, bundle: Bundle) -> None:
         if not _can_update(self.shell):

@@ -8,10 +8,11 @@ them to widgets and to the display's saved form.
 
 Threads: the agent's background loop thread appends to ``agent.log`` (and trims its head);
 the inspector reads it only through snapshots (``list(agent.log)``), from a ``Throttle``
-on the loop thread when frames arrive and from the kernel thread when a filter changes.
+on the render thread (``render_thread``: analyzing frames must not hold up the loop that
+receives them) when frames arrive and from the kernel thread when a filter changes.
 Both paths take ``self._lock`` around the analyzer and the widget updates. The saved form
-(the display's text/html, text/markdown, text/plain) is refreshed from the loop thread once
-a burst of frames has ended.
+(the display's text/html, text/markdown, text/plain) is marked stale from the loop thread once
+a burst of frames has ended, and published on the render thread.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..frames import Analyzer, FrameRow, analyze, capabilities, check_rows
 from ._frames_html import capabilities_html, frames_markdown, frames_text, table_html
 from ._html import MUTED, widget_bundle
 from .display import Bundle, LiveDisplay, close_widget_tree
-from .chat import Throttle
+from .render_thread import Throttle
 from .scrollbox import FollowingBox
 
 __all__ = ["ALL_METHODS", "ProtocolInspector", "frames_html", "summarize_frames"]

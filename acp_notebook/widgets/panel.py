@@ -4,8 +4,11 @@ and its saved form kept current in the notebook.
 Two directions, never mixed up:
 
 - agent -> widgets: every ``config`` / ``info`` / ``status`` / ``usage`` event of the session's
-  state (on the background loop thread) re-renders the panel and refreshes its outputs'
-  static forms (``LiveDisplay``). Applying agent values to the controls must not look like a
+  state (on the background loop thread) re-renders the panel there and marks its outputs
+  stale (``LiveDisplay.refresh``); their static forms are published later on the render
+  thread. The panel's own render stays on the loop: it is small, comes once per change of a
+  setting, title or status (never per chunk of a reply), and so the controls already show a
+  setting when ``session.set`` returns. Applying agent values to the controls must not look like a
   user change, or the panel would echo a ``set_config_option`` back to the agent: ipywidgets
   resets a Dropdown's value whenever its ``options`` change, and that reset fires the same
   observers a click does. ``_applying`` (held under the panel's lock) marks those changes as ours.
