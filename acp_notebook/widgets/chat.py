@@ -20,9 +20,9 @@ permission and form boxes are added where prompts and forms arrive (the askers, 
 ``finished`` is resolved on the render thread after the static output, or, should that thread be
 held up elsewhere for ``FINAL_RENDER_WAIT_S``, on the loop without it.
 
-The output is published live when shown, again when the
-turn's shape changes (its status, tool calls, kernel calls, plan, a permission request or form
-answered: not for text chunks or the clock), and static when the turn ends. So a notebook saved
+The output is published live when shown, again when the turn's shape changes (its status, tool
+calls, kernel calls, plan, a permission request or form answered: not for text chunks or the
+clock; on the render thread), and static when the turn ends. So a notebook saved
 mid-turn holds the turn as it stood, marked as live in a running kernel; one whose kernel ends
 mid-turn says it was interrupted.
 

@@ -22,7 +22,9 @@ Threads and ordering:
   state or turn observer, or the render thread, from a view's render); it only marks the
   display stale and asks for a publish ``interval`` seconds later on the render thread
   (``render_thread``: rendering the static forms of a long reply must not hold up the
-  protocol loop), so a burst of changes costs one message.
+  protocol loop), so a burst of changes costs one message. ``publish_now()`` publishes on
+  the thread that calls it (a view about to ask the person for input, from the loop: the
+  output must reach the frontend before the request's buttons, sent on that same thread).
   A publish whose static forms and metadata did not change is skipped: JupyterLab rebuilds
   a widget's view on every update of its output, which must not happen for nothing.
 - ``flush_all()`` runs on the kernel thread after every cell (IPython's ``post_run_cell``):
