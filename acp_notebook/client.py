@@ -18,15 +18,19 @@ _permission.py, the frame log in _framelog.py.
 Threads: ``Agent.log``, every ``SessionState``, ``Turn`` and the session tables are mutated only
 on the background loop thread. Other threads read them: ``Agent.log`` is appended to and trimmed
 from its front there, so readers elsewhere take a snapshot (``list(agent.log)``).
+
+``current()`` (what the %acp magics use) belongs to the IPython shell that asks: ``current_session``
+(a ``CurrentSession``) asks that shell's magics, and keeps one default only for code outside them.
+It keeps no shell's state itself; its default and overrides are set on the kernel thread.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import _loop
 from ._inbound import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, AgentRequests, SessionUpdates  # noqa: F401 - limits read here
@@ -45,7 +49,8 @@ from .record.format import Recorder
 from .session import Session, _agent_timeout, _apply_session_result, _state_applier
 from .state import SessionState
 
-__all__ = ["Agent", "PermissionRequest", "Session", "areplay", "astart", "current", "replay", "set_current", "start"]
+__all__ = ["Agent", "CurrentSession", "PermissionRequest", "Session", "areplay", "astart", "current", "current_session",
+           "replay", "set_current", "start"]
 
 logger = logging.getLogger(__name__)
 
@@ -571,16 +576,61 @@ async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
 replay, areplay = twins(_replay, what="starting the replay", default_timeout=_start_deadline, core_takes_timeout=True)
 
 
-_current: Session | None = None
+class SessionScope(Protocol):
+    """Who knows a current session: the %acp magics of one IPython shell (magics/registry.py's NotebookAgents)."""
+
+    @property
+    def current_session(self) -> Session | None: ...
+
+
+class CurrentSession:
+    """What ``current()`` answers. In an IPython shell with the %acp magics loaded, that shell's magics' current
+    session: each shell keeps its own, found through the lookup the magics install with ``follow_shells`` (this
+    module never imports IPython). Elsewhere (a plain script, a shell without the magics) one process default,
+    set with ``set``. ``override`` makes every caller get one answer inside a with-block (tests).
+
+    Threads: ``set``, ``follow_shells`` and ``override`` run on the kernel (main) thread; ``get`` on any."""
+
+    def __init__(self) -> None:
+        self._default: Session | None = None
+        self._shell_scope: Callable[[], SessionScope | None] = lambda: None
+        self._overrides: list[Session | None] = []
+
+    def get(self) -> Session | None:
+        if self._overrides:
+            return self._overrides[-1]
+        scope = self._shell_scope()
+        return scope.current_session if scope is not None else self._default
+
+    def set(self, session: Session | None) -> None:
+        """The process default: the answer outside a shell whose magics are loaded."""
+        self._default = session
+
+    def follow_shells(self, scope_of_running_shell: Callable[[], SessionScope | None]) -> None:
+        """Ask ``scope_of_running_shell()`` first: the running shell's magics, or None where there are none."""
+        self._shell_scope = scope_of_running_shell
+
+    @contextlib.contextmanager
+    def override(self, session: Session | None) -> Iterator[None]:
+        """``current()`` is ``session`` (None: there is no current session) inside the block, in every shell."""
+        self._overrides.append(session)
+        try:
+            yield
+        finally:
+            self._overrides.pop()
+
+
+current_session = CurrentSession()
 
 
 def set_current(session: Session | None) -> None:
-    global _current
-    _current = session
+    """Make ``session`` what ``current()`` answers outside a shell whose %acp magics are loaded."""
+    current_session.set(session)
 
 
 def current() -> Session:
-    """The Session the %acp magics are using."""
-    if _current is None:
+    """The Session the %acp magics of this IPython shell are using (elsewhere: the one given to set_current)."""
+    session = current_session.get()
+    if session is None:
         raise AcpError("no current session", hint="Run `%acp start demo` (or another agent) first.")
-    return _current
+    return session

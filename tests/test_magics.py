@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import html
 import sys
 import threading
+import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -494,6 +497,76 @@ def test_stop_disables_the_panel_and_says_what_it_stopped(shell):
     assert "acpnb-status-closed" in panel.header.value
     forms = panel.snapshot(closed=True, reason="closed with %acp stop")
     assert forms.header.status == "closed" and forms.note == "closed with %acp stop"
+
+
+def freed(ref: weakref.ref, timeout: float = 30.0) -> bool:
+    """Whether ``ref``'s object is collected within ``timeout``. Not at once: the render thread's last clock tick of a
+    turn's view (a second after the turn ended, at most) still holds the turn; the agent's cycles need gc."""
+    gone = threading.Event()
+    target = ref()
+    if target is None:
+        return True
+    weakref.finalize(target, gone.set)
+    del target
+    deadline = time.monotonic() + timeout
+    while not gone.is_set() and time.monotonic() < deadline:
+        gc.collect()
+        gone.wait(0.05)
+    return gone.is_set()
+
+
+def test_a_stopped_agent_is_freed_and_its_sessions_keep_their_titles(shell):
+    """Stopping (or replacing) an agent drops it whole (frame log, turns, panels); its sessions' last titles
+    stay in the records, so the resume table and resume itself still name them."""
+    magics = magics_of(shell)
+    with capture_output():
+        run(shell, "%acp start demo")
+        run(shell, "%%acp\nnew topic: Otters")
+        replaced_id, replaced = acpnb.current().id, weakref.ref(acpnb.current().agent)
+        run(shell, "%acp start demo")  # re-running the start cell replaces the agent
+        run(shell, "%%acp\nnew topic: Kestrels")
+        stopped_id, stopped = acpnb.current().id, weakref.ref(acpnb.current().agent)
+        run(shell, "%acp stop")
+    assert freed(replaced) and freed(stopped)
+    assert {r.session_id: r.title for r in magics.runner.agents.records()} == {replaced_id: "Otters",
+                                                                               stopped_id: "Kestrels"}
+    with capture_output() as captured:
+        run(shell, "%acp resume --list")
+    assert "Otters" in captured.outputs[-1].data["text/plain"] and "Kestrels" in captured.outputs[-1].data["text/plain"]
+    with capture_output() as captured:
+        run(shell, f"%acp resume {replaced_id}")
+    assert captured.stdout.startswith(f'Resumed session {replaced_id} "Otters" of demo')
+    assert magics.panel(acpnb.current()).snapshot().header.title == "Otters"
+
+
+def test_current_is_the_running_shells_and_a_process_default_elsewhere(shell, monkeypatch):
+    """acpnb.current() answers from the magics of the shell that asks; set_current is the answer elsewhere."""
+    import IPython
+
+    from acp_notebook import client
+
+    with capture_output():
+        run(shell, "%acp start demo")
+    in_shell = acpnb.current()
+    assert magics_of(shell).runner.agents.current_session is in_shell
+    with acpnb.start("demo") as script_agent:
+        outside = script_agent.new_session()
+        client.set_current(outside)
+        try:
+            assert acpnb.current() is in_shell  # the process default does not reach a shell with the magics
+            with monkeypatch.context() as patched:
+                patched.setattr(IPython, "get_ipython", lambda: None)  # asked where no shell runs
+                assert acpnb.current() is outside
+            with client.current_session.override(None), pytest.raises(acpnb.AcpError, match="no current session"):
+                acpnb.current()
+            assert acpnb.current() is in_shell
+            run(shell, "%unload_ext acp_notebook")
+            assert acpnb.current() is outside
+        finally:
+            client.set_current(None)
+    run(shell, "%load_ext acp_notebook")
+    with pytest.raises(acpnb.AcpError, match="no current session"):
+        acpnb.current()  # the shell's new magics have no agent yet
 
 
 def test_the_help_is_made_from_the_command_table():

@@ -47,11 +47,10 @@ def test_importing_the_package_does_not_import_widgets_or_ipython():
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
-def test_current_without_a_session_says_what_to_do(monkeypatch):
+def test_current_without_a_session_says_what_to_do():
     from acp_notebook import client
 
-    monkeypatch.setattr(client, "_current", None)
-    with pytest.raises(acpnb.AcpError) as info:
+    with client.current_session.override(None), pytest.raises(acpnb.AcpError) as info:
         acpnb.current()
     assert "%acp start" in info.value.hint
 

@@ -102,8 +102,6 @@ class Runner:
         self.agents = NotebookAgents(lambda: magics.default_agent,
                                      notebook=lambda: notebook_path(getattr(getattr(magics, "shell", None),
                                                                             "user_ns", None)))
-        self.last_view: TurnView | None = None  # the view of the latest %%acp cell
-        self._own_kernel_tools: set[int] = set()  # ids of the agents started with --kernel-tools
         self._handlers = {
             g.Start: self.start, g.Proxy: self.proxy, g.ShowPanel: self.show_panel, g.SetOptions: self.set_options,
             g.NewSession: self.new_session, g.ListSessions: self.list_sessions, g.LoadSession: self.load_session,
@@ -131,14 +129,14 @@ class Runner:
         (which it then follows when the setting changes: see follow_kernel_tools)."""
         return explicit or self.magics.kernel_tools
 
-    def _note_own_kernel_tools(self, agent: Any, explicit: str | None) -> None:
-        if explicit is not None:
-            self._own_kernel_tools.add(id(agent))
+    @staticmethod
+    def _note_own_kernel_tools(entry: AgentEntry, explicit: str | None) -> None:
+        entry.own_kernel_tools = explicit is not None
 
     def follow_kernel_tools(self, policy: str) -> None:
         """``AcpMagics.kernel_tools`` changed: agents started without --kernel-tools take the new policy."""
         for entry in self.agents.agents.values():
-            if id(entry.agent) not in self._own_kernel_tools:
+            if not entry.own_kernel_tools:
                 entry.agent.kernel_tools = policy
 
     def session_policy(self, request: PermissionRequest) -> str:
@@ -207,7 +205,7 @@ class Runner:
             spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None, timeout=self._timeout(command.timeout),
             name=alias, record=command.record, kernel_tools=self._kernel_tools(command.kernel_tools)))
         entry = self.agents.adopt(alias or agent.name, agent, launch_of(spec), env_names(command.env))
-        self._note_own_kernel_tools(agent, command.kernel_tools)
+        self._note_own_kernel_tools(entry, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def _start_replay(self, command: g.Start) -> None:
@@ -247,7 +245,7 @@ class Runner:
                             kernel_tools=self._kernel_tools(command.kernel_tools))
         # Not a launch a later kernel can repeat: the object lives in this kernel only (see _restart).
         entry = self.agents.adopt(alias, agent, {"object": command.obj})
-        self._note_own_kernel_tools(agent, command.kernel_tools)
+        self._note_own_kernel_tools(entry, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def proxy(self, command: g.Proxy) -> None:
@@ -258,7 +256,7 @@ class Runner:
             dict(command.agents), cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias,
             kernel_tools=self._kernel_tools(command.kernel_tools)))
         entry = self.agents.adopt(alias, agent, {"proxy": dict(command.agents)})
-        self._note_own_kernel_tools(agent, command.kernel_tools)
+        self._note_own_kernel_tools(entry, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def resume(self, command: g.Resume) -> Session:
@@ -431,6 +429,6 @@ class Runner:
                         permission_note=policies.permission_note, form_asker=policies.form_asker,
                         elicitation_note=policies.elicitation_note, title_hint=self.agents.title_hint(session),
                         metadata=self.agents.metadata_for(session), place_cell=self._place_cell)
-        self.last_view = view
+        self.agents.last_view = view
         view.show()
         return view

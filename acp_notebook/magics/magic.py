@@ -6,6 +6,9 @@ needs: the magic function, the ``%config AcpMagics.*`` traits, the input transfo
 hooks that keep saved outputs true (``post_run_cell`` publishes stale outputs while the cell
 is still the kernel's current request; at interpreter exit every output becomes static).
 
+Each shell the extension is loaded in has its own AcpMagics (``_registered``, by shell), and so its
+own agents and current session: ``acpnb.current()`` asks the running shell's (see client.py).
+
 Threads: IPython calls everything here on the kernel thread; the exit hook runs on the main
 thread at interpreter exit, while the background loop still runs (its own exit hook was
 registered earlier, so it runs later).
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -23,12 +26,16 @@ from traitlets import CaselessStrEnum, Dict, Float, TraitError, Unicode, Union, 
 from traitlets.config import Configurable
 
 from .. import _loop
+from ..client import current_session
 from ..errors import AcpError
 from ..kernel_tools.policy import POLICIES, parse_policy
 from ..widgets.display import finalize_all, flush_all
 from . import cells
 from .commands import Runner
 from .grammar import CellPrompt, help_text, parse_cell_line, parse_line
+
+if TYPE_CHECKING:
+    from .registry import NotebookAgents
 
 __all__ = ["AcpMagics", "load_ipython_extension", "magics_for", "magics_for_current_shell",
            "unload_ipython_extension"]
@@ -128,7 +135,7 @@ class AcpMagics(Magics, Configurable):
 
     @property
     def last_view(self) -> Any:
-        return self.runner.last_view
+        return self.runner.agents.last_view
 
     def entry(self, alias: str | None = None) -> Any:
         return self.runner.agents.entry(alias)
@@ -208,12 +215,22 @@ def magics_for(shell: Any) -> AcpMagics:
 
 
 def magics_for_current_shell() -> AcpMagics:
-    from IPython import get_ipython
-
-    magics = _registered.get(id(get_ipython()))
+    magics = _magics_of_running_shell()
     if magics is None:
         raise UsageError("the acp_notebook extension is not loaded: %load_ext acp_notebook")
     return magics
+
+
+def _magics_of_running_shell() -> AcpMagics | None:
+    from IPython import get_ipython
+
+    return _registered.get(id(get_ipython()))
+
+
+def _agents_of_running_shell() -> NotebookAgents | None:
+    """Where ``acpnb.current()`` looks first: the running shell's NotebookAgents, or None (no magics there)."""
+    magics = _magics_of_running_shell()
+    return magics.runner.agents if magics is not None else None
 
 
 def _at_exit() -> None:
@@ -233,6 +250,7 @@ def load_ipython_extension(ipython: Any) -> None:
     if not _registered:
         atexit.register(_at_exit)
     _registered[id(ipython)] = magics
+    current_session.follow_shells(_agents_of_running_shell)
 
 
 def _flush_after_cell(_result: Any = None) -> None:

@@ -4,11 +4,16 @@ panels, and the records that let a later kernel reopen those sessions.
 Every record is also written at once to the local session store (store.py), and again when
 the session's title or option values change, so a later kernel can resume it unsaved.
 
-Threads: every method that changes the agents runs on the kernel thread (the magics).
-The session records are read on the background loop thread while outputs are published
-(``metadata_for``) and rewritten there when the agent changes a title or an option
-(``_watch``); they, and the title hints, live in dicts guarded by ``_lock`` and are
-replaced, never mutated.
+One NotebookAgents per IPython shell (its AcpMagics' Runner holds it): its current agent's session
+is what ``acpnb.current()`` answers in that shell (``current_session``; client.py asks it).
+A stopped agent is dropped whole (its frame log, turns and panels can be freed): what later
+cells still show of it, its sessions' last titles, is in their records, which outlive it.
+
+Threads: every method that changes the agents runs on the kernel thread (the magics);
+``current_session`` is read on any thread. The session records are read on the background
+loop thread while outputs are published (``metadata_for``) and rewritten there when the agent
+changes a title or an option (``_watch``); they, and the title hints, live in dicts guarded by
+``_lock`` and are replaced, never mutated.
 """
 
 from __future__ import annotations
@@ -20,16 +25,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ..client import Agent, Session, set_current
+from ..client import Agent, Session
 from ..widgets.display import kernel_id
 from ..widgets.labels import agent_label
 from ..widgets.panel import SessionPanel
 from .records import SessionRecord
 from .store import SessionStore, open_store
+
+if TYPE_CHECKING:
+    from ..widgets.chat import TurnView
 
 __all__ = ["AgentEntry", "NotebookAgents", "env_names", "launch_of"]
 
@@ -45,6 +53,7 @@ class AgentEntry:
     session: Session | None = None
     sessions: dict[str, Session] = field(default_factory=dict)  # every session opened here, by id
     panels: dict[str, SessionPanel] = field(default_factory=dict)
+    own_kernel_tools: bool = False  # started with --kernel-tools: AcpMagics.kernel_tools does not apply
 
     @property
     def proxy_agents(self) -> tuple[str, ...]:
@@ -64,7 +73,7 @@ class NotebookAgents:
         self._lock = threading.Lock()
         self._records: dict[str, SessionRecord] = {}
         self._title_hints: dict[str, str] = {}
-        self._stopped: list[AgentEntry] = []  # kept for their sessions' last titles (resume)
+        self.last_view: TurnView | None = None  # the view of the latest %%acp cell, while its agent runs
 
     # --- lookup ----------------------------------------------------------------------
     def entry(self, alias: str | None = None) -> AgentEntry:
@@ -79,6 +88,12 @@ class NotebookAgents:
         except KeyError:
             names = ", ".join(self.agents) or "none"
             raise UsageError(f"no agent named {alias!r} (running: {names})") from None
+
+    @property
+    def current_session(self) -> Session | None:
+        """The current agent's session (None until it has one): ``acpnb.current()`` in this shell."""
+        entry = self.agents.get(self.current_alias) if self.current_alias is not None else None
+        return entry.session if entry is not None else None
 
     def session_of(self, entry: AgentEntry) -> Session:
         if entry.session is None or entry.session.closed:
@@ -96,14 +111,12 @@ class NotebookAgents:
             self.close_entry(old, "replaced by a new %acp start")
         entry = AgentEntry(alias, agent, launch, env_names)
         self.agents[alias] = entry
-        self.current_alias = alias
-        set_current(None)  # until its session is open: a failed session/new must not leave the old one current
+        self.current_alias = alias  # no current session until it opens one: a failed session/new leaves none
         return entry
 
     def use(self, alias: str) -> AgentEntry:
         entry = self.entry(alias)
         self.current_alias = entry.alias
-        set_current(entry.session)
         return entry
 
     def remove(self, entry: AgentEntry) -> None:
@@ -111,19 +124,22 @@ class NotebookAgents:
         self.agents.pop(entry.alias, None)
         if self.current_alias == entry.alias:
             self.current_alias = next(iter(self.agents), None)
-            set_current(self.agents[self.current_alias].session if self.current_alias else None)
 
     def close_entry(self, entry: AgentEntry, reason: str) -> None:
-        """Stop the agent and show its panels closed (they keep their last settings, disabled)."""
-        if entry not in self._stopped:
-            self._stopped.append(entry)
+        """Stop the agent and show its panels closed (they keep their last settings, disabled). Nothing here
+        refers to the agent afterwards: its sessions' records, marked closed, keep their last titles."""
         try:
             entry.agent.close()
         finally:
-            for session_id in entry.sessions:
-                self._mark_closed(session_id)
+            for session_id, session in entry.sessions.items():
+                unwatch = self._watched.pop(session_id, None)
+                if unwatch is not None:
+                    unwatch()
+                self._mark_closed(session_id, title=session.title)
             for panel in entry.panels.values():
                 panel.close(reason)
+            if self.last_view is not None and self.last_view.turn.session.agent is entry.agent:
+                self.last_view = None
 
     def close_all(self, reason: str) -> None:
         for entry in list(self.agents.values()):
@@ -131,7 +147,6 @@ class NotebookAgents:
                 self.close_entry(entry, reason)
         self.agents.clear()
         self.current_alias = None
-        set_current(None)
 
     # --- sessions --------------------------------------------------------------------
     def open(self, entry: AgentEntry, session: Session, *, title_hint: str | None = None) -> None:
@@ -144,8 +159,6 @@ class NotebookAgents:
         self._store = open_store()  # here, on the kernel thread: a warning lands in this cell
         self.touch(entry, session, title=title_hint)
         self._watch(entry, session)
-        if self.current_alias == entry.alias:
-            set_current(session)
 
     def panel(self, entry: AgentEntry, session: Session) -> SessionPanel:
         """The (one) panel of a session, made on first use."""
@@ -213,12 +226,12 @@ class NotebookAgents:
         if store is not None:
             store.mark_gone(record)
 
-    def _mark_closed(self, session_id: str) -> None:
+    def _mark_closed(self, session_id: str, *, title: str | None = None) -> None:
         with self._lock:
             record = self._records.get(session_id)
             if record is None:
                 return
-            record = replace(record, closed=True)
+            record = replace(record, closed=True, title=title or record.title)
             self._records = {**self._records, session_id: record}
         self._save(record)
 
@@ -227,15 +240,13 @@ class NotebookAgents:
             return self._title_hints.get(session.id)
 
     def records(self) -> list[SessionRecord]:
-        """The record of every session opened in this kernel, with its latest title."""
+        """The record of every session opened in this kernel, with its latest title (a stopped agent's
+        sessions: the title they had when it stopped, kept in their records)."""
         with self._lock:
             records = list(self._records.values())
-        sessions = {sid: s for entry in self._all_entries() for sid, s in entry.sessions.items()}
+        sessions = {sid: s for entry in self.agents.values() for sid, s in entry.sessions.items()}
         return [replace(r, title=sessions[r.session_id].title or r.title) if r.session_id in sessions else r
                 for r in records]
-
-    def _all_entries(self) -> list[AgentEntry]:
-        return [*self.agents.values(), *self._stopped]
 
     def metadata_for(self, session: Session) -> Callable[[], Mapping[str, Any]]:
         """What the outputs of ``session`` carry (called on any thread when they are published)."""
