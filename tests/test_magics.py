@@ -500,8 +500,9 @@ def test_stop_disables_the_panel_and_says_what_it_stopped(shell):
 
 
 def freed(ref: weakref.ref, timeout: float = 30.0) -> bool:
-    """Whether ``ref``'s object is collected within ``timeout``. Not at once: the render thread's last clock tick of a
-    turn's view (a second after the turn ended, at most) still holds the turn; the agent's cycles need gc."""
+    """Whether ``ref``'s object is collected within ``timeout``. Not at once: the render thread's last clock
+    tick of a turn's view (a second after the turn ended, at most) still holds the turn; the agent's cycles
+    need gc."""
     gone = threading.Event()
     target = ref()
     if target is None:
