@@ -38,6 +38,7 @@ from acp_notebook.magics import (
     parse_cell_line,
     parse_line,
 )
+from acp_notebook.widgets import render_thread
 from acp_notebook.widgets.chat import TurnView
 from acp_notebook.widgets.inspector import ProtocolInspector
 from acp_notebook.widgets.panel import SessionPanel
@@ -500,9 +501,10 @@ def test_stop_disables_the_panel_and_says_what_it_stopped(shell):
 
 
 def freed(ref: weakref.ref, timeout: float = 30.0) -> bool:
-    """Whether ``ref``'s object is collected within ``timeout``. Not at once: the render thread's last clock
-    tick of a turn's view (a second after the turn ended, at most) still holds the turn; the agent's cycles
-    need gc."""
+    """Whether ``ref``'s object is collected within ``timeout``. Not at once: a turn's view is held by its last
+    clock tick (a second after the turn ended, at most) and by its timer for ``final_render_wait``, and the
+    render thread holds the last callable it ran until it runs another (hence the no-ops); the agent's
+    cycles need gc."""
     gone = threading.Event()
     target = ref()
     if target is None:
@@ -511,14 +513,16 @@ def freed(ref: weakref.ref, timeout: float = 30.0) -> bool:
     del target
     deadline = time.monotonic() + timeout
     while not gone.is_set() and time.monotonic() < deadline:
+        render_thread.submit(lambda: None).result(timeout)
         gc.collect()
         gone.wait(0.05)
     return gone.is_set()
 
 
-def test_a_stopped_agent_is_freed_and_its_sessions_keep_their_titles(shell):
+def test_a_stopped_agent_is_freed_and_its_sessions_keep_their_titles(shell, monkeypatch):
     """Stopping (or replacing) an agent drops it whole (frame log, turns, panels); its sessions' last titles
     stay in the records, so the resume table and resume itself still name them."""
+    monkeypatch.setattr(TurnView, "final_render_wait", 1.0)  # how long a turn's view outlives its turn, at most
     magics = magics_of(shell)
     with capture_output():
         run(shell, "%acp start demo")
