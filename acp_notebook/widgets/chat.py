@@ -380,7 +380,13 @@ class TurnView:
         error = future.exception() if not future.cancelled() else None
         render_thread.call_later(0.0, lambda: self._end(error))
         # Should the render thread be held up elsewhere, the cell still ends (see FINAL_RENDER_WAIT_S).
-        _loop.call_soon(lambda: _loop.get_loop().call_later(self.final_render_wait, self._resolve, error))
+        _loop.call_soon(self._arm_backstop, error)
+
+    def _arm_backstop(self, error: BaseException | None) -> None:
+        """Loop thread: resolve ``finished`` in ``final_render_wait`` seconds unless the render thread does it
+        first; the timer is cancelled then, so it does not keep the view alive that long."""
+        timer = _loop.get_loop().call_later(self.final_render_wait, self._resolve, error)
+        self.finished.add_done_callback(lambda _finished: _loop.call_soon(timer.cancel))
 
     def _end(self, error: BaseException | None) -> None:
         """Render thread: the turn's last render and static output, then ``finished``."""
