@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import html
 import sys
 import threading
-import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
+from acp_notebook import _loop
 from acp_notebook import magics as acp_magics
 from acp_notebook.magics import (
     AcpMagics,
@@ -39,7 +40,7 @@ from acp_notebook.magics import (
     parse_line,
 )
 from acp_notebook.widgets import render_thread
-from acp_notebook.widgets.chat import TurnView
+from acp_notebook.widgets.chat import CLOCK_TICK, TurnView
 from acp_notebook.widgets.inspector import ProtocolInspector
 from acp_notebook.widgets.panel import SessionPanel
 
@@ -501,28 +502,20 @@ def test_stop_disables_the_panel_and_says_what_it_stopped(shell):
 
 
 def freed(ref: weakref.ref, timeout: float = 30.0) -> bool:
-    """Whether ``ref``'s object is collected within ``timeout``. Not at once: a turn's view is held by its last
-    clock tick (a second after the turn ended, at most) and by its timer for ``final_render_wait``, and the
-    render thread holds the last callable it ran until it runs another (hence the no-ops); the agent's
-    cycles need gc."""
-    gone = threading.Event()
-    target = ref()
-    if target is None:
-        return True
-    weakref.finalize(target, gone.set)
-    del target
-    deadline = time.monotonic() + timeout
-    while not gone.is_set() and time.monotonic() < deadline:
-        render_thread.submit(lambda: None).result(timeout)
-        gc.collect()
-        gone.wait(0.05)
-    return gone.is_set()
+    """Whether ``ref``'s object is collected once what holds a finished turn's view for a moment has let go: its
+    clock's last tick, due on the render thread within CLOCK_TICK of the turn's end (so a job due CLOCK_TICK
+    from now runs after it), and the loop's cancel of its final-render timer. The agent's cycles need gc."""
+    ticked = threading.Event()
+    render_thread.call_later(CLOCK_TICK, ticked.set)
+    assert ticked.wait(timeout)
+    _loop.run_sync(asyncio.sleep(0), timeout)
+    gc.collect()
+    return ref() is None
 
 
 def test_a_stopped_agent_is_freed_and_its_sessions_keep_their_titles(shell, monkeypatch):
     """Stopping (or replacing) an agent drops it whole (frame log, turns, panels); its sessions' last titles
     stay in the records, so the resume table and resume itself still name them."""
-    monkeypatch.setattr(TurnView, "final_render_wait", 1.0)  # how long a turn's view outlives its turn, at most
     magics = magics_of(shell)
     with capture_output():
         run(shell, "%acp start demo")

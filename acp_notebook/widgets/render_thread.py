@@ -69,6 +69,8 @@ class _RenderThread:
                 fn()
             except Exception:  # noqa: BLE001 - one view's failure must not stop every other view's renders
                 logger.exception("a render failed")
+            # Not kept while waiting for the next: it may hold a whole view, its turn and its agent.
+            del fn
 
 
 _worker = _RenderThread()
