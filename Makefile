@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
+# Python's bytecode caches, even where the environment turns them off (many container images set
+# PYTHONDONTWRITEBYTECODE): without them every agent, proxy and kernel a test starts compiles the package
+# from source, and pytest rewrites the asserts of every test module again on every run.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: demo test test-quick test-sdk1 screenshots recordings install install-dev bench bench-quick clean
 
 # The SDK's 1.x line, tested beside the 0.12.x line the package installs by default.

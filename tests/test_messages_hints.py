@@ -66,8 +66,9 @@ def test_a_hint_changed_on_one_surface_is_kept_for_it():
 
 
 def test_a_command_agent_that_never_answers_is_named_by_its_program_without_npx_advice(shell):  # noqa: F811
+    # It reads and never answers, and ends at EOF as agents do (a sleeping one would cost the 2 s close grace).
     with pytest.raises(acpnb.AgentStartError) as raised:
-        run(shell, f"%acp start --timeout 1 -- {sys.executable} -c 'import time; time.sleep(30)'")
+        run(shell, f"%acp start --timeout 1 -- {sys.executable} -c 'import sys; sys.stdin.read()'")
     assert re.match(r"agent 'python[\d.]*' did not answer initialize within 1 s", raised.value.message)
     assert "npx" not in raised.value.hint and "%acp start --timeout SECONDS -- COMMAND" in raised.value.hint
 

@@ -15,7 +15,13 @@ from acp_notebook.sweep import main, tasks
 
 TASKS = Path(__file__).parent.parent / "notebooks" / "tasks"
 atif = pytest.importorskip("atif")
-inspect_log = pytest.importorskip("inspect_ai.log")
+
+
+@pytest.fixture(scope="module")
+def inspect_log():
+    """inspect_ai's log reader, imported by the tests that read a log back: importing inspect_ai takes about a
+    second, which every xdist worker would pay at collection."""
+    return pytest.importorskip("inspect_ai.log")
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +71,7 @@ def test_the_atif_export_validates_with_the_atif_models(run, tmp_path):
     assert "+    return a + b" in trajectory.extra["diff"]
 
 
-def test_the_inspect_log_is_read_back_by_inspect_ai(run, tmp_path):
+def test_the_inspect_log_is_read_back_by_inspect_ai(run, inspect_log, tmp_path):
     written = run.export_inspect(tmp_path / "run.eval")
     assert [p.name for p in written] == ["run-demo_fast.eval", "run-demo_smart.eval"]
     logs = {str(p.name): inspect_log.read_eval_log(str(p)) for p in written}
@@ -90,7 +96,7 @@ def test_a_missing_package_gets_a_one_line_install_hint(run, tmp_path, monkeypat
         run.export_inspect(tmp_path / "x.eval")
 
 
-def test_the_cli_exports_both_logs(tmp_path, capsys):
+def test_the_cli_exports_both_logs(inspect_log, tmp_path, capsys):
     assert main(["--tasks", str(TASKS), "-m", "demo:smart", "--out", str(tmp_path / "run"), "--no-progress",
                  "--export-atif", str(tmp_path / "atif"), "--export-inspect", str(tmp_path / "run.eval")]) == 0
     out = capsys.readouterr().out

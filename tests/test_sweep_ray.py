@@ -16,8 +16,6 @@ from acp_notebook.sweep import Progress, RayExecutor
 from tests.processes import wait_gone
 from tests.sweep_agents import arithmetic
 
-ray = pytest.importorskip("ray")
-
 pytestmark = pytest.mark.slow  # a local Ray cluster takes about 10 s to start
 
 MODELS = ["demo:fast", "demo:smart", "px:d:smart"]
@@ -38,6 +36,7 @@ class Counter(Progress):
 
 @pytest.fixture(scope="module")
 def cluster():
+    ray = pytest.importorskip("ray")  # here, not at collection: every xdist worker collects this module
     ray.init(num_cpus=2, include_dashboard=False)
     yield
     ray.shutdown()

@@ -21,8 +21,6 @@ import pytest
 
 from .jupyterlab import Cell, JupyterLabServer, LabPage, screenshot_dir, write_notebook
 
-nbconvert = pytest.importorskip("nbconvert")
-
 FIRST_PROMPT = "new topic: Owls and their nests"
 TITLE = "Owls and their nests"
 REPLY = "[smart] I thought it over at the high level."
@@ -104,6 +102,7 @@ def records(notebook: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_a_saved_notebook_reopens_with_its_final_truth(chromium, lab_page: LabPage,
                                                        jupyterlab_server: JupyterLabServer) -> None:
+    nbconvert = pytest.importorskip("nbconvert")  # here, not at collection: every xdist worker collects this module
     root = jupyterlab_server.root_dir
     write_notebook(root / SAVED, SAVED_CELLS)
     lab_page.open_notebook(SAVED)
