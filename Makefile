@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # from source, and pytest rewrites the asserts of every test module again on every run.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-quick test-sdk1 screenshots recordings install install-dev bench bench-quick clean
+.PHONY: demo test test-suite test-quick test-sdk1 screenshots recordings install install-dev bench bench-quick clean
 
 # The SDK's 1.x line, tested beside the 0.12.x line the package installs by default.
 SDK1 := agent-client-protocol==1.0.0rc3
@@ -41,17 +41,22 @@ demo: install
 	$(BIN)/python scripts/run-notebook.py notebooks/quickstart.ipynb
 	@echo "Open it in JupyterLab: $(BIN)/jupyter lab notebooks/quickstart.out.ipynb"
 
-# pytest-xdist workers for the whole suite. Most tests wait on agent processes more than they compute, so
-# two workers fit a 2-core machine; tests/conftest.py keeps each module (and the browser package) on one worker.
-TEST_WORKERS ?= 2
+# pytest-xdist workers for the whole suite. Its tests wait on kernels, JupyterLab, agents and the model server
+# about a third of the time: on a 2-core machine three workers, with the SDK 1.x line running beside them, keep
+# both cores busy. tests/conftest.py keeps each module (and the browser package) on one worker.
+TEST_WORKERS ?= 3
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
-# Everything the tests need (Debian's chromium, the pinned npm agents), then the whole suite.
-test: install-dev
+# Everything the tests need (Debian's chromium, the pinned npm agents), then the whole suite and the SDK 1.x
+# line at the same time; make prints each one's output when it ends.
+test: install-dev $(SDK1_DIR)/.installed
 	bash scripts/install-test-deps.sh
 	bash scripts/install-agents.sh
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-suite test-sdk1
+
+# The whole suite on the SDK line the package installs (half of `make test`).
+test-suite: install-dev
 	$(BIN)/python -m pytest $(PARALLEL)
-	$(MAKE) --no-print-directory test-sdk1
 
 # The edit-test loop (see docs/DEVELOPING.md): no browser, interop, kernel or slow tests; spread per test.
 test-quick: install-dev
@@ -65,7 +70,7 @@ $(SDK1_DIR)/.installed: Makefile
 # The client, proxy, demo agent and record/replay suites again on the SDK's 1.x line (it shadows the
 # 0.12 line through PYTHONPATH, in the agent and proxy subprocesses too).
 test-sdk1: install-dev $(SDK1_DIR)/.installed
-	PYTHONPATH=$(CURDIR)/$(SDK1_DIR) $(BIN)/python -m pytest -p no:cacheprovider -q $(PARALLEL) \
+	PYTHONPATH=$(CURDIR)/$(SDK1_DIR) $(BIN)/python -m pytest -p no:cacheprovider -q -n 2 --dist loadfile \
 		tests/test_client.py tests/test_client_protocol.py tests/test_proxy*.py tests/test_demo_*.py tests/test_record.py \
 		tests/test_recordings.py
 
