@@ -86,6 +86,43 @@ def _decision_words(record: Any) -> str:
     return "allowed" if str(kind).startswith("allow") else "rejected"
 
 
+def _model_label(session: Any) -> str | None:
+    option = session.model_option if session is not None else None
+    return value_label(option) if option is not None else None
+
+
+def _assign(target: Any, name: str, value: Any) -> None:
+    """Assign only on change: each assignment is a message to the frontend."""
+    if getattr(target, name) != value:
+        setattr(target, name, value)
+
+
+class _Completion:
+    """A view's ``finished``: resolved once, with the turn or its error, by whichever comes first: the render
+    thread once the turn's static output was sent, or a timer on the loop should the render thread be held
+    up elsewhere. It holds the turn, not the view, and its timer is cancelled once it is resolved."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.future: concurrent.futures.Future[Turn] = concurrent.futures.Future()
+        self.future.set_running_or_notify_cancel()
+
+    def arm_backstop(self, wait: float, error: BaseException | None) -> None:
+        """Loop thread: resolve in ``wait`` seconds unless the render thread does it first."""
+        timer = _loop.get_loop().call_later(wait, self.resolve, error)
+        self.future.add_done_callback(lambda _finished: _loop.call_soon(timer.cancel))
+
+    def resolve(self, error: BaseException | None) -> None:
+        """Any thread; the first call counts."""
+        if self.future.done():
+            return
+        with contextlib.suppress(concurrent.futures.InvalidStateError):  # the other one came first
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(self.turn)
+
+
 class TurnView:
     """The widgets of one ``%%acp`` cell, following ``turn``.
 
@@ -120,7 +157,7 @@ class TurnView:
         self.error_message = ""
         self._lock = threading.RLock()
         self._frozen_title: tuple[str, str] | None = None  # (title, source) at the end of the turn
-        self._model = self._model_label()
+        self._model = _model_label(self.session)
         self._prompts: list[PermissionPrompt] = []
         self._forms: list[FormPrompt] = []
         # The forms in the order they came: a FormPrompt, or (text, HTML) of one a policy answered.
@@ -130,8 +167,8 @@ class TurnView:
         self._tool_times: dict[str, list[float]] = {}  # call id -> [first seen, ended] (perf_counter)
         self._widgets_closed = False
         self._shape: tuple[Any, ...] = ()  # what the saved form last showed of the turn's structure
-        self.finished: concurrent.futures.Future[Turn] = concurrent.futures.Future()
-        self.finished.set_running_or_notify_cancel()
+        self._completion = _Completion(turn)
+        self.finished = self._completion.future
         self._build_widgets()
         self.live = LiveDisplay(self._bundle)
         self._throttle = Throttle(self.render, interval)
@@ -262,14 +299,10 @@ class TurnView:
         self.live.publish_now()
 
     # --- following the turn (loop thread) -----------------------------------------
-    def _model_label(self) -> str | None:
-        option = self.session.model_option if self.session is not None else None
-        return value_label(option) if option is not None else None
-
     def _on_event(self, event: TurnEvent) -> None:
         if event.kind == "status":
             with self._lock:
-                self._model = self._model_label()  # the model the prompt is sent with
+                self._model = _model_label(self.session)  # the model the prompt is sent with
         elif event.kind == "update":
             self._note_tool_progress(event.data)
         elif event.kind == "permission":
@@ -380,13 +413,7 @@ class TurnView:
         error = future.exception() if not future.cancelled() else None
         render_thread.call_later(0.0, lambda: self._end(error))
         # Should the render thread be held up elsewhere, the cell still ends (see FINAL_RENDER_WAIT_S).
-        _loop.call_soon(self._arm_backstop, error)
-
-    def _arm_backstop(self, error: BaseException | None) -> None:
-        """Loop thread: resolve ``finished`` in ``final_render_wait`` seconds unless the render thread does it
-        first; the timer is cancelled then, so it does not keep the view alive that long."""
-        timer = _loop.get_loop().call_later(self.final_render_wait, self._resolve, error)
-        self.finished.add_done_callback(lambda _finished: _loop.call_soon(timer.cancel))
+        _loop.call_soon(self._completion.arm_backstop, self.final_render_wait, error)
 
     def _end(self, error: BaseException | None) -> None:
         """Render thread: the turn's last render and static output, then ``finished``."""
@@ -396,17 +423,7 @@ class TurnView:
             # Resolved after the static form was sent: a cell waiting on `finished` ends only once its
             # output is final (headless runners record only messages sent while the cell runs). And
             # always resolved, so a failing view never leaves a cell waiting forever.
-            self._resolve(error)
-
-    def _resolve(self, error: BaseException | None) -> None:
-        """Resolve ``finished`` once (the end of the turn's rendering, or the wait for it running out)."""
-        if self.finished.done():
-            return
-        with contextlib.suppress(concurrent.futures.InvalidStateError):  # the other one came first
-            if error is not None:
-                self.finished.set_exception(error)
-            else:
-                self.finished.set_result(self.turn)
+            self._completion.resolve(error)
 
     def _finish(self, error: BaseException | None) -> None:
         with self._lock:
@@ -525,38 +542,32 @@ class TurnView:
         with self._lock:
             turn = self.turn
             running = self._is_running()
-            self._set(self.header, "value", header_html(self._header_info(), live=True))
+            _assign(self.header, "value", header_html(self._header_info(), live=True))
             latest = turn.latest_thought if running else ""
-            self._set(self.latest_thought, "value",
+            _assign(self.latest_thought, "value",
                       f'<div style="color:{MUTED};padding:2px 4px"><span style="font-weight:600">Thinking:</span> '
                       f'<i>{escape(latest)}</i></div>' if latest else "")
             if turn.thoughts:
-                self._set(self.thoughts_text, "value",
+                _assign(self.thoughts_text, "value",
                           f'<div class="acpnb-thoughts" style="{THOUGHTS_STYLE}">{escape(turn.thoughts)}</div>')
-                self._set(self.thoughts.layout, "display", "")
-            self._set(self.plan, "value", plan_html(turn.plan))
+                _assign(self.thoughts.layout, "display", "")
+            _assign(self.plan, "value", plan_html(turn.plan))
             tools = "".join(self._tool_html(call) for call in turn.tool_calls)
             tools += "".join(f'<div style="color:{MUTED};font-size:0.9em">{escape(d)}</div>'
                              for d in self._unmatched_decisions())
-            self._set(self.tools, "value", tools)
-            self._set(self.kernel, "value", "".join(self._kernel_forms(call)[2] for call in list(turn.kernel_calls)))
+            _assign(self.tools, "value", tools)
+            _assign(self.kernel, "value", "".join(self._kernel_forms(call)[2] for call in list(turn.kernel_calls)))
             text = turn.text
             outputs = (markdown_output(text),) if text else ()
             if tuple(self.reply.outputs) != outputs:
                 self.reply.outputs = outputs
-            self._set(self.error, "value", error_html(self.error_message))
+            _assign(self.error, "value", error_html(self.error_message))
             # The context meter follows usage_update while the turn runs; the stop reason comes at the end.
-            self._set(self.footer, "value", usage_html(turn.usage, stop_reason=None if running else turn.stop_reason))
-            self._set(self.cancel_button.layout, "display", "" if running else "none")
+            _assign(self.footer, "value", usage_html(turn.usage, stop_reason=None if running else turn.stop_reason))
+            _assign(self.cancel_button.layout, "display", "" if running else "none")
             republish = self._republish_due()
         if republish:
             self.live.refresh()  # the saved form follows the turn's structure (see the module docstring)
-
-    @staticmethod
-    def _set(target: Any, name: str, value: Any) -> None:
-        """Assign only on change: each assignment is a message to the frontend."""
-        if getattr(target, name) != value:
-            setattr(target, name, value)
 
     @property
     def renders(self) -> int:
