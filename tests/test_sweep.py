@@ -4,6 +4,7 @@ test agents in tests/sweep_agents/ (stubborn_agent ignores model picks; scripted
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import signal
@@ -29,6 +30,9 @@ STUBBORN = [sys.executable, str(AGENTS / "stubborn_agent.py")]
 
 def scripted(state: Path, cost: float = 0.01) -> list[str]:
     return [sys.executable, str(AGENTS / "scripted_agent.py"), "--state", str(state), "--cost", str(cost)]
+
+
+INTERRUPT_WAIT_S = 30  # how long the loop waits for the main thread to take an interrupt
 
 
 def demo_with_delay(seconds: float) -> list[str]:
@@ -334,15 +338,37 @@ def test_a_run_directory_has_rows_a_manifest_and_a_trajectory_per_trial(tmp_path
 
 
 class InterruptAfterFirstTrial(Progress):
-    """Calls ``interrupt`` (from the loop thread) once the first trial has finished."""
+    """Calls ``interrupt`` (from the loop thread) once the first trial has finished. With ``taken``, the loop
+    then waits there until the interrupt has been taken (the event is set), so no other trial can end first:
+    otherwise, on a loaded machine, the trials left could all end before the interrupted thread runs again."""
 
-    def __init__(self, interrupt) -> None:
+    def __init__(self, interrupt, taken: threading.Event | None = None) -> None:
         super().__init__()
         self.interrupt = interrupt
+        self.taken = taken
 
     def _draw(self, row):
         if row is not None and self.done == 1:
             self.interrupt()
+            if self.taken is not None:
+                self.taken.wait(INTERRUPT_WAIT_S)
+
+
+@contextlib.contextmanager
+def sigint_taken():
+    """While open, SIGINT raises KeyboardInterrupt in the main thread and sets the event yielded first, as
+    Python's default handler would (installed here, so no handler an earlier test left in place decides)."""
+    taken = threading.Event()
+
+    def take(_signum, _frame):
+        taken.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, take)
+    try:
+        yield taken
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def check_interrupted(out: Path, planned: int) -> int:
@@ -362,9 +388,9 @@ def test_an_interrupted_sweep_closes_its_agents_and_the_next_call_finishes_it(tm
     def sigint() -> None:  # what a kernel interrupt does to the cell blocked in sweep()
         signal.pthread_kill(main_thread, signal.SIGINT)
 
-    with pytest.raises(KeyboardInterrupt):
+    with sigint_taken() as taken, pytest.raises(KeyboardInterrupt):
         acpnb.sweep("hello", ["slowdemo:fast"], repeats=6, concurrency=2, cwd=tmp_path, out=out,
-                    progress=InterruptAfterFirstTrial(sigint))
+                    progress=InterruptAfterFirstTrial(sigint, taken))
     done = check_interrupted(out, 6)
     rest = acpnb.sweep("hello", ["slowdemo:fast"], repeats=6, concurrency=2, cwd=tmp_path, out=out, progress=False)
     assert rest.metadata["skipped"] == done and rest.metadata["executed"] == 6 - done
