@@ -14,19 +14,31 @@ the ordinary way, only later. If ``acp`` is already imported, nothing is changed
 
 ``acp_notebook.connection`` calls it when imported, before anything of the client imports the SDK.
 Any thread may call it; the package is set up under a lock and completed under another.
+
+Our own stdio servers (the proxy, the replay server) open their stdin and stdout through
+``stdio_streams`` here rather than the SDK's ``acp.stdio.stdio_streams``: that module (and
+``acp.core``, which holds ``DEFAULT_STDIO_BUFFER_LIMIT_BYTES``) imports the SDK's typed connections
+and so the whole schema, which those processes never use. ``STDIO_BUFFER_LIMIT_BYTES`` is the SDK's
+value (tests/test_startup.py compares them on every SDK line we support), and on POSIX the streams are
+built as the SDK builds them; elsewhere the SDK's own function is used.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.util
 import sys
 import threading
 from typing import Any
 
-__all__ = ["defer_sdk_package", "message_router", "raw_connection", "sdk_cancels_requests"]
+__all__ = ["STDIO_BUFFER_LIMIT_BYTES", "defer_sdk_package", "message_router", "raw_connection",
+           "sdk_cancels_requests", "stdio_streams"]
 
 PACKAGE = "acp"
+
+# acp.core.DEFAULT_STDIO_BUFFER_LIMIT_BYTES: the longest line an SDK reader takes whole.
+STDIO_BUFFER_LIMIT_BYTES = 50 * 1024 * 1024
 
 _setting_up = threading.Lock()
 
@@ -92,3 +104,39 @@ def sdk_cancels_requests() -> bool:
     from acp.connection import Connection
 
     return hasattr(Connection, "_send_cancel_request")
+
+
+class _WritePipe(asyncio.BaseProtocol):
+    """stdout's protocol: ``StreamWriter.drain`` waits while the pipe is full (the SDK's stdout has the same)."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._drained: asyncio.Future[None] | None = None
+
+    def pause_writing(self) -> None:
+        if self._drained is None:
+            self._drained = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    async def _drain_helper(self) -> None:  # what StreamWriter.drain awaits
+        if self._drained is not None:
+            await self._drained
+
+
+async def stdio_streams(limit: int = STDIO_BUFFER_LIMIT_BYTES) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """This process's stdin and stdout as asyncio streams, as ``acp.stdio.stdio_streams(limit)`` makes them,
+    without importing the SDK's schema (see the module docstring)."""
+    if sys.platform == "win32":  # the SDK feeds stdin from a thread there: use its function as it is
+        from acp.stdio import stdio_streams as sdk_stdio_streams
+
+        return await sdk_stdio_streams(limit=limit)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    protocol = _WritePipe()
+    transport, _ = await loop.connect_write_pipe(lambda: protocol, sys.stdout)
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)

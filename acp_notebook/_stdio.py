@@ -22,6 +22,8 @@ import os
 import selectors
 import stat
 
+from ._sdk import STDIO_BUFFER_LIMIT_BYTES, stdio_streams
+
 __all__ = ["StdioError", "brief_bad_lines", "open_stdio", "read_line"]
 
 
@@ -59,13 +61,10 @@ async def open_stdio(server: str, start_from: str, *,
     ``server``: what the user started ("the demo agent"); ``start_from``: the ACP clients to start
     it from instead, as examples ("such as acpnb.start('demo') or Zed"). ``screen``: the reader
     passes on only the lines that can be JSON objects (see the module's docstring)."""
-    from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
-    from acp.stdio import stdio_streams
-
     _check(server, start_from)
     try:
-        reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-        return (_screened(reader, DEFAULT_STDIO_BUFFER_LIMIT_BYTES) if screen else reader), writer
+        reader, writer = await stdio_streams(STDIO_BUFFER_LIMIT_BYTES)
+        return (_screened(reader, STDIO_BUFFER_LIMIT_BYTES) if screen else reader), writer
     except (ValueError, OSError) as exc:
         raise StdioError(f"ACP travels on stdin and stdout, which must be pipes: start {server} from an ACP "
                          f"client ({start_from}), not a terminal or a file ({exc})") from None

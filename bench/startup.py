@@ -14,6 +14,9 @@ the child with ``time.perf_counter``:
   session opened, against ``import_and_start``: ours from ``import acp_notebook`` to the session.
 - ``demo_agent_boot``: the demo agent alone, from spawning it to its answer to ``initialize`` (raw
   pipes, no client library): the floor under ``start``, since no client can have a session sooner.
+- ``proxy_boot`` and ``replay_boot``: the same for ``acp-notebook proxy --agent d=demo`` and
+  ``acp-notebook replay FILE`` (a recording of one demo turn, made once before the rounds), with
+  whether the SDK's schema models were loaded in them by the time they exited (``*_schema_loaded``).
 
 Usage: python bench/startup.py [--rounds 9] [--json FILE]
 """
@@ -22,10 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +54,35 @@ import acp
 print(json.dumps({"sdk_import": time.perf_counter() - t0}))
 """
 
-_AGENT_BOOT = """
+# Spawn a server (the JSON list in argv[1]), send it initialize on raw pipes, time its answer. A server of
+# ours started through _REPORTING says at exit whether it loaded the SDK's schema models.
+_BOOT = """
 import json, subprocess, sys, time
+command, reports = json.loads(sys.argv[1]), sys.argv[2] == "reports"
 t0 = time.perf_counter()
-agent = subprocess.Popen([sys.executable, "-m", "acp_notebook.demo"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL)
-agent.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
-                  b'"clientCapabilities":{}}}\\n')
-agent.stdin.flush()
-agent.stdout.readline()
+server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE if reports else subprocess.DEVNULL)
+server.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
+                   b'"clientCapabilities":{}}}\\n')
+server.stdin.flush()
+server.stdout.readline()
 answered = time.perf_counter() - t0
-agent.stdin.close()
-agent.wait()
-print(json.dumps({"agent_boot": answered}))
+server.stdin.close()
+schema = json.loads(server.stderr.read().strip().splitlines()[-1]) if reports else None
+server.wait()
+print(json.dumps({"boot": answered, "schema_loaded": schema}))
+"""
+
+_REPORTING = ("import atexit, json, sys; atexit.register(lambda: print(json.dumps('acp.schema' in sys.modules), "
+              "file=sys.stderr)); from acp_notebook.cli import main; sys.exit(main(sys.argv[1:]))")
+
+_RECORD = """
+import json, sys
+import acp_notebook as acpnb
+with acpnb.start("demo", cwd=sys.argv[1]) as agent:
+    agent.record(sys.argv[2])
+    agent.new_session().prompt("hello")
+print(json.dumps({}))
 """
 
 _BARE_START = """
@@ -103,8 +125,8 @@ print(json.dumps({"start": t2 - t0, "initialize": t1 - t0, "new_session": t2 - t
 """
 
 
-def _child(code: str) -> dict[str, Any]:
-    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+def _child(code: str, *args: str) -> dict[str, Any]:
+    done = subprocess.run([PYTHON, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=str(ROOT))
     if done.returncode != 0:
         raise RuntimeError(f"start-up child failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -138,13 +160,27 @@ def run(rounds: int = 9) -> dict[str, Any]:
         return float(_child(_BARE_START)["import_and_start"])
 
     def agent_boot() -> float:
-        return float(_child(_AGENT_BOOT)["agent_boot"])
+        return float(_child(_BOOT, json.dumps([PYTHON, "-m", "acp_notebook.demo"]), "silent")["boot"])
+
+    def server_boot(name: str, argv: list[str]) -> Callable[[], float]:
+        def boot() -> float:
+            found = _child(_BOOT, json.dumps([PYTHON, "-c", _REPORTING, *argv]), "reports")
+            flags[f"{name}_schema_loaded"] = found["schema_loaded"]
+            return float(found["boot"])
+        return boot
+
+    folder = Path(tempfile.mkdtemp(prefix="startup-bench-"))
+    recording = folder / "demo.acp.jsonl"
+    _child(_RECORD, str(folder), str(recording))
 
     bare_started = time.perf_counter()
     subprocess.run([PYTHON, "-c", "pass"], check=True)
     interpreter = time.perf_counter() - bare_started
     samples = alternate(rounds, {"import": importing, "sdk_import": sdk, "start": starting, "bare_sdk_start": bare,
-                                 "demo_agent_boot": agent_boot}, warmup=1)
+                                 "demo_agent_boot": agent_boot,
+                                 "proxy_boot": server_boot("proxy", ["proxy", "--agent", "d=demo"]),
+                                 "replay_boot": server_boot("replay", ["replay", str(recording)])}, warmup=1)
+    shutil.rmtree(folder, ignore_errors=True)
     result: dict[str, Any] = {name: stats(values) for name, values in samples.items()}
     ours = seen["import_and_start"][-rounds:]
     result["import_and_start"] = stats(ours)

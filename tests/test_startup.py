@@ -7,11 +7,14 @@ No time is measured here: bench/startup.py does that.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import queue
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -167,6 +170,67 @@ def test_the_demo_agent_process_answers_initialize_without_the_client_library_lo
     assert answer["result"]["protocolVersion"] == 1, stderr
     assert agent.returncode == 0, stderr
     assert json.loads(stderr.strip().splitlines()[0]) == []
+
+
+# A process of ours, with one line on stderr as it exits: whether the SDK's schema models were ever loaded.
+_REPORTING = textwrap.dedent("""
+    import atexit, json, sys
+    atexit.register(lambda: print(json.dumps({"schema": "acp.schema" in sys.modules}), file=sys.stderr, flush=True))
+    from acp_notebook.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> str:
+    import acp_notebook as acpnb
+
+    folder = tmp_path_factory.mktemp("recorded")
+    path = folder / "demo.acp.jsonl"
+    with acpnb.start("demo", cwd=folder) as agent:
+        agent.record(path)
+        agent.new_session().prompt("hello")
+    return str(path)
+
+
+@pytest.mark.parametrize("command", ["replay", "proxy"])
+def test_the_proxy_and_replay_processes_serve_without_the_sdk_schema_and_take_long_lines(command, recording):
+    args = ["replay", recording] if command == "replay" else ["proxy", "--agent", "d=demo"]
+    # Over a megabyte on one line: more than asyncio's default 64 KiB, so the reader has the SDK's limit.
+    request = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": 1, "clientCapabilities": {}, "_meta": {"pad": "x" * 1_200_000}}}
+    server = subprocess.Popen([sys.executable, "-c", _REPORTING, *args], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    answers: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: answers.put(server.stdout.readline()), daemon=True).start()
+    try:
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        answer = answers.get(timeout=60)
+    finally:
+        server.stdin.close()  # end of stdin: the server stops
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise
+        finally:
+            stderr = server.stderr.read()
+    assert json.loads(answer)["result"]["protocolVersion"] == 1, stderr[-3000:]
+    assert server.returncode == 0, stderr[-3000:]
+    assert json.loads(stderr.strip().splitlines()[-1]) == {"schema": False}
+
+
+def test_the_stdio_buffer_limit_and_streams_are_the_sdks():
+    from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+    from acp.stdio import stdio_streams as sdk_stdio_streams
+
+    from acp_notebook import _sdk
+
+    assert _sdk.STDIO_BUFFER_LIMIT_BYTES == DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+    # The same parameters as the SDK's function, so open_stdio calls them alike.
+    assert list(inspect.signature(_sdk.stdio_streams).parameters) == list(
+        inspect.signature(sdk_stdio_streams).parameters)
 
 
 @pytest.mark.parametrize("result", [
