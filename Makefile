@@ -72,7 +72,7 @@ $(SDK1_DIR)/.installed: Makefile
 test-sdk1: install-dev $(SDK1_DIR)/.installed
 	PYTHONPATH=$(CURDIR)/$(SDK1_DIR) $(BIN)/python -m pytest -p no:cacheprovider -q -n 2 --dist loadfile \
 		tests/test_client.py tests/test_client_protocol.py tests/test_proxy*.py tests/test_demo_*.py tests/test_record.py \
-		tests/test_recordings.py
+		tests/test_recordings.py tests/test_startup.py
 
 # The README's screenshots (docs/img/), refreshed on purpose: the browser tests write them there
 # only when asked (a plain `make test` leaves them in the ignored tests/browser/screenshots/).

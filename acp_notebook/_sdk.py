@@ -20,7 +20,8 @@ Our own stdio servers (the proxy, the replay server) open their stdin and stdout
 ``acp.core``, which holds ``DEFAULT_STDIO_BUFFER_LIMIT_BYTES``) imports the SDK's typed connections
 and so the whole schema, which those processes never use. ``STDIO_BUFFER_LIMIT_BYTES`` is the SDK's
 value (tests/test_startup.py compares them on every SDK line we support), and on POSIX the streams are
-built as the SDK builds them; elsewhere the SDK's own function is used.
+made from asyncio's pipes and its flow-control protocol, with the SDK's limit; elsewhere the SDK's own
+function is used.
 """
 
 from __future__ import annotations
@@ -106,27 +107,6 @@ def sdk_cancels_requests() -> bool:
     return hasattr(Connection, "_send_cancel_request")
 
 
-class _WritePipe(asyncio.BaseProtocol):
-    """stdout's protocol: ``StreamWriter.drain`` waits while the pipe is full (the SDK's stdout has the same)."""
-
-    def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._drained: asyncio.Future[None] | None = None
-
-    def pause_writing(self) -> None:
-        if self._drained is None:
-            self._drained = self._loop.create_future()
-
-    def resume_writing(self) -> None:
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._drained = None
-
-    async def _drain_helper(self) -> None:  # what StreamWriter.drain awaits
-        if self._drained is not None:
-            await self._drained
-
-
 async def stdio_streams(limit: int = STDIO_BUFFER_LIMIT_BYTES) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """This process's stdin and stdout as asyncio streams, as ``acp.stdio.stdio_streams(limit)`` makes them,
     without importing the SDK's schema (see the module docstring)."""
@@ -137,6 +117,6 @@ async def stdio_streams(limit: int = STDIO_BUFFER_LIMIT_BYTES) -> tuple[asyncio.
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    protocol = _WritePipe()
-    transport, _ = await loop.connect_write_pipe(lambda: protocol, sys.stdout)
+    # asyncio's own flow-control protocol: StreamWriter.drain waits while stdout's pipe is full.
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
     return reader, asyncio.StreamWriter(transport, protocol, None, loop)
