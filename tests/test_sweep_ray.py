@@ -15,6 +15,7 @@ from acp_notebook import launch
 from acp_notebook.sweep import Progress, RayExecutor
 from tests.processes import wait_gone
 from tests.sweep_agents import arithmetic
+from tests.test_sweep import InterruptAfterFirstTrial, sigint_taken
 
 pytestmark = pytest.mark.slow  # a local Ray cluster takes about 10 s to start
 
@@ -88,16 +89,6 @@ def test_ray_resumes_a_run_like_the_local_executor(cluster, setup):
     assert arithmetic.without_timings(acpnb.load_run(run).rows) == arithmetic.without_timings(local.rows)
 
 
-class InterruptAfterFirstTrial(Progress):
-    def __init__(self) -> None:
-        super().__init__()
-        self.main_thread = threading.main_thread().ident
-
-    def _draw(self, row):
-        if row is not None and self.done == 1:  # what a kernel interrupt does to the cell blocked in sweep()
-            signal.pthread_kill(self.main_thread, signal.SIGINT)
-
-
 @pytest.fixture
 def private_registry():
     """Agents registered by the test disappear after it."""
@@ -109,9 +100,14 @@ def test_an_interrupted_ray_sweep_keeps_what_finished_and_closes_the_workers_age
                                                                                       private_registry):
     acpnb.register("slowdemo", [sys.executable, "-m", "acp_notebook.demo", "--delay", "0.2"])
     out = tmp_path / "run"
-    with pytest.raises(KeyboardInterrupt):
+    main_thread = threading.main_thread().ident
+
+    def sigint() -> None:  # what a kernel interrupt does to the cell blocked in sweep()
+        signal.pthread_kill(main_thread, signal.SIGINT)
+
+    with sigint_taken() as taken, pytest.raises(KeyboardInterrupt):
         acpnb.sweep("hello", ["slowdemo:fast"], repeats=6, concurrency=2, executor="ray", out=out,
-                    progress=InterruptAfterFirstTrial())
+                    progress=InterruptAfterFirstTrial(sigint, taken))
     stored = acpnb.load_run(out)
     assert 1 <= len(stored) < 6 and all(r["status"] == "ok" for r in stored.rows)
     pids = stored.metadata["agents"]["slowdemo"]["pids"]  # reported by the workers as they closed
