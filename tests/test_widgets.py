@@ -25,6 +25,7 @@ from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
+from acp_notebook.demo import DemoAgent
 from acp_notebook import _loop
 from acp_notebook.widgets.chat import TurnView
 from acp_notebook.widgets.display import LiveDisplay, flush_all, open_displays
@@ -109,7 +110,8 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> CommRecorder:
 @pytest.fixture
 def demo(tmp_path):
     (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
-    agent = acpnb.start("demo", cwd=tmp_path)
+    # In memory: what these tests look at is the widgets, not the pipe (a demo process costs 0.5 s of CPU).
+    agent = acpnb.start(DemoAgent(state_dir=tmp_path / "demo-state"), cwd=tmp_path)
     yield agent
     agent.close()
 
