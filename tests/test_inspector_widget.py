@@ -14,6 +14,7 @@ from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
+from acp_notebook.demo import DemoAgent
 from acp_notebook import _schema
 from acp_notebook.frames import analyze
 from acp_notebook.widgets.inspector import ProtocolInspector
@@ -24,7 +25,8 @@ TIMEOUT = 15.0
 @pytest.fixture
 def demo(tmp_path) -> Iterator[acpnb.Agent]:
     (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
-    agent = acpnb.start("demo", cwd=tmp_path)
+    # In memory: the inspector reads the frame log, which an in-memory agent writes the same way.
+    agent = acpnb.start(DemoAgent(state_dir=tmp_path / "demo-state"), cwd=tmp_path)
     yield agent
     agent.close()
 
