@@ -202,7 +202,6 @@ class LiveDisplay:
                 self.shown = True
         if not final:
             self.publish()  # a publish_now that came while the bundle above was drawn (sent only if it differs)
-        if not final:
             with _registry_lock:
                 _open[self.display_id] = self
             if self.final:  # finalized meanwhile, before it was registered: do not keep it
