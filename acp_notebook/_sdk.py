@@ -1,6 +1,5 @@
 """The SDK's package registered without its package-level names until something reads them; and the one
-place that reaches into the SDK's private attributes (``raw_connection``, ``message_router``,
-``sdk_cancels_requests``), each checked, so that an SDK that moves one fails here with a clear message.
+place that reaches into the SDK's private attributes (``raw_connection``, ``sdk_cancels_requests``), each checked, so that an SDK that moves one fails here with a clear message.
 
 Importing any module of the SDK (``acp.connection``) first runs ``acp/__init__.py``, and that
 builds every pydantic model of the protocol's schema: about 0.35 s on the build machine, most of
@@ -33,7 +32,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["STDIO_BUFFER_LIMIT_BYTES", "defer_sdk_package", "message_router", "raw_connection",
+__all__ = ["STDIO_BUFFER_LIMIT_BYTES", "defer_sdk_package", "raw_connection",
            "sdk_cancels_requests", "stdio_streams"]
 
 PACKAGE = "acp"
@@ -87,16 +86,6 @@ def raw_connection(agent_side: Any) -> Any:
     if not isinstance(raw, Connection):
         raise RuntimeError("the acp SDK's AgentSideConnection no longer exposes its Connection as _conn")
     return raw
-
-
-def message_router(connection: Any) -> Any:
-    """The ``MessageRouter`` a ``Connection`` dispatches to (to add methods the SDK's agent router lacks)."""
-    from acp.router import MessageRouter
-
-    router = getattr(connection, "_handler", None)
-    if not isinstance(router, MessageRouter):
-        raise RuntimeError("the acp SDK's Connection no longer keeps its MessageRouter as _handler")
-    return router
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,5 +1,6 @@
 """What start-up relies on: names imported on first use, the SDK's package registered without its
-schema models, the demo agent's lean model building, and the client's own check of an initialize answer.
+schema models (in the notebook, the demo agent, the proxy and the replay server), and the client's own
+check of an initialize answer.
 
 Each import test runs in a fresh interpreter (a subprocess), since this one has imported everything.
 No time is measured here: bench/startup.py does that.
@@ -19,6 +20,7 @@ import threading
 import pytest
 
 from acp_notebook.connection.checks import init_result_problem
+from acp_notebook.errors import RpcError
 
 
 def _fresh(code: str) -> dict:
@@ -107,41 +109,6 @@ def test_an_sdk_imported_first_the_ordinary_way_is_left_alone():
     assert found == {"same": True, "untouched": True}
 
 
-def test_the_demo_agent_builds_the_sdk_models_lean_and_puts_pydantic_back():
-    found = _fresh("""
-        import json
-        import pydantic
-        from pydantic._internal import _fields
-        from acp_notebook.demo.server import _lean_model_building
-        collect = _fields.extract_docstrings_from_cls
-        with _lean_model_building():
-            from acp.schema import InitializeRequest
-        lean = {"built": InitializeRequest.__pydantic_complete__,
-                "description": InitializeRequest.model_fields["protocol_version"].description}
-        parsed = InitializeRequest.model_validate({"protocolVersion": 1, "clientCapabilities": {}})
-        refused = False
-        try:
-            InitializeRequest.model_validate({"clientCapabilities": {}})  # protocolVersion is required
-        except pydantic.ValidationError:
-            refused = True
-
-        class Later(pydantic.BaseModel):
-            x: int
-            "the x"
-
-        lean["description"] = lean["description"] if hasattr(_fields, "extract_docstrings_from_cls") else None
-        print(json.dumps({**lean, "parsed": parsed.protocol_version, "refused": refused,
-                          "restored": _fields.extract_docstrings_from_cls is collect
-                          and "defer_build" not in pydantic.BaseModel.model_config,
-                          "later_built": Later.__pydantic_complete__}))
-    """)
-    # Validators are built on first use (pydantic's public defer_build). Field docstrings are not
-    # collected while pydantic has the private function server.py replaces; a pydantic without it is
-    # left alone (start-up is then slower, which bench/startup.py shows, and nothing else changes).
-    assert found == {"built": False, "description": None, "parsed": 1, "refused": True, "restored": True,
-                     "later_built": True}
-
-
 def test_the_demo_agent_process_answers_initialize_without_the_client_library_loaded(tmp_path):
     code = textwrap.dedent("""
         import sys, json
@@ -172,10 +139,17 @@ def test_the_demo_agent_process_answers_initialize_without_the_client_library_lo
     assert json.loads(stderr.strip().splitlines()[0]) == []
 
 
-# A process of ours, with one line on stderr as it exits: whether the SDK's schema models were ever loaded.
+# A process of ours, with one line on stderr as it exits (and in the file $ACPNB_STARTUP_REPORT names, if
+# set): whether the SDK's schema models were ever loaded.
 _REPORTING = textwrap.dedent("""
-    import atexit, json, sys
-    atexit.register(lambda: print(json.dumps({"schema": "acp.schema" in sys.modules}), file=sys.stderr, flush=True))
+    import atexit, json, os, sys
+    def report():
+        line = json.dumps({"schema": "acp.schema" in sys.modules})
+        print(line, file=sys.stderr, flush=True)
+        if os.environ.get("ACPNB_STARTUP_REPORT"):
+            with open(os.environ["ACPNB_STARTUP_REPORT"], "w") as out:
+                out.write(line)
+    atexit.register(report)
     from acp_notebook.cli import main
     sys.exit(main(sys.argv[1:]))
 """)
@@ -193,9 +167,11 @@ def recording(tmp_path_factory) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("command", ["replay", "proxy"])
-def test_the_proxy_and_replay_processes_serve_without_the_sdk_schema_and_take_long_lines(command, recording):
-    args = ["replay", recording] if command == "replay" else ["proxy", "--agent", "d=demo"]
+@pytest.mark.parametrize("command", ["replay", "proxy", "demo-agent"])
+def test_the_proxy_replay_and_demo_processes_serve_without_the_sdk_schema_and_take_long_lines(command, recording,
+                                                                                            tmp_path):
+    args = {"replay": ["replay", recording], "proxy": ["proxy", "--agent", "d=demo"],
+            "demo-agent": ["demo-agent", "--state-dir", str(tmp_path)]}[command]
     # Over a megabyte on one line: more than asyncio's default 64 KiB, so the reader has the SDK's limit.
     request = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                "params": {"protocolVersion": 1, "clientCapabilities": {}, "_meta": {"pad": "x" * 1_200_000}}}
@@ -219,6 +195,24 @@ def test_the_proxy_and_replay_processes_serve_without_the_sdk_schema_and_take_lo
     assert json.loads(answer)["result"]["protocolVersion"] == 1, stderr[-3000:]
     assert server.returncode == 0, stderr[-3000:]
     assert json.loads(stderr.strip().splitlines()[-1]) == {"schema": False}
+
+
+def test_the_demo_agent_runs_file_work_a_form_and_a_bad_request_without_the_sdk_schema(tmp_path):
+    import acp_notebook as acpnb
+
+    report = tmp_path / "report.json"
+    (tmp_path / "notes.txt").write_text("one\ntwo\n")
+    command = [sys.executable, "-c", _REPORTING, "demo-agent", "--state-dir", str(tmp_path / "state")]
+    with acpnb.start(command, cwd=tmp_path, env={"ACPNB_STARTUP_REPORT": str(report)}, permission="allow",
+                     timeout=60) as agent:
+        session = agent.new_session()
+        read = session.prompt("read notes.txt", timeout=60)
+        form = session.prompt("ask me about my order", timeout=60)  # the client's default policy declines it
+        with pytest.raises(RpcError, match="needs a string .modeId."):
+            agent.request("session/set_mode", {"sessionId": session.id})
+    assert "2 lines" in read.text and read.tool_calls[-1].status == "completed", read.text
+    assert form.text.endswith("No problem, I will not ask."), form.text
+    assert json.loads(report.read_text()) == {"schema": False}
 
 
 def test_the_stdio_buffer_limit_and_streams_are_the_sdks():

@@ -15,8 +15,8 @@ its peer: it starts it (``open``), ends it (``close``) and says when and how it 
   connection fails that request at once (or answers the agent's request with an error) instead
   of leaving someone waiting for its deadline.
 - ``MemoryTransport``: an agent object living in this process (the demo agent, or one a
-  learner wrote in a cell), served by the SDK's ``AgentSideConnection`` on a thread and loop of
-  its own, so an agent that blocks cannot freeze the client's loop. Messages cross as JSON
+  learner wrote in a cell), served by the SDK's ``AgentSideConnection`` (or by its own
+  ``serve_acp``, as the demo agent is) on a thread and loop of its own, so an agent that blocks cannot freeze the client's loop. Messages cross as JSON
   text, as on a real wire: nothing is shared between the two sides.
 - ``acp_notebook.record.ReplayTransport`` answers from a recording.
 
@@ -195,7 +195,9 @@ class MemoryTransport(Transport):
 
     ``agent`` is what ``AgentSideConnection`` accepts: an object with the SDK's agent methods
     (``initialize``, ``new_session``, ``prompt``...) or a callable that receives the connection
-    and returns one. It runs on a thread with its own event loop.
+    and returns one. An object with an async ``serve_acp(transport)`` method serves itself instead,
+    on the SDK message transport it is given (the demo agent does: it needs none of the SDK's typed
+    models). It runs on a thread with its own event loop.
     """
 
     def __init__(self, agent: Any, *, description: str | None = None) -> None:
@@ -249,11 +251,15 @@ class MemoryTransport(Transport):
                     self._client_loop.call_soon_threadsafe(self._peer_gone)
 
     async def _agent_side(self) -> None:
-        import acp
-
         self._agent_inbox = asyncio.Queue()
         end = _AgentEnd(self._agent_inbox, self._to_client)
-        serving = asyncio.ensure_future(acp.run_agent(self.agent, end, use_unstable_protocol=True))
+        serves_itself = getattr(self.agent, "serve_acp", None)
+        if callable(serves_itself):
+            serving = asyncio.ensure_future(serves_itself(end))
+        else:
+            import acp
+
+            serving = asyncio.ensure_future(acp.run_agent(self.agent, end, use_unstable_protocol=True))
         self._serving = True
         self._ready.set()
         closed = asyncio.ensure_future(end.closed.wait())

@@ -5,7 +5,8 @@ for, and the streamed reply), `session` and `store` (sessions as files in a stat
 ``--state-dir``, ``$ACP_NOTEBOOK_DEMO_STATE``, or ``~/.local/share/acp-notebook/demo-sessions``),
 `options` (config options), `replies` (reply text), `filework` (read/write through the client),
 `kernelwork` (the kernel tools over MCP), `elicitation` (the "ask me" form), `tasks` (arithmetic
-questions and file edits with known answers for sweeps), `server` (command line and stdio).
+questions and file edits with known answers for sweeps), `wire` (the request router, on the SDK's
+``Connection``), `server` (command line and stdio).
 
 Sessions survive the process: a later demo process lists, loads (replaying the history), resumes
 and deletes them, and the conversation keeps its context: "what did I say first?" is answered
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_names
+from .._sdk import defer_sdk_package
 
 if TYPE_CHECKING:
     from .agent import DemoAgent
@@ -24,5 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DemoAgent", "main"]
 
-# `python -m acp_notebook.demo` imports the SDK only once the process has set up how (server.main).
+# The demo speaks through the SDK's Connection and plain dicts (see `wire`): its process never needs the
+# SDK's schema models, which the package's own __init__ would build.
+defer_sdk_package()
+
 __getattr__, __dir__ = lazy_names(__name__, globals(), {"DemoAgent": ".agent", "main": ".server"})

@@ -17,11 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError
 from acp.connection import Connection
-from acp.meta import CLIENT_METHODS
-from acp.router import Route
-from acp.schema import ClientCapabilities
+from acp.exceptions import RequestError
+from acp.meta import CLIENT_METHODS, PROTOCOL_VERSION
 
 from .._protocol import (
     INTERNAL_ERROR,
@@ -31,13 +29,13 @@ from .._protocol import (
     prompt_text,
     unknown_session,
 )
-from .._sdk import message_router, raw_connection
 from ..kernel_link import kernel_entry
 from .dispatch import PromptTurn
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
 from .replies import text_content
 from .session import DemoSession, Exchange, RunningTurn, TurnCancelled, new_session_id
 from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir
+from .wire import serve_connection
 
 __all__ = ["AGENT_NAME", "AUTH_METHOD_ID", "DemoAgent", "agent_version"]
 
@@ -55,11 +53,11 @@ def agent_version() -> str:
     return client_version()
 
 
-def _string_param(params: Any, key: str, method: str) -> str:
-    value = params.get(key) if isinstance(params, dict) else None
-    if not isinstance(value, str):
-        raise RequestError(INVALID_PARAMS, f"{method} needs a string {key!r}", {key: value})
-    return value
+def _object(container: dict[str, Any], key: str) -> dict[str, Any]:
+    """``container[key]`` when it is a JSON object, else an empty one (a capability left out or mistyped
+    counts as not advertised)."""
+    value = container.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _unknown_session(session_id: str, valid: list[str]) -> RequestError:
@@ -67,7 +65,7 @@ def _unknown_session(session_id: str, valid: list[str]) -> RequestError:
 
 
 class DemoAgent:
-    """An offline, deterministic ACP agent implementing the SDK's `acp.Agent` interface.
+    """An offline, deterministic ACP agent, served by `wire` (on stdio by `server`, or in memory).
 
     Config options, in order: `model` (grouped select: Everyday/fast, Deep thinking/smart),
     `thought_level` (low/medium/high, only while the model is smart), `mode` (ask/code),
@@ -85,8 +83,9 @@ class DemoAgent:
     refuses set_config_option and set_model; `require_auth` refuses sessions until `authenticate`
     with "demo-token"; `delay` is the pause between streamed chunks.
 
-    Results and session/update notifications are plain dicts, because the SDK's typed models
-    replace custom `_` config-option categories by None.
+    Its methods take the request's params as JSON values (by keyword, as `wire.ROUTES` names them)
+    and answer plain dicts; session/update notifications are plain dicts too. Nothing goes through
+    the SDK's typed models, which would also replace custom `_` config-option categories by None.
     """
 
     def __init__(
@@ -104,7 +103,7 @@ class DemoAgent:
         self.require_auth = require_auth
         self.store = SessionStore(resolve_state_dir(None if state_dir is None else str(state_dir)))
         self._authenticated = False
-        self.client: Any = None
+        self.client: Connection | None = None
         self._sessions: dict[str, DemoSession] = {}  # open on this connection
         # What the client advertised in initialize; the turn's work reads the fs and form ones.
         self.client_reads = False
@@ -114,20 +113,19 @@ class DemoAgent:
 
     # ----------------------------------------------------------------- connection
 
-    def on_connect(self, conn: Any) -> None:
+    async def serve_acp(self, transport: Any) -> None:
+        """Serve this agent on an SDK message transport until the client goes (how ``MemoryTransport``
+        serves an agent object that brings its own serving; see ``wire``)."""
+        await serve_connection(self, transport)
+
+    def on_connect(self, conn: Connection) -> None:
         self.client = conn
-        # The SDK's agent router knows neither session/delete nor the unstable session/set_model;
-        # add them to the router the connection already dispatches to.
-        router = message_router(self.wire())
-        router.add_route(Route(method="session/delete", func=self._delete_request, kind="request"))
-        if not self.legacy:
-            router.add_route(Route(method="session/set_model", func=self._set_model_request, kind="request"))
 
     def wire(self) -> Connection:
-        """The raw connection, for frames sent as our own dicts."""
-        # AgentSideConnection only offers typed notifications; the raw Connection it wraps
-        # sends our dicts unchanged. Fail loudly if a future SDK moves it.
-        return raw_connection(self.client)
+        """The connection to the client: frames go out as our own dicts, unchanged."""
+        if self.client is None:
+            raise RuntimeError("the demo agent is not connected to a client")
+        return self.client
 
     async def update(self, session: DemoSession, update: dict[str, Any]) -> None:
         await self.wire().send_notification(
@@ -139,17 +137,16 @@ class DemoAgent:
     async def initialize(
         self,
         protocol_version: int,
-        client_capabilities: ClientCapabilities | None = None,
-        client_info: Any = None,
-        **kwargs: Any,
+        client_capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        caps = client_capabilities
-        fs = caps.fs if caps else None
-        self.client_reads = bool(fs and fs.read_text_file)
-        self.client_writes = bool(fs and fs.write_text_file)
-        config_caps = caps.session.config_options if caps and caps.session else None
-        self._client_booleans = bool(config_caps and config_caps.boolean is not None)
-        self.client_forms = bool(caps and caps.elicitation and caps.elicitation.form is not None)
+        caps = client_capabilities or {}
+        fs = _object(caps, "fs")
+        self.client_reads = fs.get("readTextFile") is True
+        self.client_writes = fs.get("writeTextFile") is True
+        config_caps = _object(_object(caps, "session"), "configOptions")
+        self._client_booleans = config_caps.get("boolean") is not None
+        self.client_forms = _object(caps, "elicitation").get("form") is not None
         auth_methods = []
         if self.require_auth:
             auth_methods.append(
@@ -167,7 +164,7 @@ class DemoAgent:
             "agentInfo": {"name": AGENT_NAME, "title": AGENT_TITLE, "version": agent_version()},
         }
 
-    async def authenticate(self, method_id: str, **kwargs: Any) -> dict[str, Any]:
+    async def authenticate(self, method_id: str) -> dict[str, Any]:
         if not self.require_auth:
             raise RequestError(
                 INVALID_PARAMS, f"Unknown auth method {method_id!r}; this agent advertises no auth methods"
@@ -275,7 +272,7 @@ class DemoAgent:
             raise RequestError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}", {"cwd": cwd})
 
     async def new_session(
-        self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None, **kwargs: Any
+        self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None
     ) -> dict[str, Any]:
         self._check_authenticated()
         self._require_absolute(cwd)
@@ -290,7 +287,6 @@ class DemoAgent:
         session_id: str,
         mcp_servers: Any = None,
         additional_directories: list[str] | None = None,
-        **kwargs: Any,
     ) -> dict[str, Any]:
         session = self._reopen(session_id, cwd, mcp_servers)
         for exchange in session.history:
@@ -311,7 +307,6 @@ class DemoAgent:
         cwd: str,
         additional_directories: list[str] | None = None,
         mcp_servers: Any = None,
-        **kwargs: Any,
     ) -> dict[str, Any]:
         return self._session_state(self._reopen(session_id, cwd, mcp_servers))
 
@@ -329,7 +324,7 @@ class DemoAgent:
         self._sessions[session_id] = session
         return session
 
-    async def close_session(self, session_id: str, **kwargs: Any) -> dict[str, Any]:
+    async def close_session(self, session_id: str) -> dict[str, Any]:
         """Ends a running turn and closes the session here; its file stays, to be loaded again."""
         session = self._sessions.pop(session_id, None)
         if session is not None:
@@ -338,9 +333,8 @@ class DemoAgent:
             raise _unknown_session(session_id, [s.session_id for s in self._stored_sessions()])
         return {}
 
-    async def _delete_request(self, params: Any) -> dict[str, Any]:
+    async def delete_session(self, session_id: str) -> dict[str, Any]:
         """session/delete: close the session if it is open here, and remove its file."""
-        session_id = _string_param(params, "sessionId", "session/delete")
         session = self._sessions.pop(session_id, None)
         if session is not None:
             session.deleted = True
@@ -354,7 +348,7 @@ class DemoAgent:
             raise RequestError(INTERNAL_ERROR, str(exc), {"sessionId": session_id}) from None
         return {}
 
-    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None) -> dict[str, Any]:
         """The stored sessions (of every demo process using this state directory), most recent
         activity first, `LIST_PAGE_SIZE` per page; `cwd` keeps those whose cwd is that directory."""
         self._check_authenticated()
@@ -378,7 +372,7 @@ class DemoAgent:
     # ----------------------------------------------------------------- settings
 
     async def set_config_option(
-        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+        self, config_id: str, session_id: str, value: str | bool
     ) -> dict[str, Any]:
         if self.legacy:
             # Old agents predate configOptions; answer the way they do.
@@ -394,7 +388,7 @@ class DemoAgent:
             await self.update(session, {"sessionUpdate": "current_mode_update", "currentModeId": session.settings.mode})
         return {"configOptions": self._options(session)}
 
-    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> dict[str, Any]:
+    async def set_session_mode(self, session_id: str, mode_id: str) -> dict[str, Any]:
         session = self._open_session(session_id)
         valid = [choice.value for choice in MODES]
         if mode_id not in valid:
@@ -409,12 +403,14 @@ class DemoAgent:
             await self.push_options(session)
         return {}
 
-    async def _set_model_request(self, params: Any) -> dict[str, Any]:
+    async def set_model(self, session_id: str, model_id: str) -> dict[str, Any]:
         """The unstable session/set_model {sessionId, modelId}, which older clients still send: it
         sets the `model` config option (same validation and dependent options), then pushes the
-        complete option list."""
-        session = self._open_session(_string_param(params, "sessionId", "session/set_model"))
-        model_id = _string_param(params, "modelId", "session/set_model")
+        complete option list. The legacy demo does not know it (it sends the old `models` field
+        and predates the method)."""
+        if self.legacy:
+            raise RequestError.method_not_found("session/set_model")
+        session = self._open_session(session_id)
         try:
             session.settings.apply("model", model_id, include_boolean=self._client_booleans)
         except ConfigChoiceError as exc:
@@ -425,12 +421,12 @@ class DemoAgent:
 
     # ----------------------------------------------------------------- prompt turns
 
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+    async def cancel(self, session_id: str) -> None:
         session = self._sessions.get(session_id)
         if session is not None and session.turn is not None:
             session.turn.cancelled.set()
 
-    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> dict[str, Any]:
+    async def prompt(self, session_id: str, prompt: list[Any]) -> dict[str, Any]:
         session = self._open_session(session_id)
         if session.turn is not None:
             raise RequestError(INVALID_REQUEST, f"Session {session_id!r} is already running a prompt turn")

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from acp import RequestError
+from acp.exceptions import RequestError
 from acp.meta import CLIENT_METHODS
-from pydantic import ValidationError
 
 from . import elicitation, replies, tasks
 from .filework import FileWork, client_error, parse_file_command, run_edit
@@ -116,7 +115,7 @@ class PromptTurn:
         )
         try:
             answer = await self.running.unless_cancelled(request)
-        except (RequestError, ValidationError) as exc:
+        except RequestError as exc:
             return voice.form_failed.format(error=client_error(exc))
         action = answer.get("action") if isinstance(answer, dict) else None
         if action == "accept":

@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from acp import RequestError
-from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
-from pydantic import ValidationError
+from acp.exceptions import RequestError
+from acp.meta import CLIENT_METHODS
 
 from . import replies, tasks
 from .session import DemoSession, RunningTurn, TurnCancelled
@@ -25,12 +24,25 @@ from .session import DemoSession, RunningTurn, TurnCancelled
 if TYPE_CHECKING:
     from .agent import DemoAgent
 
-__all__ = ["PERMISSION_OPTIONS", "FileCommand", "FileWork", "client_error", "parse_file_command", "run_edit"]
+__all__ = ["PERMISSION_OPTIONS", "AnswerInvalid", "FileCommand", "FileWork", "client_error", "parse_file_command",
+           "run_edit"]
 
 PERMISSION_OPTIONS = [
-    PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-    PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
 ]
+
+
+class AnswerInvalid(Exception):
+    """A client's answer that is not the shape its request's result has; the message says what is wrong."""
+
+
+def answer_field(answer: Any, key: str, kind: type, what: str) -> Any:
+    """``answer[key]`` when the answer is an object holding a ``kind`` there, else AnswerInvalid."""
+    value = answer.get(key) if isinstance(answer, dict) else None
+    if not isinstance(value, kind):
+        raise AnswerInvalid(f"{key!r} should be {what}, got {type(value).__name__}")
+    return value
 
 _READ_COMMAND = re.compile(r"read\s+(?P<path>\S+)", re.IGNORECASE)
 _WRITE_COMMAND = re.compile(r"write\s+(?P<text>.+?)\s+to\s+(?P<path>\S+)", re.IGNORECASE | re.DOTALL)
@@ -56,12 +68,11 @@ def parse_file_command(prompt: str) -> FileCommand | None:
     return None
 
 
-def client_error(exc: RequestError | ValidationError) -> str:
-    """A client's failed answer in a few words: its error message, or why its result did not parse."""
+def client_error(exc: RequestError | AnswerInvalid) -> str:
+    """A client's failed answer in a few words: its error message, or why its result is not valid."""
     if isinstance(exc, RequestError):
         return str(exc) or f"error {exc.code}"
-    first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
-    return f"the client's answer was not valid ({first.get('msg')})"
+    return f"the client's answer was not valid ({exc})"
 
 
 class FileWork:
@@ -145,26 +156,26 @@ class FileWork:
 
     async def _ask_permission(self) -> str | None:
         """None when allowed; otherwise the sentence for the reply (denied, or the request failed)."""
-        request = self.agent.client.request_permission(
-            session_id=self.session.session_id,
-            tool_call=ToolCallUpdate(
-                tool_call_id=self.call_id, title=self.title, kind=self.kind, status="pending",
-                locations=[ToolCallLocation(path=self.path)],
-            ),
-            options=PERMISSION_OPTIONS,
-        )
+        request = self.agent.wire().send_request(CLIENT_METHODS["session_request_permission"], {
+            "sessionId": self.session.session_id,
+            "toolCall": {"toolCallId": self.call_id, "title": self.title, "kind": self.kind, "status": "pending",
+                         "locations": [{"path": self.path}]},
+            "options": PERMISSION_OPTIONS,
+        })
         try:
-            permission = await self.turn.unless_cancelled(request)
-        except (RequestError, ValidationError) as exc:
+            outcome = answer_field(await self.turn.unless_cancelled(request), "outcome", dict, "an object")
+            selected = answer_field(outcome, "outcome", str, "a string") == "selected"
+            option_id = answer_field(outcome, "optionId", str, "a string") if selected else None
+        except (RequestError, AnswerInvalid) as exc:
             reason = client_error(exc)
             return await self._stop(
                 f"session/request_permission failed: {reason}",
                 self._sentence(self.voice.permission_failed, error=reason),
                 done=0,
             )
-        if permission.outcome.outcome != "selected":
+        if not selected:
             raise TurnCancelled  # the client answers "cancelled" only for a turn it cancels
-        if permission.outcome.option_id != "allow_once":
+        if option_id != "allow_once":
             return await self._stop("Permission denied by the user", self._sentence(self.voice.denied), done=1)
         return None
 
@@ -177,23 +188,24 @@ class FileWork:
                 self._sentence(self.voice.no_fs, method=self.method),
                 done=1,
             )
-        client, session_id = self.agent.client, self.session.session_id
+        wire, asked = self.agent.wire(), {"sessionId": self.session.session_id, "path": self.path}
         try:
             if self.reading:
-                reading = client.read_text_file(session_id=session_id, path=self.path)
-                response = await self.turn.unless_cancelled(reading)
-                await self._settle("completed", response.content)
-                self.content = response.content
-                lines = replies.plural(len(response.content.splitlines()), "line")
+                reading = wire.send_request(CLIENT_METHODS["fs_read_text_file"], asked)
+                content = answer_field(await self.turn.unless_cancelled(reading), "content", str, "a string")
+                await self._settle("completed", content)
+                self.content = content
+                lines = replies.plural(len(content.splitlines()), "line")
                 sentence = self.voice.read_ok.format(path=self.command.path, lines=lines)
             else:
-                await self.turn.unless_cancelled(
-                    client.write_text_file(session_id=session_id, path=self.path, content=self.command.text)
-                )
+                writing = wire.send_request(CLIENT_METHODS["fs_write_text_file"], {**asked, "content": self.command.text})
+                written = await self.turn.unless_cancelled(writing)
+                if written is not None and not isinstance(written, dict):
+                    raise AnswerInvalid(f"the result should be an object, got {type(written).__name__}")
                 await self._settle("completed", content=self.diff)
                 chars = replies.plural(len(self.command.text), "character")
                 sentence = self.voice.write_ok.format(path=self.command.path, chars=chars)
-        except (RequestError, ValidationError) as exc:
+        except (RequestError, AnswerInvalid) as exc:
             reason = client_error(exc)
             return await self._stop(
                 f"{self.method} failed: {reason}", self._sentence(self.voice.failed, error=reason), done=1

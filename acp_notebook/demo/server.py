@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,13 +71,13 @@ def _shown_default() -> str:
 
 async def serve(agent: DemoAgent) -> None:
     """Speak ACP on this process's stdin/stdout until the client closes stdin."""
-    import acp
+    from .wire import serve_connection
 
     reader, writer = await open_stdio("the demo agent", "such as acpnb.start('demo') or Zed", screen=True)
     # The protocol owns the stdout pipe now; anything printed by accident goes to stderr.
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
-        await acp.run_agent(agent, writer, reader, use_unstable_protocol=True)
+        await serve_connection(agent, writer, reader)
     finally:
         sys.stdout = real_stdout
 
@@ -95,8 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"${DELAY_ENV}: {exc}")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-notebook-demo: %(levelname)s %(message)s")
     brief_bad_lines()
-    with _lean_model_building():
-        from .agent import DemoAgent  # imports the SDK and its schema models
+    from .agent import DemoAgent
+
     agent = DemoAgent(delay=delay, legacy=args.legacy, require_auth=args.require_auth, state_dir=args.state_dir)
     try:
         asyncio.run(serve(agent))
@@ -106,43 +105,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"acp-notebook demo agent: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-@contextlib.contextmanager
-def _lean_model_building() -> Iterator[None]:
-    """While the SDK is imported in the demo agent's own process: its pydantic models are built lean.
-
-    Importing the SDK builds about 280 schema models, most of the agent's start-up. Two parts of
-    that work are put off or skipped, for the models made inside this block only:
-    - each model's validator is built when the model is first used (pydantic's ``defer_build``),
-      since a demo session uses a dozen of them;
-    - the fields' docstrings, which pydantic collects for descriptions
-      (``use_attribute_docstrings``) by re-reading the SDK's source once per model, a third of the
-      import, are not collected: this process never shows a field's description.
-    Validation is unchanged. Both settings are put back afterwards; the notebook's own process
-    never runs this (an agent object served in memory is imported the ordinary way).
-    The docstring step is a private function of pydantic: if a later pydantic moves it, only the
-    time saved is lost (tests/test_demo_agent.py checks that the saving is still made).
-    """
-    import pydantic
-    from pydantic._internal import _fields
-
-    config = pydantic.BaseModel.model_config
-    deferred_before = config.get("defer_build")
-    collect = getattr(_fields, "extract_docstrings_from_cls", None)
-    config["defer_build"] = True
-    if collect is not None:
-        _fields.extract_docstrings_from_cls = _no_docstrings
-    try:
-        yield
-    finally:
-        if deferred_before is None:
-            config.pop("defer_build", None)
-        else:
-            config["defer_build"] = deferred_before
-        if collect is not None:
-            _fields.extract_docstrings_from_cls = collect
-
-
-def _no_docstrings(cls: type, use_inspect: bool = False) -> dict[str, str]:
-    return {}

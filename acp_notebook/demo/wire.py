@@ -1,0 +1,140 @@
+"""How the demo agent is served: the SDK's ``Connection`` with a router of plain JSON params, no typed models.
+
+The SDK's typed agent side validates every request into its pydantic schema models, and building
+those models (about 0.35 s of CPU) was most of a demo process's start; the tests start a few hundred
+of them. The demo reads its params as the JSON they are instead, as the client side of this package
+does: ``ROUTES`` says, per method, which DemoAgent method answers it and which params it takes as
+which keyword argument; a param that is missing or of the wrong JSON type is refused with
+INVALID_PARAMS naming it, the way the SDK's models refuse it. Methods the table does not hold get
+METHOD_NOT_FOUND, and ``_``-prefixed ones go to the agent's ``ext_method`` / ``ext_notification``
+(the SDK's ``MessageRouter`` does that part, as it does for its typed side).
+
+Both serving paths come here: the demo process on stdio (``server.serve``) and a DemoAgent object served
+in memory (``MemoryTransport`` calls its ``serve_acp``). Everything runs on the serving event loop;
+the router keeps no state of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from acp.connection import Connection
+from acp.exceptions import RequestError
+from acp.router import MessageRouter, Route
+
+from .._protocol import INVALID_PARAMS
+
+if TYPE_CHECKING:
+    from .agent import DemoAgent
+
+__all__ = ["ROUTES", "Param", "build_router", "serve_connection"]
+
+# A param's JSON type, as the messages name it -> the Python types json.loads makes of it.
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "a string": (str,),
+    "an integer": (int,),
+    "an object": (dict,),
+    "an array": (list,),
+    "a string or a boolean": (str, bool),
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One param of a request: its JSON name, the agent method's keyword, its JSON type, whether it must be there."""
+
+    name: str
+    keyword: str
+    kind: str
+    required: bool = True
+
+    def read(self, method: str, params: dict[str, Any]) -> Any:
+        value = params.get(self.name)
+        if value is None:
+            if self.required:
+                raise RequestError(INVALID_PARAMS, f"{method} needs {self.kind} {self.name!r}", {self.name: None})
+            return None
+        types = _JSON_TYPES[self.kind]
+        # JSON true is not an integer here, although Python's bool is an int.
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise RequestError(
+                INVALID_PARAMS, f"{method}: {self.name!r} must be {self.kind}, got {type(value).__name__}",
+                {self.name: value},
+            )
+        return value
+
+
+def _session_id() -> Param:
+    return Param("sessionId", "session_id", "a string")
+
+
+def _mcp_servers(required: bool) -> Param:
+    return Param("mcpServers", "mcp_servers", "an array", required)
+
+
+_CWD = Param("cwd", "cwd", "a string")
+_DIRECTORIES = Param("additionalDirectories", "additional_directories", "an array", False)
+
+# method -> (DemoAgent method, its params, whether it is a notification)
+ROUTES: dict[str, tuple[str, tuple[Param, ...], bool]] = {
+    "initialize": ("initialize", (Param("protocolVersion", "protocol_version", "an integer"),
+                                  Param("clientCapabilities", "client_capabilities", "an object", False),
+                                  Param("clientInfo", "client_info", "an object", False)), False),
+    "authenticate": ("authenticate", (Param("methodId", "method_id", "a string"),), False),
+    "session/new": ("new_session", (_CWD, _mcp_servers(True), _DIRECTORIES), False),
+    "session/load": ("load_session", (_session_id(), _CWD, _mcp_servers(True), _DIRECTORIES), False),
+    "session/resume": ("resume_session", (_session_id(), _CWD, _mcp_servers(False), _DIRECTORIES), False),
+    "session/list": ("list_sessions", (Param("cwd", "cwd", "a string", False),
+                                       Param("cursor", "cursor", "a string", False)), False),
+    "session/close": ("close_session", (_session_id(),), False),
+    "session/delete": ("delete_session", (_session_id(),), False),
+    "session/set_mode": ("set_session_mode", (_session_id(), Param("modeId", "mode_id", "a string")), False),
+    "session/set_config_option": ("set_config_option", (_session_id(), Param("configId", "config_id", "a string"),
+                                                        Param("value", "value", "a string or a boolean")), False),
+    "session/set_model": ("set_model", (_session_id(), Param("modelId", "model_id", "a string")), False),
+    "session/prompt": ("prompt", (_session_id(), Param("prompt", "prompt", "an array")), False),
+    "session/cancel": ("cancel", (_session_id(),), True),
+}
+
+
+def _handler(method: str, answer: Callable[..., Awaitable[Any]], params_read: tuple[Param, ...]) -> Callable[[Any], Awaitable[Any]]:
+    async def handle(params: Any) -> Any:
+        if not isinstance(params, dict):
+            raise RequestError(INVALID_PARAMS, f"{method} needs its params as a JSON object", {"params": params})
+        result = await answer(**{param.keyword: param.read(method, params) for param in params_read})
+        return {} if result is None else result
+
+    return handle
+
+
+def build_router(agent: DemoAgent) -> MessageRouter:
+    """The SDK's router, filled from ``ROUTES`` with the agent's methods."""
+    router = MessageRouter(use_unstable_protocol=True)
+    for method, (attribute, params, notification) in ROUTES.items():
+        answer = getattr(agent, attribute)
+        kind = "notification" if notification else "request"
+        router.add_route(Route(method=method, func=_handler(method, answer, params), kind=kind))
+
+    @router.handle_extension_request
+    async def extension_request(name: str, payload: dict[str, Any]) -> Any:
+        return await agent.ext_method(name, payload)
+
+    @router.handle_extension_notification
+    async def extension_notification(name: str, payload: dict[str, Any]) -> None:
+        await agent.ext_notification(name, payload)
+
+    return router
+
+
+async def serve_connection(agent: DemoAgent, writer: Any, reader: asyncio.StreamReader | None = None) -> None:
+    """Serve ``agent`` until the client goes: on byte streams (``writer``, ``reader``) or, with no reader,
+    on an SDK message transport."""
+    connection = Connection(build_router(agent), writer, reader, listening=False)
+    agent.on_connect(connection)
+    try:
+        await connection.main_loop()
+    finally:
+        await asyncio.shield(connection.close())
