@@ -633,6 +633,8 @@ def test_a_form_is_drawn_from_its_schema_and_submit_sends_the_answers(comms, dem
     assert cups.input.placeholder == "a number from 0 to 20"
     assert isinstance(notebooks.input, widgets.Checkbox) and notebooks.input.value is True
     assert notebooks.input.description == "Do you like notebooks?"
+    # Typed text goes to the kernel as the field loses focus, so a click on Submit cannot overtake it.
+    assert not name.input.continuous_update and not cups.input.continuous_update
     label = name.box.children[0].value
     assert "Your name" in label and 'title="required"' in label
     assert 'title="required"' not in cups.box.children[0].value

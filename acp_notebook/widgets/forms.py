@@ -232,13 +232,19 @@ class _Field:
 
 
 def _input(name: str, prop: Mapping[str, Any], kind: str, required: bool) -> widgets.Widget | None:
+    # Text fields send their value when they lose focus or on Enter, not key by key: the browser holds a
+    # field's next change until the kernel has acknowledged its previous one, while a click on Submit
+    # (another widget) goes out at once, so the click could overtake the last keys typed. Clicking
+    # Submit takes the focus first, so the value is on the wire before the click.
     default = prop.get("default")
     wide = widgets.Layout(width="min(100%, 28em)")
     if kind == "text":
         hint = FORMAT_HINTS.get(str(prop.get("format")), "")
-        return widgets.Text(value=default if isinstance(default, str) else "", placeholder=hint, layout=wide)
+        return widgets.Text(value=default if isinstance(default, str) else "", placeholder=hint, layout=wide,
+                            continuous_update=False)
     if kind in ("number", "integer"):
-        return widgets.Text(value=_number(default), placeholder=_bounds(prop, kind == "integer"), layout=wide)
+        return widgets.Text(value=_number(default), placeholder=_bounds(prop, kind == "integer"), layout=wide,
+                            continuous_update=False)
     if kind == "boolean":
         return widgets.Checkbox(value=bool(default) if isinstance(default, bool) else False,
                                 description=field_label(name, prop), indent=False, layout=widgets.Layout(width="auto"))
