@@ -169,10 +169,9 @@ def test_a_prompt_stuck_in_time_sleep_is_ended_by_the_turn_timeout(tmp_path):
 
     with acpnb.start(Sleepy(), cwd=tmp_path, timeout=10) as agent:
         session = agent.new_session()
-        started = time.monotonic()
         turn = session.start_turn("sleep", timeout=1.0)
-        assert turn.done.wait(10)
-        assert turn.stop_reason == "cancelled" and time.monotonic() - started < 8
+        assert turn.done.wait(10)  # the hook sleeps until the end of the test: the turn's timeout ended it
+        assert turn.stop_reason == "cancelled"
         # The agent's loop was never blocked: the session answers at once while the hook still sleeps.
         assert session.prompt("are you there?", timeout=10).text == "awake"
         answers = [e["msg"]["result"]["stopReason"] for e in agent.log if e["dir"] == "recv" and "stopReason" in
@@ -222,10 +221,9 @@ def test_an_agent_whose_initialize_is_wrong_fails_to_start_at_once(tmp_path, ans
                 raise answer
             return answer
 
-    started = time.monotonic()
+    # The error names the wrong answer: the start did not wait for its deadline, whose error says so instead.
     with pytest.raises(acpnb.AgentStartError, match=expected):
         acpnb.start(Wrong(), cwd=tmp_path, timeout=10)
-    assert time.monotonic() - started < 5
 
 
 def test_mistakes_in_the_class_show_where_it_is_defined():
