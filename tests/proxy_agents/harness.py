@@ -110,6 +110,9 @@ def start_proxies(tmp_path: Path) -> Iterator[Callable[..., acpnb.Agent]]:
         trace = tmp_path / f"trace-{len(started)}.jsonl"
         kwargs.setdefault("cwd", tmp_path)
         kwargs.setdefault("timeout", 30)
+        # A test about the probe's deadline sets its own; for the others, a backend slowed by a loaded
+        # machine must not be left out of the first session's model list.
+        kwargs.setdefault("probe_timeout", 60)
         proxy = acpnb.start_proxy(agents, trace=trace, **kwargs)
         proxy.trace_path = trace
         started.append((proxy, trace))
