@@ -316,11 +316,14 @@ class Agent:
         return self.log.bytes
 
     # --- client -> agent requests --------------------------------------------
-    async def _request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+    async def _request(self, method: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
         """Send any request (an ``_extension`` method, say) and return the agent's raw result. A request that
-        changes a session's options (set_config_option, set_mode) sent this way still updates its state."""
-        params = params or {}
-        state = self._updates.states.get(params.get("sessionId")) if isinstance(params.get("sessionId"), str) else None
+        changes a session's options (set_config_option, set_mode) sent this way still updates its state.
+        ``params`` goes out as given: ACP's requests take an object, but JSON-RPC also allows an array, and
+        seeing how an agent answers a malformed request is part of learning the protocol."""
+        params = {} if params is None else params
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        state = self._updates.states.get(session_id) if isinstance(session_id, str) else None
         apply = _state_applier(state, method, params) if state is not None else None
         return await self.connection.request(method, params, apply=apply)
 

@@ -888,6 +888,33 @@ async def test_extension_methods(h: Harness) -> None:
     await h.new_session()
 
 
+def test_params_missing_or_of_the_wrong_json_type_are_refused_naming_the_param(tmp_path: Path) -> None:
+    """The demo reads params as JSON (demo/wire.py), so it checks them itself, as the SDK's models would."""
+    import acp_notebook as acpnb
+
+    with acpnb.start(AGENT_COMMAND, cwd=tmp_path, env={STATE_ENV: str(tmp_path / "state")}, timeout=30) as agent:
+        session = agent.new_session()
+        refused = {
+            ("session/prompt", "'prompt' must be an array, got str"): {"sessionId": session.id, "prompt": "hi"},
+            ("session/new", "needs an array 'mcpServers'"): {"cwd": str(tmp_path)},
+            ("session/new", "'cwd' must be a string, got int"): {"cwd": 5, "mcpServers": []},
+            ("session/set_config_option", "'value' must be a string or a boolean, got list"):
+                {"sessionId": session.id, "configId": "model", "value": ["smart"]},
+            ("session/list", "'cursor' must be a string, got bool"): {"cursor": True},
+            ("session/load", "needs its params as a JSON object"): ["not", "an object"],
+        }
+        for (method, message), params in refused.items():
+            with pytest.raises(acpnb.RpcError) as err:
+                agent.request(method, params)
+            assert err.value.code == INVALID_PARAMS and message in str(err.value), (method, str(err.value))
+        # Optional params may be left out or null; the session is untouched by the refusals.
+        assert agent.request("session/list", {"cwd": None})["sessions"][0]["sessionId"] == session.id
+        assert session.prompt("hello", timeout=30).stop_reason == "end_turn"
+        with pytest.raises(acpnb.RpcError) as err:
+            agent.request("session/fork", {"sessionId": session.id, "cwd": str(tmp_path)})
+        assert err.value.code == METHOD_NOT_FOUND
+
+
 # --------------------------------------------------------------------------- process level
 
 
