@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from acp.connection import Connection
-from acp.exceptions import RequestError
-from acp.stdio import stdio_streams
+from acp_notebook._sdk import defer_sdk_package, stdio_streams
+
+defer_sdk_package()  # the SDK's modules without its schema models, as our own servers load them: a quicker start
+
+from acp.connection import Connection  # noqa: E402
+from acp.exceptions import RequestError  # noqa: E402
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "edge"
 

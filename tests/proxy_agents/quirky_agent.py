@@ -31,9 +31,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from acp.connection import Connection
-from acp.exceptions import RequestError
-from acp.stdio import stdio_streams
+from acp_notebook._sdk import defer_sdk_package, stdio_streams
+
+defer_sdk_package()  # the SDK's modules without its schema models, as our own servers load them: a quicker start
+
+from acp.connection import Connection  # noqa: E402
+from acp.exceptions import RequestError  # noqa: E402
 
 MODELS = ["vendor/model-a", "org:model-b:latest"]
 
