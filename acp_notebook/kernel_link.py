@@ -130,6 +130,7 @@ class KernelLink:
         self.entry: dict[str, Any] | None = None
         self.calls: list[KernelCall] = []  # calls made while no turn ran
         self._open: dict[str, KernelCall] = {}  # run_code calls asked or running, by code
+        self._reading: list[KernelCall] = []  # calls of the other tools not answered yet
         self._turns: dict[str, Any] = {}  # call id -> the turn it began in, until it ends (a Turn)
         self.tools = KernelTools(policy=policy, ask=self._ask, on_event=self._on_event)
         self.closed = False
@@ -224,8 +225,17 @@ class KernelLink:
                 self._note(KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments=dict(event.arguments),
                                       code=code, status="refused", error=READ_ONLY_REFUSAL))
             elif kind == "tool_call" and event.tool not in ("run_code", "propose_cell"):
-                self._note(KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool),
-                                      arguments=dict(event.arguments or {}), status="done"))
+                call = KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool), arguments=dict(event.arguments or {}))
+                self._reading.append(call)
+                self._note(call, status="running")
+            elif kind == "tool_answered" and event.tool not in ("run_code", "propose_cell"):
+                # The first open call of this tool with these arguments: identical calls are interchangeable.
+                arguments = dict(event.arguments or {})
+                call = next((c for c in self._reading if c.tool == event.tool and c.arguments == arguments), None)
+                if call is not None:
+                    self._reading.remove(call)
+                    error = str(event.error or "")
+                    self._note(call, status="failed" if error else "done", error=error)
         except Exception:  # noqa: BLE001 - a view's record must never fail the tool call itself
             logger.exception("could not record a kernel tool event %r", kind)
 

@@ -230,6 +230,24 @@ def test_run_code_runs_under_allow_and_is_refused_under_read_only(start_demo, ma
     assert [(c.tool, c.status) for c in turn.kernel_calls] == [("run_code", "refused")]
 
 
+def test_a_failed_call_shows_failed_with_its_error_once(start_demo, main_ns):
+    main_ns(numbers=[3, 1, 4])
+    session = start_demo(kernel_tools="allow").new_session()
+    turn = session.prompt("what is in nosuch?", timeout=TIMEOUT)
+    assert [(c.tool, c.status) for c in turn.kernel_calls] == [("list_variables", "done"),
+                                                               ("inspect_variable", "failed")]
+    assert turn.kernel_calls[1].error.startswith("No variable named 'nosuch'")
+    assert turn.kernel_calls[0].error == ""
+
+    for prompt, error in (("run exit()", "refused: run_code never ends the kernel"),
+                          ("run print('before'); 1 / 0", "ZeroDivisionError: division by zero")):
+        (call,) = session.prompt(prompt, timeout=TIMEOUT).kernel_calls
+        assert call.status == "failed" and error in call.error, call
+        shown = kernel_call_text(call)
+        assert shown.count(error) == 1, shown  # the error once, not also among the outputs
+    assert call.outputs == [{"type": "text", "text": "before\n"}] and "Traceback" in call.error
+
+
 def test_ask_is_answered_by_the_permission_policy_and_says_so(start_demo, main_ns):
     main = main_ns(z=None)
     asking = start_demo(kernel_tools="ask", permission="allow").new_session()

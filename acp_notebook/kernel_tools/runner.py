@@ -255,6 +255,9 @@ async def run_code_tool(code: str, work: Callable[[Capture], Answer], timeout: f
     finally:
         if answer is None:  # cancelled while waiting or running
             answer = capture.answer(error="stopped: the tool call was cancelled")
-        emit(KernelToolEvent("run_code_finished", "run_code", {"code": code}, code=code, outputs=answer.content,
-                             error=answer.text_of().splitlines()[-1] if answer.is_error else None))
+        # An error answer ends with its error text (Capture.answer): shown once, as the error.
+        failed = answer.is_error and bool(answer.content) and answer.content[-1].get("type") == "text"
+        outputs = answer.content[:-1] if failed else answer.content
+        emit(KernelToolEvent("run_code_finished", "run_code", {"code": code}, code=code, outputs=outputs,
+                             error=answer.content[-1]["text"] if failed else None))
     return answer

@@ -135,12 +135,20 @@ class KernelTools:
         """Call one tool in process: what the MCP handler does for each tools/call (the benchmark calls it directly)."""
         self._emit(KernelToolEvent("tool_call", tool, dict(arguments)))
         handler = getattr(self, f"_tool_{tool}", None) if tool in TOOLS else None
-        if handler is None:
-            return Answer.error(f"No tool named {tool!r}; the kernel tools are {', '.join(TOOLS)}.")
+        answer: Answer | None = None
         try:
-            return await handler(arguments)
-        except ArgumentError as exc:
-            return Answer.error(str(exc))
+            if handler is None:
+                answer = Answer.error(f"No tool named {tool!r}; the kernel tools are {', '.join(TOOLS)}.")
+            else:
+                try:
+                    answer = await handler(arguments)
+                except ArgumentError as exc:
+                    answer = Answer.error(str(exc))
+            return answer
+        finally:
+            error = ("stopped: the tool call was cancelled" if answer is None
+                     else answer.text_of() if answer.is_error else None)
+            self._emit(KernelToolEvent("tool_answered", tool, dict(arguments), error=error))
 
     async def _tool_list_variables(self, _arguments: dict[str, Any]) -> Answer:
         from .namespace import list_variables
