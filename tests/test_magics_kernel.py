@@ -254,6 +254,30 @@ def test_at_kernel_exit_every_live_output_is_sent_in_its_static_form(frontend):
     assert "acpnb-status-closed" in data["text/html"] and "the kernel shut down" in data["text/plain"]
 
 
+
+def test_an_output_over_64_kib_made_static_at_kernel_exit_still_reaches_the_frontend(frontend):
+    """pyzmq sends a message part of 64 KiB or more zero-copy, through a collector whose exit handler refuses
+    such sends from then on: the inspector's static form, made at exit, must go out before that handler runs."""
+    shown: dict[str, dict[str, Any]] = {}
+
+    def inspectors(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "display_data" and "acpnb-inspector" in msg["content"]["data"].get("text/html", ""):
+            shown[msg["content"]["transient"]["display_id"]] = msg["content"]["data"]
+
+    assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"
+    long_prompt = frontend.execute("__import__('acp_notebook').current().prompt('word ' * 20_000)")
+    assert long_prompt.reply["status"] == "ok", long_prompt.errors
+    assert frontend.execute("%acp log", on_message=inspectors).reply["status"] == "ok"
+    (display_id,) = shown
+    frontend.client.shutdown()
+    deadline = time.monotonic() + CELL_TIMEOUT
+    while True:
+        msg = frontend.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))  # queue.Empty: none came
+        if msg["msg_type"] == "update_display_data" and msg["content"]["transient"]["display_id"] == display_id:
+            break
+    html = msg["content"]["data"]["text/html"]
+    assert len(html.encode()) > 64 * 1024 and "acpnb-inspector-static" in html
+
 def test_a_form_filled_in_and_submitted_while_the_cell_runs_answers_the_agent(frontend):
     """The person types a name into the agent's form and clicks Submit; the reply uses the answer."""
     assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"

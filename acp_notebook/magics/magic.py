@@ -241,6 +241,18 @@ def _at_exit() -> None:
             magics.close_all("the kernel shut down")
 
 
+def _zmq_exits_after_us() -> None:
+    """Have pyzmq's garbage collector registered before ``_at_exit``, so that its exit handler runs after ours.
+
+    A message part of 64 KiB or more goes out zero-copy through that collector, which is created (with an
+    exit handler that refuses such sends from then on) by the first such message. Made after ours, its
+    handler would run first (exit handlers run last-registered first), and a large output made static at
+    exit (a long session list, an inspector) would be lost, with a traceback in the server's log.
+    """
+    with contextlib.suppress(ImportError):
+        import zmq.utils.garbage  # noqa: F401
+
+
 def load_ipython_extension(ipython: Any) -> None:
     magics = AcpMagics(shell=ipython, parent=ipython)
     ipython.register_magics(magics)
@@ -248,6 +260,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.input_transformers_cleanup.append(magics.transform_cell)
     ipython.events.register("post_run_cell", _flush_after_cell)
     if not _registered:
+        _zmq_exits_after_us()
         atexit.register(_at_exit)
     _registered[id(ipython)] = magics
     current_session.follow_shells(_agents_of_running_shell)
