@@ -918,6 +918,27 @@ def test_params_missing_or_of_the_wrong_json_type_are_refused_naming_the_param(t
 # --------------------------------------------------------------------------- process level
 
 
+def test_a_notification_it_refuses_is_one_warning_line_not_a_traceback(tmp_path: Path) -> None:
+    frames = [{"jsonrpc": "2.0", "method": "session/cancel", "params": {}},
+              {"jsonrpc": "2.0", "method": "what/ever", "params": {}},
+              {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}]
+    agent = subprocess.Popen(AGENT_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, cwd=tmp_path, env={**os.environ, STATE_ENV: str(tmp_path)})
+    try:
+        agent.stdin.write("".join(json.dumps(f) + "\n" for f in frames))
+        agent.stdin.flush()
+        answer = json.loads(agent.stdout.readline())  # read while stdin is open: EOF ends the agent
+    finally:
+        agent.stdin.close()
+        stderr = agent.stderr.read()
+        agent.wait(30)
+    assert agent.returncode == 0, stderr
+    assert answer["result"]["protocolVersion"] == 1  # still serving after both
+    assert stderr.splitlines() == [
+        "acp-notebook-demo: WARNING notification session/cancel ignored: session/cancel needs a string 'sessionId'",
+        "acp-notebook-demo: WARNING notification what/ever ignored: Method not found"]
+
+
 def test_stdout_carries_only_protocol_frames_and_eof_ends_the_agent(tmp_path: Path) -> None:
     process = subprocess.Popen(
         AGENT_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path

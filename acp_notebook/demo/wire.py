@@ -17,6 +17,7 @@ the router keeps no state of its own.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,9 @@ from .._protocol import INVALID_PARAMS
 if TYPE_CHECKING:
     from .agent import DemoAgent
 
-__all__ = ["ROUTES", "Param", "build_router", "serve_connection"]
+__all__ = ["ROUTES", "Param", "build_handler", "build_router", "serve_connection"]
+
+log = logging.getLogger(__name__)
 
 # A param's JSON type, as the messages name it -> the Python types json.loads makes of it.
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -129,10 +132,27 @@ def build_router(agent: DemoAgent) -> MessageRouter:
     return router
 
 
+def build_handler(agent: DemoAgent) -> Callable[[str, Any, bool], Awaitable[Any]]:
+    """The connection's handler: the router, and for a notification it refuses (unknown, or bad params),
+    which cannot be answered, one warning line instead of a traceback."""
+    router = build_router(agent)
+
+    async def handle(method: str, params: Any, is_notification: bool) -> Any:
+        try:
+            return await router(method, params, is_notification)
+        except RequestError as exc:
+            if not is_notification:
+                raise
+            log.warning("notification %s ignored: %s", method, exc)
+            return None
+
+    return handle
+
+
 async def serve_connection(agent: DemoAgent, writer: Any, reader: asyncio.StreamReader | None = None) -> None:
     """Serve ``agent`` until the client goes: on byte streams (``writer``, ``reader``) or, with no reader,
     on an SDK message transport."""
-    connection = Connection(build_router(agent), writer, reader, listening=False)
+    connection = Connection(build_handler(agent), writer, reader, listening=False)
     agent.on_connect(connection)
     try:
         await connection.main_loop()
