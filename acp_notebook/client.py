@@ -42,7 +42,7 @@ from ._redact import Redactor, secret_values
 from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
 from .elicitation import ElicitationPolicy
-from .errors import AcpError, AgentClosedError, AgentExitedError, CapabilityError, ProtocolError
+from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError, ProtocolError
 from .kernel_link import KernelLink, close_links, entry_secrets, resolve_policy, servers_with_kernel
 from .launch import AgentSpec, SpecLike, spec_of, terminal_login_command
 from .record.format import Recorder
@@ -99,6 +99,11 @@ class Agent:
         # The kernel tools' policy for this agent's sessions (kernel_link.py): "ask", "read-only", "allow", "off".
         self._kernel_tools = resolve_policy(kernel_tools, api="acpnb.start")
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
+        if not os.path.isdir(self.cwd):
+            # Checked here: the spawn's own error would blame the program ("cannot run 'python'").
+            what = "is not a directory" if os.path.exists(self.cwd) else "does not exist"
+            raise AgentStartError(f"the agent's working directory {self.cwd} {what}",
+                                  hint="Pass an existing directory as cwd (%acp start ... --cwd DIR), or create it first.")
         self.extra_env = dict(env or {})
         self.timeout = timeout
         self.permission = permission

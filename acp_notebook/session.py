@@ -136,7 +136,9 @@ class Session:
 
     @property
     def busy(self) -> bool:
-        return self._running is not None
+        """Whether a turn's prompt is on the wire and not answered yet."""
+        running = self._running
+        return running is not None and not running.finished
 
     def __repr__(self) -> str:
         return f"<acp Session {self.id} of {self.agent.name!r} title={self.title!r} model={self.model!r}>"

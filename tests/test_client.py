@@ -308,6 +308,13 @@ def test_start_errors_are_clear(tmp_path):
     assert "cannot find my config file" in str(info.value)
     with pytest.raises(acpnb.AgentStartError, match="did not answer initialize"):
         acpnb.start(EDGE + ["silent"], timeout=1)
+    # A missing working directory is named as such, not blamed on the program.
+    with pytest.raises(acpnb.AgentStartError, match=f"working directory {tmp_path / 'gone'} does not exist") as info:
+        acpnb.start("demo", cwd=tmp_path / "gone")
+    assert "--cwd DIR" in info.value.hint
+    (tmp_path / "file").write_text("")
+    with pytest.raises(acpnb.AgentStartError, match="is not a directory"):
+        acpnb.start("demo", cwd=tmp_path / "file")
 
 
 def test_stderr_is_drained_so_a_chatty_agent_does_not_freeze():

@@ -254,6 +254,9 @@ def test_set_changes_options_and_says_what_changed(shell):
         run(shell, "%acp set modell=smart")
     assert "Did you mean 'model'?" in raised.value.hint
     assert len(raised.value._render_traceback_()) == 2  # one message line, one hint line
+    with pytest.raises(UsageError, match="model given more than once; give each option one value"):
+        run(shell, "%acp set model=smart tone=pirate model=fast")
+    assert session.config.values()["model"] == "fast" and session.config.values()["tone"] == "plain"  # nothing sent
 
 
 def test_a_cell_prompt_shows_the_turn_and_waits_for_it_without_a_kernel(shell):
@@ -296,8 +299,13 @@ def test_cancel_stops_a_running_turn(shell):
         run(shell, "%%acp --no-wait\na long question that takes a while to answer in full")
         view = magics.last_view
         assert streaming.wait(10)
-        run(shell, "%acp cancel")
+        with capture_output() as captured:
+            run(shell, "%acp cancel")
+        assert captured.stdout.startswith("Asked the agent to cancel the running turn of session ")
     assert view.finished.result(10).stop_reason == "cancelled"
+    with capture_output() as captured:
+        run(shell, "%acp cancel")
+    assert captured.stdout.strip() == f"No turn is running in session {acpnb.current().id}: nothing to cancel."
 
 
 @pytest.mark.parametrize(("policy", "reply"), [

@@ -382,7 +382,12 @@ class Runner:
         self.agents.use(command.alias)
 
     def cancel(self, command: g.Cancel) -> None:
-        self.agents.session_of(self.agents.entry(command.alias)).cancel()
+        session = self.agents.session_of(self.agents.entry(command.alias))
+        if not session.busy:
+            print(f"No turn is running in session {session.id}: nothing to cancel.")
+            return
+        session.cancel()
+        print(f"Asked the agent to cancel the running turn of session {session.id} (session/cancel).")
 
     def authenticate(self, command: g.Authenticate) -> None:
         entry = self.agents.entry(command.alias)

@@ -251,7 +251,12 @@ def _set_arguments(parser: argparse.ArgumentParser) -> None:
 def _build_set(args: argparse.Namespace) -> SetOptions:
     if not args.assignments:
         raise UsageError("%acp set: give at least one ID=VALUE, e.g. %acp set model=smart")
-    return SetOptions(_pairs(args.assignments, "ID=VALUE", "set"), alias=args.alias)
+    pairs = _pairs(args.assignments, "ID=VALUE", "set")
+    ids = [option_id for option_id, _ in pairs]
+    repeated = sorted({option_id for option_id in ids if ids.count(option_id) > 1}, key=ids.index)
+    if repeated:
+        raise UsageError(f"%acp set: {', '.join(repeated)} given more than once; give each option one value")
+    return SetOptions(pairs, alias=args.alias)
 
 
 def _new_arguments(parser: argparse.ArgumentParser) -> None:
