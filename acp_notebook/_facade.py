@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from . import _loop
 
-__all__ = ["twins"]
+__all__ = ["check_timeout", "twins"]
 
 T = TypeVar("T")
 
@@ -49,9 +49,11 @@ def twins(core: Callable[..., Coroutine[Any, Any, T]], *, what: str | Callable[.
     name = core.__name__.lstrip("_")
 
     def deadline(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float | None:
-        timeout = None if core_takes_timeout else kwargs.pop("timeout", None)
+        timeout = kwargs.get("timeout") if core_takes_timeout else kwargs.pop("timeout", None)
         if timeout is not None:
-            return timeout
+            check_timeout(timeout, name)
+            if not core_takes_timeout:
+                return timeout
         return default_timeout(*args, **kwargs) if callable(default_timeout) else default_timeout
 
     @functools.wraps(core)
@@ -76,6 +78,13 @@ def twins(core: Callable[..., Coroutine[Any, Any, T]], *, what: str | Callable[.
         twin.__doc__ = _doc(core.__doc__, note)
         del twin.__wrapped__  # so inspect.signature uses __signature__, not the core's
     return blocking, awaitable
+
+
+def check_timeout(timeout: Any, where: str) -> None:
+    """A timeout given by the caller: a number of seconds, not negative (None means the default)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+        raise ValueError(f"{where}: timeout must be a number of seconds, 0 or more (or None for the default), "
+                         f"not {timeout!r}")
 
 
 def _name(what: str | Callable[..., str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -317,6 +317,19 @@ def test_start_errors_are_clear(tmp_path):
         acpnb.start("demo", cwd=tmp_path / "file")
 
 
+def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_before_anything_is_sent(start_demo, tmp_path):
+    with pytest.raises(ValueError, match=r"start: timeout must be a number of seconds, 0 or more .*not -5"):
+        acpnb.start("demo", cwd=tmp_path, timeout=-5)
+    with start_demo(cwd=tmp_path) as agent:
+        session = agent.new_session()
+        sent = len(agent.log)
+        for bad in (-1, float("nan"), "10", True):
+            with pytest.raises(ValueError, match="prompt: timeout must be a number of seconds"):
+                session.prompt("hi", timeout=bad)
+        assert len(agent.log) == sent and not session.turns
+        assert session.prompt("hi", timeout=30).stop_reason == "end_turn"
+
+
 def test_stderr_is_drained_so_a_chatty_agent_does_not_freeze():
     with acpnb.start(EDGE + ["stderr-flood"], timeout=30) as agent:
         assert agent.new_session().config
