@@ -99,10 +99,9 @@ class Agent:
         # The kernel tools' policy for this agent's sessions (kernel_link.py): "ask", "read-only", "allow", "off".
         self._kernel_tools = resolve_policy(kernel_tools, api="acpnb.start")
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
-        if not os.path.isdir(self.cwd):
+        if (problem := _not_a_directory(self.cwd)) is not None:
             # Checked here: the spawn's own error would blame the program ("cannot run 'python'").
-            what = "is not a directory" if os.path.exists(self.cwd) else "does not exist"
-            raise AgentStartError(f"the agent's working directory {self.cwd} {what}",
+            raise AgentStartError(f"the agent's working directory {problem}",
                                   hint="Pass an existing directory as cwd (%acp start ... --cwd DIR), or create it first.")
         self.extra_env = dict(env or {})
         self.timeout = timeout
@@ -388,8 +387,8 @@ class Agent:
         """Open a session (``cwd`` defaults to the agent's); ``permission`` overrides the agent's policy.
         ``mcp_servers`` go to the agent first, then the notebook's ``kernel`` server (unless the policy is
         "off", or one of yours is named ``kernel``: yours wins)."""
-        root = str(Path(cwd).resolve()) if cwd is not None else self.cwd
-        extra = [str(Path(d).resolve()) for d in additional_directories]
+        root = _session_directory(cwd, self.cwd)
+        extra = [_session_directory(d, self.cwd, "additional directory") for d in additional_directories]
         link = await _kernel_link(self)
         servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
         params: dict[str, Any] = {"cwd": root, "mcpServers": servers}
@@ -421,7 +420,7 @@ class Agent:
     async def _reopen(self, method: str, session_id: str, cwd: str | os.PathLike[str] | None,
                       permission: PermissionPolicy | None) -> Session:
         _require(self, "loadSession" if method == "session/load" else "resume", method)
-        root = str(Path(cwd).resolve()) if cwd is not None else self.cwd
+        root = _session_directory(cwd, self.cwd)
         link = await _kernel_link(self)  # a fresh channel: the one a session had here before is closed below
         # The state and session exist before the request, so the history the agent replays lands in them.
         state = self._updates.state_for(session_id)
@@ -534,6 +533,24 @@ def _applied_by_on_frame(method: str) -> bool:
 
 
 # --- module-level entry points ----------------------------------------------
+def _not_a_directory(path: str) -> str | None:
+    """Why ``path`` cannot be a working directory ("PATH does not exist", "PATH is not a directory"), or None."""
+    if os.path.isdir(path):
+        return None
+    return f"{path} {'is not a directory' if os.path.exists(path) else 'does not exist'}"
+
+
+def _session_directory(path: str | os.PathLike[str] | None, default: str, what: str = "working directory") -> str:
+    """A session's directory as sent to the agent (absolute); AcpError, before anything is sent, for one that is
+    not a directory here (the agent could only fail later, in its own words)."""
+    if path is None:
+        return default
+    resolved = str(Path(path).resolve())
+    if (problem := _not_a_directory(resolved)) is not None:
+        raise AcpError(f"the session's {what} {problem}", hint="Pass an existing directory, or create it first.")
+    return resolved
+
+
 async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = None,
                  env: Mapping[str, str] | None = None, timeout: float = 60.0, permission: PermissionPolicy = "deny",
                  inherit_env: bool = True, fs: bool = True, name: str | None = None,

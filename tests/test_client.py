@@ -315,6 +315,16 @@ def test_start_errors_are_clear(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(acpnb.AgentStartError, match="is not a directory"):
         acpnb.start("demo", cwd=tmp_path / "file")
+    # A session's directories too, before anything is sent.
+    with acpnb.start("demo", cwd=tmp_path) as agent:
+        sent = len(agent.log)
+        with pytest.raises(acpnb.AcpError, match=f"the session's working directory {tmp_path / 'gone'} does not exist"):
+            agent.new_session(cwd=tmp_path / "gone")
+        with pytest.raises(acpnb.AcpError, match="the session's additional directory .* is not a directory"):
+            agent.new_session(additional_directories=[str(tmp_path / "file")])
+        with pytest.raises(acpnb.AcpError, match="does not exist"):
+            agent.load_session("any-id", cwd=tmp_path / "gone")
+        assert len(agent.log) == sent and agent.new_session().id
 
 
 def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_before_anything_is_sent(start_demo, tmp_path):
