@@ -106,6 +106,7 @@ def test_a_partly_failing_sweep_exits_0(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--prompt", "hi"], "--model"),
     (["--model", "demo:fast"], "--prompt"),
+    (["What is 2 + 2?", "--model", "demo:fast"], "unexpected 'What is 2 \\+ 2\\?': give the prompt with --prompt TEXT"),
     (["--model", "demo", "--prompt", "hi"], "or pass --agent SPEC"),
     (["--model", "nosuch:x", "--prompt", "hi"], "unknown agent 'nosuch'.*--register NAME=COMMAND"),
     (["--model", "demo:fast", "--prompt", "hi", "--repeats", "0"], "at least 1"),

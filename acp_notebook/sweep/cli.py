@@ -321,6 +321,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["show"]:
         return show_main(argv[1:])
     parser = build_parser()
+    if argv and not argv[0].startswith("-"):
+        # A bare first word can only be a prompt typed without its option.
+        parser.error(f"unexpected {argv[0]!r}: give the prompt with --prompt TEXT (or --prompts FILE, --dataset FILE, "
+                     "--tasks DIR); `acp-notebook sweep show RUN_DIR` shows a trial of a run")
     args = parser.parse_args(argv)
 
     from ..errors import AcpError
