@@ -475,6 +475,9 @@ def test_through_the_proxy_a_session_tied_to_one_agent_says_so(shell):
     assert raised.value.hint.startswith("Models of a need a new session: %acp new, then %acp set model=a:fast")
     with pytest.raises(acpnb.ConfigOptionError, match="not a choice of 'model'"):
         run(shell, "%acp set model=b:genius")  # a bad value of the bound agent is an ordinary error
+    with pytest.raises(acpnb.ConfigOptionError, match="'zz:top' is not a choice of 'model'") as raised:
+        run(shell, "%acp set model=zz:top")  # no agent of the proxy: not another agent's model either
+    assert "need a new session" not in raised.value.hint
 
 
 def test_hints_of_the_magics_are_magics(shell):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .._protocol import split_agent_model
 from ..client import Session
 from ..errors import ConfigOptionError
 from ..widgets.labels import bound_agent, value_label
@@ -89,12 +90,14 @@ def explain_binding(session: Session, proxy_agents: Sequence[str], error: Config
     agent = bound_agent(session, proxy_agents)
     option = session.model_option
     wanted = str(error.value) if error.value is not None else ""
-    if agent is None or option is None or error.config_id != option.id or wanted.startswith(f"{agent}:"):
+    if agent is None or option is None or error.config_id != option.id:
         return error
-    others = ", ".join(a for a in proxy_agents if a != agent)
+    named = split_agent_model(wanted, proxy_agents)
+    if named is None or named[0] == agent:
+        return error  # not another agent's model: the option's own refusal says what the choices are
     error.message = (f"{wanted!r} is not offered here: this session is tied to agent '{agent}' since its first "
                      f"prompt, so its model choices are {', '.join(str(v) for v in option.values)}")
-    error.hint = (f"Models of {others} need a new session: %acp new, then %acp set model={wanted} "
+    error.hint = (f"Models of {named[0]} need a new session: %acp new, then %acp set model={wanted} "
                   "(the new session starts with no history).")
     error.args = (error.message,)
     return error
