@@ -289,11 +289,12 @@ class Agent:
         version = self.info.get("version", "?")
         return f"<acp Agent {self.name!r} {self.info.get('name', '')} {version} {self.status}>"
 
-    def inspector(self, **filters: Any) -> Any:
-        """The protocol inspector widget over this agent's frames (filters: ``method=``, ``session_id=``)."""
+    def inspector(self, *, method: str | None = None, session_id: str | None = None) -> Any:
+        """The protocol inspector widget over this agent's frames, showing only those of ``method`` and of
+        ``session_id`` when given."""
         from .widgets.inspector import ProtocolInspector
 
-        return ProtocolInspector(self, **filters)
+        return ProtocolInspector(self, method=method, session_id=session_id)
 
     # --- frames, in wire order (loop thread) -------------------------------
     def _on_frame(self, direction: str, msg: dict[str, Any], note: str | None) -> None:
