@@ -12,8 +12,9 @@ the child with ``time.perf_counter``:
   import is part of this time).
 - ``bare_sdk_start``: the same done by a bare SDK client in a fresh process, from ``import acp`` to the
   session opened, against ``import_and_start``: ours from ``import acp_notebook`` to the session.
-- ``demo_agent_boot``: the demo agent alone, from spawning it to its answer to ``initialize`` (raw
-  pipes, no client library): the floor under ``start``, since no client can have a session sooner.
+- ``demo_agent_boot``: the demo agent alone (``acp-notebook demo-agent``), from spawning it to its answer to
+  ``initialize`` (raw pipes, no client library): the floor under ``start``, since no client can have a session
+  sooner; with whether it loaded the SDK's schema models (``demo_schema_loaded``).
 - ``proxy_boot`` and ``replay_boot``: the same for ``acp-notebook proxy --agent d=demo`` and
   ``acp-notebook replay FILE`` (a recording of one demo turn, made once before the rounds), with
   whether the SDK's schema models were loaded in them by the time they exited (``*_schema_loaded``).
@@ -159,9 +160,6 @@ def run(rounds: int = 9) -> dict[str, Any]:
     def bare() -> float:
         return float(_child(_BARE_START)["import_and_start"])
 
-    def agent_boot() -> float:
-        return float(_child(_BOOT, json.dumps([PYTHON, "-m", "acp_notebook.demo"]), "silent")["boot"])
-
     def server_boot(name: str, argv: list[str]) -> Callable[[], float]:
         def boot() -> float:
             found = _child(_BOOT, json.dumps([PYTHON, "-c", _REPORTING, *argv]), "reports")
@@ -177,7 +175,7 @@ def run(rounds: int = 9) -> dict[str, Any]:
     subprocess.run([PYTHON, "-c", "pass"], check=True)
     interpreter = time.perf_counter() - bare_started
     samples = alternate(rounds, {"import": importing, "sdk_import": sdk, "start": starting, "bare_sdk_start": bare,
-                                 "demo_agent_boot": agent_boot,
+                                 "demo_agent_boot": server_boot("demo", ["demo-agent", "--state-dir", str(folder)]),
                                  "proxy_boot": server_boot("proxy", ["proxy", "--agent", "d=demo"]),
                                  "replay_boot": server_boot("replay", ["replay", str(recording)])}, warmup=1)
     shutil.rmtree(folder, ignore_errors=True)

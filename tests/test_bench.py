@@ -70,6 +70,7 @@ def test_notebook_startup_and_memory_results_have_their_fields(results: dict) ->
     startup = bench["startup"]
     assert _summary(startup["import"]) and _summary(startup["start"]) and _summary(startup["bare_sdk_start"])
     assert startup["sdk_loaded"] in (True, False)
+    assert all(startup[f"{server}_schema_loaded"] in (True, False) for server in ("demo", "proxy", "replay"))
     for case in ("long_turn", "long_session"):
         found = bench["memory"][case]
         for side in ("many_chunks", "few_chunks"):
