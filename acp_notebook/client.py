@@ -101,8 +101,8 @@ class Agent:
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
         if (problem := _not_a_directory(self.cwd)) is not None:
             # Checked here: the spawn's own error would blame the program ("cannot run 'python'").
-            raise AgentStartError(f"the agent's working directory {problem}",
-                                  hint="Pass an existing directory as cwd (%acp start ... --cwd DIR), or create it first.")
+            raise AgentStartError(f"the agent's working directory {problem}", hint="Pass an existing directory "
+                                  "as cwd (%acp start ... --cwd DIR), or create it first.")
         self.extra_env = dict(env or {})
         self.timeout = timeout
         self.permission = permission

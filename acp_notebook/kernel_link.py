@@ -225,7 +225,8 @@ class KernelLink:
                 self._note(KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments=dict(event.arguments),
                                       code=code, status="refused", error=READ_ONLY_REFUSAL))
             elif kind == "tool_call" and event.tool not in ("run_code", "propose_cell"):
-                call = KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool), arguments=dict(event.arguments or {}))
+                call = KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool),
+                                  arguments=dict(event.arguments or {}))
                 self._reading.append(call)
                 self._note(call, status="running")
             elif kind == "tool_answered" and event.tool not in ("run_code", "propose_cell"):

@@ -124,7 +124,7 @@ def test_sessions_delete_removes_a_session_by_id_or_prefix_and_closes_its_panel(
         {"sessionId": first.id}]
     assert first.id not in [r.session_id for r in magics.runner.agents.records()]
 
-    with pytest.raises(UsageError, match=f"no session {first.id!r} in agent 'demo''s sessions"):
+    with pytest.raises(UsageError, match=f"no session {first.id!r} in the sessions of agent 'demo'"):
         run(shell, f"%acp sessions --delete {first.id}")
     with capture_output():
         run(shell, "%acp new")

@@ -91,7 +91,7 @@ def test_load_takes_a_prefix_and_says_briefly_when_an_id_names_none_or_several(s
     with pytest.raises(UsageError) as raised:
         run(shell, "%acp load demo-4939")
     text = str(raised.value)
-    assert text.startswith("%acp load: no session 'demo-4939' in agent 'demo''s sessions; the newest: ")
+    assert text.startswith("%acp load: no session 'demo-4939' in the sessions of agent 'demo'; the newest: ")
     assert text.endswith("%acp sessions lists them all.") and "acpnb" not in text and "list_sessions" not in text
     for sid in (first.id, acpnb.current().id):
         assert text.count(sid) == 1

@@ -103,7 +103,8 @@ ROUTES: dict[str, tuple[str, tuple[Param, ...], bool]] = {
 }
 
 
-def _handler(method: str, answer: Callable[..., Awaitable[Any]], params_read: tuple[Param, ...]) -> Callable[[Any], Awaitable[Any]]:
+def _handler(method: str, answer: Callable[..., Awaitable[Any]],
+             params_read: tuple[Param, ...]) -> Callable[[Any], Awaitable[Any]]:
     async def handle(params: Any) -> Any:
         if not isinstance(params, dict):
             raise RequestError(INVALID_PARAMS, f"{method} needs its params as a JSON object", {"params": params})

@@ -330,7 +330,7 @@ class Runner:
         known = known_session_ids(listed, entry.agent.sessions)
         session_id = resolve_session_id(wanted, known, "%acp sessions --delete")
         if session_id is None:
-            raise unknown_session_id(wanted, known, "%acp sessions --delete", f"agent {entry.alias!r}'s sessions",
+            raise unknown_session_id(wanted, known, "%acp sessions --delete", f"the sessions of agent {entry.alias!r}",
                                      "%acp sessions lists them all.")
         title = known[session_id]
         entry.agent.delete_session(session_id, timeout=self._timeout())
@@ -341,7 +341,7 @@ class Runner:
         """``%acp load ID``: the session named by ID or a unique prefix of it, among the agent's (when it can
         list them; otherwise the id goes to the agent as typed)."""
         entry = self.agents.entry(command.alias)
-        where, hint = f"agent {entry.alias!r}'s sessions", "%acp sessions lists them all."
+        where, hint = f"the sessions of agent {entry.alias!r}", "%acp sessions lists them all."
         can_list = entry.agent.connection.supports("list")
         known = known_session_ids(self._listed(entry), entry.agent.sessions)
         session_id = resolve_session_id(command.session_id, known, "%acp load")
