@@ -176,6 +176,6 @@ def prompt_text(blocks: Iterable[Any] | None) -> str:
             parts.append(str(data.get("text", "")))
         elif kind == "resource_link":
             parts.append(str(data.get("uri", "")))
-        elif kind == "resource":
-            parts.append(str((data.get("resource") or {}).get("uri", "")))
+        elif kind == "resource" and isinstance(data.get("resource"), Mapping):
+            parts.append(str(data["resource"].get("uri", "")))
     return "\n".join(parts)

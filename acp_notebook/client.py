@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from . import _loop
 from ._inbound import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, AgentRequests, SessionUpdates  # noqa: F401 - limits read here
-from ._facade import twins
+from ._facade import check_timeout, twins
 from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog  # noqa: F401 - the limits are read here too
 from ._permission import PermissionPolicy, PermissionRequest
 from ._protocol import PROTOCOL_VERSION, client_version
@@ -53,6 +53,8 @@ __all__ = ["Agent", "CurrentSession", "PermissionRequest", "Session", "areplay",
            "replay", "set_current", "start"]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 60.0  # an agent's start and each of its requests, unless timeout= says otherwise
 
 class _OnConnection:
     """An Agent attribute that is its connection's own (read-only): the connection is its one home."""
@@ -84,7 +86,7 @@ class Agent:
         *,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
         permission: PermissionPolicy = "deny",
         inherit_env: bool = True,
         fs: bool = True,
@@ -104,7 +106,8 @@ class Agent:
             raise AgentStartError(f"the agent's working directory {problem}", hint="Pass an existing directory "
                                   "as cwd (%acp start ... --cwd DIR), or create it first.")
         self.extra_env = dict(env or {})
-        self.timeout = timeout
+        check_timeout(timeout if timeout is not None else DEFAULT_TIMEOUT_S, "start")
+        self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT_S  # None: the default, as for every call
         self.permission = permission
         self.elicitation = elicitation  # answers the agent's forms (elicitation.py); "decline" by default
         # Seconds a permission policy may take to decide (a callable waiting for a click); then the
@@ -553,7 +556,8 @@ def _session_directory(path: str | os.PathLike[str] | None, default: str, what: 
 
 
 async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = None,
-                 env: Mapping[str, str] | None = None, timeout: float = 60.0, permission: PermissionPolicy = "deny",
+                 env: Mapping[str, str] | None = None, timeout: float | None = DEFAULT_TIMEOUT_S,
+                 permission: PermissionPolicy = "deny",
                  inherit_env: bool = True, fs: bool = True, name: str | None = None,
                  record: str | os.PathLike[str] | None = None, permission_timeout: float | None = None,
                  notebook_writes: bool = False, elicitation: ElicitationPolicy = "decline",
@@ -575,15 +579,16 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
     return await agent._start()
 
 
-def _start_deadline(*args: Any, timeout: float = 60.0, **kwargs: Any) -> float:
-    return timeout + 10  # initialize has `timeout`; spawning and tearing down a failed start get a margin
+def _start_deadline(*args: Any, timeout: float | None = DEFAULT_TIMEOUT_S, **kwargs: Any) -> float:
+    # initialize has `timeout`; spawning and tearing down a failed start get a margin
+    return (DEFAULT_TIMEOUT_S if timeout is None else timeout) + 10
 
 
 start, astart = twins(_start, what="starting the agent", default_timeout=_start_deadline, core_takes_timeout=True)
 
 
 async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
-                  cwd: str | os.PathLike[str] | None = None, timeout: float = 60.0,
+                  cwd: str | os.PathLike[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT_S,
                   permission: PermissionPolicy = "deny", fs: bool = True, name: str | None = None,
                   elicitation: ElicitationPolicy = "decline") -> Agent:
     """An Agent answered from a recording instead of a live agent: the same initialize, sessions, config

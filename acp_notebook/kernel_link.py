@@ -90,8 +90,9 @@ def kernel_entry(servers: Sequence[Any] | None) -> dict[str, Any] | None:
     for server in servers or ():
         if _field(server, "name") != KERNEL_SERVER_NAME or not _field(server, "command"):
             continue
+        pairs = _field(server, "env")
         env = [{"name": str(_field(pair, "name")), "value": str(_field(pair, "value"))}
-               for pair in _field(server, "env") or []]
+               for pair in (pairs if isinstance(pairs, (list, tuple)) else []) if _field(pair, "name") is not None]
         return {"name": KERNEL_SERVER_NAME, "command": str(_field(server, "command")),
                 "args": [str(arg) for arg in _field(server, "args") or []], "env": env}
     return None

@@ -330,6 +330,8 @@ def test_start_errors_are_clear(tmp_path):
 def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_before_anything_is_sent(start_demo, tmp_path):
     with pytest.raises(ValueError, match=r"start: timeout must be a number of seconds, 0 or more .*not -5"):
         acpnb.start("demo", cwd=tmp_path, timeout=-5)
+    with acpnb.start("demo", cwd=tmp_path, timeout=None) as default:  # None: the default, as for every call
+        assert default.timeout == 60.0
     with start_demo(cwd=tmp_path) as agent:
         session = agent.new_session()
         sent = len(agent.log)

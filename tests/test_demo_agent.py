@@ -87,6 +87,8 @@ class RecordingClient:
     async def request_permission(self, options: Any, session_id: str, tool_call: Any, **kwargs: Any) -> Any:
         self._maybe_fail(session_id, "session/request_permission")
         answer = self.answers.get(session_id, "allow_once")
+        if answer == "not-an-outcome":
+            return {"outcome": {"outcome": "rejected"}}  # sent as it is: no such outcome in the protocol
         if answer == "cancelled":
             # A client that cancels the turn must answer pending permission requests "cancelled".
             await self.cancel_sent.wait()
@@ -616,6 +618,23 @@ async def test_read_rejected(h: Harness, tmp_path: Path) -> None:
 
 
 @with_shared_agent
+async def test_a_permission_answer_the_protocol_does_not_have_fails_the_read_not_the_turn(h: Harness,
+                                                                                         tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("x\n", encoding="utf-8")
+    session_id, _ = await h.new_session(str(tmp_path))
+    h.client.answers[session_id] = "not-an-outcome"
+    assert await h.prompt(session_id, "read secret.txt") == "end_turn"  # not "cancelled"
+    violation = h.log.errors.pop()  # the schema check saw the test client's bad answer too
+    assert "result of session/request_permission violates the ACP schema" in violation and "'rejected'" in violation
+    frames = h.turn_frames(session_id)
+    assert h.reads_of(session_id) == [] and updates_in(frames, "tool_call_update")[-1]["status"] == "failed"
+    assert text_of(updates_in(frames, "agent_message_chunk")) == (
+        "[fast] Could not read secret.txt: asking for permission failed (the client's answer was not valid "
+        "('outcome' should be 'selected' or 'cancelled', got 'rejected'))."
+    )
+
+
+@with_shared_agent
 async def test_write_with_permission(h: Harness, tmp_path: Path) -> None:
     session_id, _ = await h.new_session(str(tmp_path))
     await h.set_option(session_id, "model", "smart")
@@ -921,6 +940,7 @@ def test_params_missing_or_of_the_wrong_json_type_are_refused_naming_the_param(t
 def test_a_notification_it_refuses_is_one_warning_line_not_a_traceback(tmp_path: Path) -> None:
     frames = [{"jsonrpc": "2.0", "method": "session/cancel", "params": {}},
               {"jsonrpc": "2.0", "method": "what/ever", "params": {}},
+              {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 7}},  # taken quietly
               {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}]
     agent = subprocess.Popen(AGENT_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, cwd=tmp_path, env={**os.environ, STATE_ENV: str(tmp_path)})

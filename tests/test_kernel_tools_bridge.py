@@ -162,6 +162,41 @@ def test_tool_errors_name_what_went_wrong(tools: KernelTools) -> None:
     assert "No tool named 'no_such_tool'" in texts(unknown)
 
 
+def test_every_call_is_reported_answered_with_its_error_a_crash_or_a_cancel(tools: KernelTools,
+                                                                            events: list[KernelToolEvent]) -> None:
+    def answered() -> list[tuple[str, str | None]]:
+        return [(e.tool, e.error) for e in events if e.kind == "tool_answered"]
+
+    run(tools.call("list_variables", {}))
+    run(tools.call("inspect_variable", {"name": "dff"}))
+    assert answered()[0] == ("list_variables", None)
+    assert answered()[1][0] == "inspect_variable" and answered()[1][1].startswith("No variable named 'dff'")
+
+    async def crash(_arguments: dict[str, Any]) -> Any:
+        raise RuntimeError("a bug in a tool")
+
+    async def stuck(_arguments: dict[str, Any]) -> Any:
+        started.set()
+        await asyncio.Event().wait()
+
+    tools._tool_list_variables = crash  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        run(tools.call("list_variables", {}))
+    assert answered()[-1] == ("list_variables", "failed: RuntimeError: a bug in a tool")
+    tools._tool_notebook_history = stuck  # type: ignore[method-assign]
+    started = asyncio.Event()
+
+    async def give_up() -> None:
+        call = asyncio.ensure_future(tools.call("notebook_history", {}))
+        await started.wait()  # the call runs; then the caller gives up on it
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    run(give_up())
+    assert answered()[-1] == ("notebook_history", "stopped: the tool call was cancelled")
+
+
 def test_secrets_are_masked_in_inspections_and_outputs(tools: KernelTools) -> None:
     _listed, answers = call_all(tools.entry, [
         ("inspect_variable", {"name": "MY_API_KEY"}),

@@ -305,7 +305,11 @@ def test_cancel_stops_a_running_turn(shell):
     assert view.finished.result(10).stop_reason == "cancelled"
     with capture_output() as captured:
         run(shell, "%acp cancel")
-    assert captured.stdout.strip() == f"No turn is running in session {acpnb.current().id}: nothing to cancel."
+    session = acpnb.current()
+    assert captured.stdout.strip() == (f"No turn of session {session.id} is running here; session/cancel was sent "
+                                       "anyway, in case the agent is still at one.")
+    cancels = [e for e in session.agent.log if e["dir"] == "send" and e["msg"].get("method") == "session/cancel"]
+    assert len(cancels) == 2  # the agent may still be working after an interrupt's grace: it is told again
 
 
 @pytest.mark.parametrize(("policy", "reply"), [

@@ -115,3 +115,16 @@ def test_on_off_words():
     assert [parse_bool_word(w) for w in ("On", " yes", "1", "TRUE")] == [True] * 4
     assert [parse_bool_word(w) for w in ("off", "No", "0", "false")] == [False] * 4
     assert parse_bool_word("maybe") is None
+
+
+def test_a_prompt_and_a_kernel_entry_are_read_from_any_json_without_failing():
+    from acp_notebook._protocol import prompt_text
+    from acp_notebook.kernel_link import kernel_entry
+
+    blocks = [{"type": "text", "text": "hi"}, {"type": "resource", "resource": "not an object"},
+              {"type": "resource", "resource": {"uri": "file:///a.txt"}}, {"type": "resource_link", "uri": "x:y"}, 7]
+    assert prompt_text(blocks) == "hi\nfile:///a.txt\nx:y"
+    server = {"name": "kernel", "command": "python", "args": ["-m", "bridge"], "env": {"TOKEN": "t"}}
+    assert kernel_entry([server]) == {"name": "kernel", "command": "python", "args": ["-m", "bridge"], "env": []}
+    server["env"] = [{"name": "TOKEN", "value": "t"}, "junk"]
+    assert kernel_entry([server])["env"] == [{"name": "TOKEN", "value": "t"}]

@@ -164,7 +164,10 @@ class FileWork:
         })
         try:
             outcome = answer_field(await self.turn.unless_cancelled(request), "outcome", dict, "an object")
-            selected = answer_field(outcome, "outcome", str, "a string") == "selected"
+            kind = answer_field(outcome, "outcome", str, "a string")
+            if kind not in ("selected", "cancelled"):
+                raise AnswerInvalid(f"'outcome' should be 'selected' or 'cancelled', got {kind!r}")
+            selected = kind == "selected"
             option_id = answer_field(outcome, "optionId", str, "a string") if selected else None
         except (RequestError, AnswerInvalid) as exc:
             reason = client_error(exc)

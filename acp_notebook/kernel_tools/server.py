@@ -135,7 +135,7 @@ class KernelTools:
         """Call one tool in process: what the MCP handler does for each tools/call (the benchmark calls it directly)."""
         self._emit(KernelToolEvent("tool_call", tool, dict(arguments)))
         handler = getattr(self, f"_tool_{tool}", None) if tool in TOOLS else None
-        answer: Answer | None = None
+        error: str | None = None
         try:
             if handler is None:
                 answer = Answer.error(f"No tool named {tool!r}; the kernel tools are {', '.join(TOOLS)}.")
@@ -144,10 +144,15 @@ class KernelTools:
                     answer = await handler(arguments)
                 except ArgumentError as exc:
                     answer = Answer.error(str(exc))
+            error = answer.text_of() if answer.is_error else None
             return answer
+        except asyncio.CancelledError:
+            error = "stopped: the tool call was cancelled"
+            raise
+        except Exception as exc:
+            error = f"failed: {type(exc).__name__}: {exc}"
+            raise
         finally:
-            error = ("stopped: the tool call was cancelled" if answer is None
-                     else answer.text_of() if answer.is_error else None)
             self._emit(KernelToolEvent("tool_answered", tool, dict(arguments), error=error))
 
     async def _tool_list_variables(self, _arguments: dict[str, Any]) -> Answer:

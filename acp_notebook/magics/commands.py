@@ -383,11 +383,12 @@ class Runner:
 
     def cancel(self, command: g.Cancel) -> None:
         session = self.agents.session_of(self.agents.entry(command.alias))
-        if not session.busy:
-            print(f"No turn is running in session {session.id}: nothing to cancel.")
-            return
+        # Sent either way: after an interrupt's grace the turn is over here, yet the agent may still be at it.
+        busy = session.busy
         session.cancel()
-        print(f"Asked the agent to cancel the running turn of session {session.id} (session/cancel).")
+        print(f"Asked the agent to cancel the running turn of session {session.id} (session/cancel)." if busy else
+              f"No turn of session {session.id} is running here; session/cancel was sent anyway, in case the "
+              "agent is still at one.")
 
     def authenticate(self, command: g.Authenticate) -> None:
         entry = self.agents.entry(command.alias)
