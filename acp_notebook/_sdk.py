@@ -1,5 +1,6 @@
 """The SDK's package registered without its package-level names until something reads them; and the one
-place that reaches into the SDK's private attributes (``raw_connection``, ``sdk_cancels_requests``), each checked, so that an SDK that moves one fails here with a clear message.
+place that reaches into the SDK's private attributes (``raw_connection``, ``sdk_cancels_requests``), each
+checked, so that an SDK that moves one fails here with a clear message.
 
 Importing any module of the SDK (``acp.connection``) first runs ``acp/__init__.py``, and that
 builds every pydantic model of the protocol's schema: about 0.35 s on the build machine, most of

@@ -106,7 +106,8 @@ class Agent:
             raise AgentStartError(f"the agent's working directory {problem}", hint="Pass an existing directory "
                                   "as cwd (%acp start ... --cwd DIR), or create it first.")
         self.extra_env = dict(env or {})
-        check_timeout(timeout if timeout is not None else DEFAULT_TIMEOUT_S, "start")
+        if timeout is not None:
+            check_timeout(timeout, "start")
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT_S  # None: the default, as for every call
         self.permission = permission
         self.elicitation = elicitation  # answers the agent's forms (elicitation.py); "decline" by default

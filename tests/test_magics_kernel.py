@@ -203,7 +203,8 @@ def test_a_kernel_interrupt_sends_session_cancel_and_ends_the_cell_promptly(fron
     # Ended before the agent's second chunk, an hour away: the cancel cut its pause short.
     assert frontend.execute(_INTERRUPTED_TURN).stdout.strip() == "cancelled 1 session/cancel"
     # The kernel is usable afterwards, and so is the session.
-    again = frontend.execute("%acp set tone=pirate\nprint(__import__('acp_notebook').current().config.values()['tone'])")
+    again = frontend.execute("%acp set tone=pirate\n"
+                             "print(__import__('acp_notebook').current().config.values()['tone'])")
     assert again.reply["status"] == "ok" and again.stdout.strip().endswith("pirate"), again.errors
 
 

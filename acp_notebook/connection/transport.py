@@ -16,7 +16,8 @@ its peer: it starts it (``open``), ends it (``close``) and says when and how it 
   of leaving someone waiting for its deadline.
 - ``MemoryTransport``: an agent object living in this process (the demo agent, or one a
   learner wrote in a cell), served by the SDK's ``AgentSideConnection`` (or by its own
-  ``serve_acp``, as the demo agent is) on a thread and loop of its own, so an agent that blocks cannot freeze the client's loop. Messages cross as JSON
+  ``serve_acp``, as the demo agent is) on a thread and loop of its own, so an agent that
+  blocks cannot freeze the client's loop. Messages cross as JSON
   text, as on a real wire: nothing is shared between the two sides.
 - ``acp_notebook.record.ReplayTransport`` answers from a recording.
 

@@ -201,7 +201,8 @@ class FileWork:
                 lines = replies.plural(len(content.splitlines()), "line")
                 sentence = self.voice.read_ok.format(path=self.command.path, lines=lines)
             else:
-                writing = wire.send_request(CLIENT_METHODS["fs_write_text_file"], {**asked, "content": self.command.text})
+                writing = wire.send_request(CLIENT_METHODS["fs_write_text_file"],
+                                            {**asked, "content": self.command.text})
                 written = await self.turn.unless_cancelled(writing)
                 if written is not None and not isinstance(written, dict):
                     raise AnswerInvalid(f"the result should be an object, got {type(written).__name__}")
