@@ -241,7 +241,10 @@ def test_a_failed_call_shows_failed_with_its_error_once(start_demo, main_ns):
 
     for prompt, error in (("run exit()", "refused: run_code never ends the kernel"),
                           ("run print('before'); 1 / 0", "ZeroDivisionError: division by zero")):
-        (call,) = session.prompt(prompt, timeout=TIMEOUT).kernel_calls
+        turn = session.prompt(prompt, timeout=TIMEOUT)
+        said = "The code ran and raised an error" if "Zero" in error else "The code did not run: refused"
+        assert said in turn.text, turn.text
+        (call,) = turn.kernel_calls
         assert call.status == "failed" and error in call.error, call
         shown = kernel_call_text(call)
         assert shown.count(error) == 1, shown  # the error once, not also among the outputs

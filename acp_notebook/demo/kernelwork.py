@@ -112,7 +112,9 @@ class KernelWork:
             return f"The variables in your kernel:{_quoted(text)}"
         if command.action in ("run", "compute"):
             text, failed = await self._call(client, "run_code", {"code": command.code})
-            if failed:
+            if failed and "Traceback (most recent call last)" in text:
+                return f"The code ran and raised an error:{_quoted(text)}"
+            if failed:  # refused, rejected, stopped, or it did not compile
                 return f"The code did not run: {text}"
             return f"I ran it in your kernel." + (f" It printed:{_quoted(text)}" if text.strip() else "")
         if command.action == "plot":
