@@ -165,7 +165,8 @@ def auth_hint(spec: AgentSpec | None, auth_methods: Sequence[Mapping[str, Any]] 
     if spec is not None and (spec.login_hint or spec.key_vars):
         hint = f"Agent '{spec.name}' needs a key or a login: {spec.needs_key_message()}. {offered}".rstrip()
     else:
-        hint = ("The agent needs authentication: " + offered) if offered else ""
+        hint = (f"The agent needs authentication; its auth methods: {', '.join(ids)} ({how} picks one)."
+                if ids else "")
     terminal = [terminal_login_command(command, m) for m in methods if m.get("type") == "terminal"]
     if terminal:
         hint += f" {'Or log in' if hint else 'Log in'} from a terminal, then start the agent again: " + " ; ".join(terminal)

@@ -444,7 +444,7 @@ def test_an_agent_that_wants_authentication_says_how(shell):
     with capture_output(), pytest.raises(acpnb.AcpError) as raised:
         run(shell, f"%acp start --name locked -- {sys.executable} -m acp_notebook.demo --require-auth")
     assert "asks you to authenticate" in raised.value.message
-    assert "Its auth methods: demo-token (%acp auth METHOD picks one)." in raised.value.hint
+    assert "The agent needs authentication; its auth methods: demo-token (%acp auth METHOD picks one)." in raised.value.hint
     with pytest.raises(acpnb.AcpError, match="no current session"):
         acpnb.current()  # the failed start left no stale session behind
     with capture_output() as captured:

@@ -183,7 +183,7 @@ def test_an_agent_that_wants_a_terminal_login_says_the_command(shell, tmp_path):
     agent = magics_of(shell).entry("locked").agent
     assert "asks you to authenticate before it opens a session" in raised.value.message
     hint = raised.value.hint
-    assert "Its auth methods: token (%acp auth METHOD picks one)." in hint
+    assert "The agent needs authentication; its auth methods: token (%acp auth METHOD picks one)." in hint
     assert f"Or log in from a terminal, then start the agent again: {agent.terminal_login_command('tui')}" in hint
 
 

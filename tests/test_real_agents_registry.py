@@ -101,7 +101,7 @@ def test_auth_hints_say_what_to_set():
     hint = launch.auth_hint(launch.registered("codex"), methods)
     assert hint.startswith("Agent 'codex' needs a key or a login: set OPENAI_API_KEY or CODEX_API_KEY")
     assert "Its auth methods: chatgpt, openai-api-key" in hint
-    assert launch.auth_hint(None, methods).startswith("The agent needs authentication: Its auth methods")
+    assert launch.auth_hint(None, methods).startswith("The agent needs authentication; its auth methods")
     assert launch.auth_hint(None, []) is None
     assert "GEMINI_API_KEY" in launch.auth_hint(launch.registered("gemini"), [])
 
@@ -236,7 +236,7 @@ def test_plain_commands_get_the_generic_hint(fake_spec, tmp_path):
         with pytest.raises(acpnb.RpcError) as info:
             agent.new_session()  # no AgentSpec, so no auth_env: nothing is sent on the user's behalf
         assert "authenticate" not in sent_methods(agent)
-        assert info.value.hint == ("The agent needs authentication: Its auth methods: login, key-a "
+        assert info.value.hint == ("The agent needs authentication; its auth methods: login, key-a "
                                    "(agent.authenticate(method_id) picks one).")
 
 
