@@ -208,15 +208,19 @@ def test_start_shows_the_panel_and_several_agents_can_run(shell):
     assert second.agent.name == "second" and second is not first
     assert list(magics.agents) == ["demo", "second"]
 
-    run(shell, "%acp use demo")
+    with capture_output() as captured:
+        run(shell, "%acp use demo")
     assert acpnb.current() is first
+    assert captured.stdout.strip() == f"The other commands now use agent 'demo' (session {first.id})."
     with capture_output():
         run(shell, "%%acp second\nhello from the second agent")
     assert [t.stop_reason for t in second.turns] == ["end_turn"] and first.turns == []
     assert acpnb.current() is first  # %%acp NAME targets one cell only
 
+    with pytest.raises(UsageError, match=r"two agents named \('second' and --agent 'demo'\); give one"):
+        run(shell, "%acp stop second --agent demo")
     with capture_output():
-        run(shell, "%acp stop second")
+        run(shell, "%acp stop --agent second")  # as the other commands name an agent
     assert second.agent.status == "closed" and list(magics.agents) == ["demo"]
     with capture_output() as captured:
         run(shell, "%acp stop --all")

@@ -379,7 +379,13 @@ class Runner:
             print(line)
 
     def use(self, command: g.Use) -> None:
-        self.agents.use(command.alias)
+        entry = self.agents.use(command.alias)
+        session = entry.session
+        if session is None or session.closed:
+            where = "no session open"
+        else:
+            where = f"session {session.title!r}" if session.title else f"session {session.id}"
+        print(f"The other commands now use agent '{entry.alias}' ({where}).")
 
     def cancel(self, command: g.Cancel) -> None:
         session = self.agents.session_of(self.agents.entry(command.alias))

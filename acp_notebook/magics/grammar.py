@@ -306,13 +306,17 @@ def _build_resume(args: argparse.Namespace) -> Resume:
 
 def _stop_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("alias", nargs="?", metavar="NAME")
+    parser.add_argument("--agent", "-a", dest="agent_option", metavar="NAME")  # as the other commands take it
     parser.add_argument("--all", dest="every", action="store_true")
 
 
 def _build_stop(args: argparse.Namespace) -> Stop:
-    if args.every and args.alias:
-        raise UsageError(f"%acp stop: give a NAME or --all, not both ({args.alias!r} and --all)")
-    return Stop(args.alias, every=args.every)
+    if args.alias and args.agent_option and args.alias != args.agent_option:
+        raise UsageError(f"%acp stop: two agents named ({args.alias!r} and --agent {args.agent_option!r}); give one")
+    alias = args.alias or args.agent_option
+    if args.every and alias:
+        raise UsageError(f"%acp stop: give a NAME or --all, not both ({alias!r} and --all)")
+    return Stop(alias, every=args.every)
 
 
 def _one(metavar: str) -> Callable[[argparse.ArgumentParser], None]:
@@ -384,7 +388,7 @@ COMMANDS: tuple[Verb, ...] = (
         ("%acp logout", "log out of the agent, where it offers logout"),
     )),
     Verb("stop", _stop_arguments, _build_stop, (
-        ("%acp stop [NAME]", "stop an agent (default: the current one); its panels show it closed"),
+        ("%acp stop [NAME]", "stop an agent (default: the current one; or --agent NAME); its panels show it closed"),
         ("%acp stop --all", "stop every agent (before saving: every panel is saved closed)"),
     )),
     Verb("help", lambda _parser: None, lambda _a: Help(), (("%acp help", "this help"),)),
