@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from . import _loop
 
-__all__ = ["check_timeout", "twins"]
+__all__ = ["twins"]
 
 T = TypeVar("T")
 
@@ -51,7 +51,7 @@ def twins(core: Callable[..., Coroutine[Any, Any, T]], *, what: str | Callable[.
     def deadline(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float | None:
         timeout = kwargs.get("timeout") if core_takes_timeout else kwargs.pop("timeout", None)
         if timeout is not None:
-            check_timeout(timeout, name)
+            _check_timeout(timeout, name)
             if not core_takes_timeout:
                 return timeout
         return default_timeout(*args, **kwargs) if callable(default_timeout) else default_timeout
@@ -80,7 +80,7 @@ def twins(core: Callable[..., Coroutine[Any, Any, T]], *, what: str | Callable[.
     return blocking, awaitable
 
 
-def check_timeout(timeout: Any, where: str) -> None:
+def _check_timeout(timeout: Any, where: str) -> None:
     """A timeout given by the caller: a number of seconds, not negative (None means the default)."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
         raise ValueError(f"{where}: timeout must be a number of seconds, 0 or more (or None for the default), "

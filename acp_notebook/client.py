@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from . import _loop
 from ._inbound import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, AgentRequests, SessionUpdates  # noqa: F401 - limits read here
-from ._facade import check_timeout, twins
+from ._facade import twins
 from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog  # noqa: F401 - the limits are read here too
 from ._permission import PermissionPolicy, PermissionRequest
 from ._protocol import PROTOCOL_VERSION, client_version
@@ -106,8 +106,6 @@ class Agent:
             raise AgentStartError(f"the agent's working directory {problem}", hint="Pass an existing directory "
                                   "as cwd (%acp start ... --cwd DIR), or create it first.")
         self.extra_env = dict(env or {})
-        if timeout is not None:
-            check_timeout(timeout, "start")
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT_S  # None: the default, as for every call
         self.permission = permission
         self.elicitation = elicitation  # answers the agent's forms (elicitation.py); "decline" by default

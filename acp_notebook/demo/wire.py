@@ -114,10 +114,6 @@ def _handler(method: str, answer: Callable[..., Awaitable[Any]],
     return handle
 
 
-async def _nothing_to_do(params: Any) -> None:
-    return None
-
-
 def build_router(agent: DemoAgent) -> MessageRouter:
     """The SDK's router, filled from ``ROUTES`` with the agent's methods."""
     router = MessageRouter(use_unstable_protocol=True)
@@ -128,7 +124,7 @@ def build_router(agent: DemoAgent) -> MessageRouter:
 
     # Our client sends $/cancel_request for a request it gave up on; the SDK's 1.x Connection acts on it
     # before the router, and on the 0.12 line the demo's requests end on their own (a turn by session/cancel).
-    router.add_route(Route(method="$/cancel_request", func=_nothing_to_do, kind="notification"))
+    router.add_route(Route(method="$/cancel_request", func=None, kind="notification", optional=True))
 
     @router.handle_extension_request
     async def extension_request(name: str, payload: dict[str, Any]) -> Any:
