@@ -82,6 +82,9 @@ LEAK_SCRIPT = textwrap.dedent(
     fds, threads = len(os.listdir("/proc/self/fd")), {t.name for t in threading.enumerate()}
     for _ in range(3):
         use_once()
+    for thread in threading.enumerate():  # asyncio's child watcher threads end just after handing over an exit
+        if "waitpid" in thread.name:
+            thread.join(timeout=15)
     print(len(os.listdir("/proc/self/fd")) - fds, sorted({t.name for t in threading.enumerate()} ^ threads))
     """
 )

@@ -38,6 +38,11 @@ CENSUS = textwrap.dedent(
     groups = []  # every process group an agent or a proxy's backend led
 
     def census():
+        # asyncio's child watcher hands a process's exit to the loop from a thread of its own, which ends
+        # just after: wait for those threads (one of a process that never ended would still be counted).
+        for thread in threading.enumerate():
+            if "waitpid" in thread.name:
+                thread.join(timeout=15)
         # Executor workers (asyncio_N) are a bounded, reused pool, not a leak.
         names = sorted(t.name for t in threading.enumerate() if not t.name.startswith("asyncio_"))
         return {"fds": len(os.listdir("/proc/self/fd")), "threads": names}
