@@ -58,6 +58,10 @@ def pytest_runtest_makereport(
             screenshot = str(lab.screenshot(lab.server.failures_dir / file_name, full_page=True))
         except Exception as error:  # a crashed page must not hide the test's own failure
             screenshot = f"(screenshot failed: {error})"
+        try:  # CI keeps the report, not the screenshot: what the notebook showed, as text
+            shown = lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").inner_text(timeout=5000)
+        except Exception as error:
+            shown = f"(could not read the notebook: {error})"
         report.sections.append(
             (
                 "browser",
@@ -65,6 +69,7 @@ def pytest_runtest_makereport(
                 f"console errors (last 10): {lab.console_errors[-10:]}\n"
                 f"requests to other hosts: {lab.external_requests}\n"
                 f"timings: {lab.timings}\n"
+                f"the notebook's text (last 4000 characters):\n{shown[-4000:]}\n"
                 f"JupyterLab log tail:\n{lab.server.log_tail()}",
             )
         )
