@@ -44,6 +44,7 @@ class Frontend:
         self.client = client
         self.manager = manager
         self.widgets: dict[str, dict[str, Any]] = {}  # comm id -> latest state
+        self.subshell: str | None = None
 
     def execute(self, code: str, *, on_message: Callable[[dict[str, Any]], None] | None = None,
                 timeout: float = CELL_TIMEOUT) -> CellRun:
@@ -85,10 +86,29 @@ class Frontend:
         elif msg["msg_type"] == "comm_msg" and content["comm_id"] in self.widgets:
             self.widgets[content["comm_id"]].update(content["data"].get("state") or {})
 
+    def send_comm(self, data: dict[str, Any]) -> str:
+        """Send a comm message (on ``subshell`` once one is open, as JupyterLab 4.6 does); returns its id."""
+        msg = self.client.session.msg("comm_msg", data)
+        if self.subshell is not None:
+            msg["header"]["subshell_id"] = self.subshell
+        self.client.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
+
+    def open_subshell(self) -> None:
+        """Send widget messages on a kernel subshell from now on, as JupyterLab 4.6 does by default."""
+        request = self.client.session.msg("create_subshell_request", {})
+        self.client.control_channel.send(request)
+        reply = self.client.get_control_msg(timeout=CELL_TIMEOUT)
+        assert reply["parent_header"]["msg_id"] == request["header"]["msg_id"], reply
+        self.subshell = reply["content"]["subshell_id"]
+
     def click(self, comm_id: str) -> None:
         """What the browser sends when a Button is clicked."""
-        data = {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
-        self.client.shell_channel.send(self.client.session.msg("comm_msg", data))
+        self.send_comm({"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}})
+
+    def change(self, comm_id: str, state: dict[str, Any]) -> str:
+        """What the browser sends when a widget's value changes; returns the message's id."""
+        return self.send_comm({"comm_id": comm_id, "data": {"method": "update", "state": state, "buffer_paths": []}})
 
 
 @pytest.fixture
@@ -279,18 +299,25 @@ def test_an_output_over_64_kib_made_static_at_kernel_exit_still_reaches_the_fron
     html = msg["content"]["data"]["text/html"]
     assert len(html.encode()) > 64 * 1024 and "acpnb-inspector-static" in html
 
-def test_a_form_filled_in_and_submitted_while_the_cell_runs_answers_the_agent(frontend):
-    """The person types a name into the agent's form and clicks Submit; the reply uses the answer."""
+@pytest.mark.parametrize("on_subshell", [False, True], ids=["main-shell", "subshell"])
+def test_a_form_filled_in_and_submitted_while_the_cell_runs_answers_the_agent(frontend, on_subshell):
+    """The person types a name into the agent's form, corrects it and clicks Submit; the reply uses the answer.
+
+    On a subshell, as JupyterLab 4.6 sends widget messages: ipykernel would route a widget's messages after
+    its first to that subshell's thread, and the click (still on the main shell) could overtake the correction.
+    """
     assert frontend.execute("%load_ext acp_notebook\n%acp start demo").reply["status"] == "ok"
+    if on_subshell:
+        frontend.open_subshell()
     name_input: list[str] = []
     submit: list[str] = []
-    answered: list[str] = []
     typed: list[str] = []  # the ids of the change messages sent
     statuses: dict[str, list[str]] = {}  # parent msg id -> the statuses the kernel published for it
 
     def fill_and_submit(msg: dict[str, Any]) -> None:
+        parent = msg["parent_header"].get("msg_id")
         if msg["msg_type"] == "status":
-            statuses.setdefault(msg["parent_header"].get("msg_id"), []).append(msg["content"]["execution_state"])
+            statuses.setdefault(parent, []).append(msg["content"]["execution_state"])
         if msg["msg_type"] == "comm_open":
             state = msg["content"]["data"].get("state") or {}
             if state.get("_model_name") == "TextModel" and not name_input:
@@ -299,26 +326,24 @@ def test_a_form_filled_in_and_submitted_while_the_cell_runs_answers_the_agent(fr
             if comm_id is not None:
                 submit.append(comm_id)
         state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
-        # Once the form is in the view (its box's children update), as a person would: type, then click.
-        if name_input and submit and not answered and "children" in state:
-            answered.append(name_input[0])
-            # Key by key: the browser sends a field's next change only once the kernel said "idle" for the last.
-            for value in ("G", "Grace"):
-                data = {"comm_id": name_input[0], "data": {"method": "update", "state": {"value": value},
-                                                           "buffer_paths": []}}
-                change = frontend.client.session.msg("comm_msg", data)
-                typed.append(change["header"]["msg_id"])
-                frontend.client.shell_channel.send(change)
+        # Once the form is in the view (its box's children update), as a person would: type.
+        if name_input and submit and not typed and "children" in state:
+            typed.append(frontend.change(name_input[0], {"value": "G"}))
+        # The browser sends a field's next change once the kernel said "idle" for the last: correct it, click.
+        if (len(typed) == 1 and msg["msg_type"] == "status" and parent == typed[0]
+                and msg["content"]["execution_state"] == "idle"):
+            typed.append(frontend.change(name_input[0], {"value": "Grace"}))
             frontend.click(submit[0])
 
     run = frontend.execute("%%acp\nask me about tea", on_message=fill_and_submit)
     assert run.reply["status"] == "ok", run.errors
-    assert answered  # the cell could only finish because the answers got through
+    assert len(typed) == 2  # the cell could only finish because the answers got through
     check = frontend.execute("turn = __import__('acp_notebook').current().turns[-1]\n"
                              "print(turn.text, turn.elicitations[0].action, turn.elicitations[0].content, sep='|')")
     text, action, content = check.stdout.strip().split("|")
     assert text.startswith("[fast] Thank you, Grace! Favourite colour: green. 2 cups of tea a day.")
     assert action == "accept" and content == "{'name': 'Grace', 'colour': 'green', 'cups': 2, 'notebooks': True}"
     assert frontend.widgets[submit[0]]["disabled"] is True
-    # Each change was acknowledged with the "idle" the browser waits for, though the cell was still running.
+    # Each change was handled on the main shell, beside the running cell (a subshell would have published a
+    # "busy" of its own), and acknowledged with the "idle" the browser waits for.
     assert all(statuses.get(msg_id) == ["idle"] for msg_id in typed), statuses

@@ -52,6 +52,7 @@ from ..errors import AcpError
 from ..turn import Turn, TurnEvent
 from . import render_thread
 from ._html import FG, MUTED, clock, error_html, header_html, plan_html, seconds, tool_call_html, usage_html, widget_bundle
+from .comms import handled_in_order
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
 from .kernel import kernel_call_html, kernel_call_markdown, kernel_call_text
@@ -203,6 +204,7 @@ class TurnView:
                                             tooltip="Stop the agent's turn (sends session/cancel)",
                                             layout=widgets.Layout(width="auto"))
         self.cancel_button.add_class("acpnb-cancel")
+        handled_in_order(self.cancel_button)
         self.cancel_button.on_click(lambda _button: self.cancel())
         self.error = widgets.HTML()
         self.widget = widgets.VBox(

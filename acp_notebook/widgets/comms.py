@@ -1,17 +1,29 @@
-"""Widget changes that keep reaching the kernel while a ``%%acp`` cell awaits its turn.
+"""Widget messages that reach the kernel in order, on its main thread, also while a ``%%acp`` cell awaits.
 
-ipywidgets' frontend sends one change of a model at a time: a later change of the same model
-waits in a buffer until the kernel has reported "idle" for the previous one (an iopub ``status``
-message whose parent is that change). ipykernel >= 7.4 handles comm messages during an awaiting
-cell (which is what keeps a ``%%acp`` cell's buttons clickable) but publishes no busy/idle for
-them. So while a cell awaits, each text field, dropdown or checkbox could send only its first
-change: a name typed key by key arrived as its first letter, and a corrected number never came.
+Two things in today's Jupyter stack would otherwise lose a person's input:
 
-``follow_changes(widget)`` makes the kernel acknowledge each change of ``widget`` handled while a
-``%%acp`` cell awaits (``awaiting_cell``): it publishes the "idle" the frontend waits for, then
-"busy" again for the running cell, so the kernel's status stays busy in the frontend.
+- **Order.** JupyterLab 4.6 sends widget messages on a kernel subshell by default (its kernels
+  setting ``commsOverSubshells``), and
+  ipykernel (7.x) routes each message of a comm to the subshell the comm last published from,
+  else to the one the frontend named. A widget's first message goes to the main shell (it was
+  created there); its echo is then published under the frontend's subshell, so its next messages
+  go to that subshell's thread. A corrected field could then be handled after the Submit click
+  that followed it, which still went to the main shell: the form was checked with the old value.
+  ``handled_in_order(widget)`` routes every message of the widget to the main shell, so the
+  kernel handles one frontend's messages in the order they were sent, on its main thread, as
+  the package's views assume (ipykernel asks a comm's ``_reply_subshell_for``; there is no
+  public switch).
+- **Acknowledgement.** ipywidgets' frontend sends one change of a model at a time: a later change
+  of the same model waits in a buffer until the kernel has reported "idle" for the previous one
+  (an iopub ``status`` message whose parent is that change). ipykernel >= 7.4 handles comm
+  messages during an awaiting cell (which is what keeps a ``%%acp`` cell's buttons clickable)
+  but publishes no busy/idle for them. So while a cell awaits, each text field, dropdown or
+  checkbox could send only its first change. ``follow_changes(widget)`` (which also routes the
+  widget as above) makes the kernel acknowledge each change of ``widget`` handled while a
+  ``%%acp`` cell awaits (``awaiting_cell``): it publishes the "idle" the frontend waits for, then
+  "busy" again for the running cell, so the kernel's status stays busy in the frontend.
 
-Threads: the kernel thread only (comm messages and the awaiting cell both run there); the
+Threads: the kernel's main thread only (comm messages and the awaiting cell both run there); the
 awaiting cell is kept under a lock anyway, since it is read from the comm handlers.
 """
 
@@ -23,7 +35,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["awaiting_cell", "follow_changes"]
+__all__ = ["awaiting_cell", "follow_changes", "handled_in_order"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +73,23 @@ def _acknowledge(msg: Mapping[str, Any]) -> None:
         logger.debug("could not acknowledge a widget change", exc_info=True)
 
 
+def _main_shell(_data: Any, _frontend_subshell: str | None) -> None:
+    return None  # ipykernel's id of the main shell
+
+
+def handled_in_order(widget: Any) -> Any:
+    """Route every message of ``widget`` to the kernel's main shell (see the module docstring); returns the
+    widget."""
+    comm = getattr(widget, "comm", None)
+    if comm is not None:
+        comm._reply_subshell_for = _main_shell
+    return widget
+
+
 def follow_changes(widget: Any) -> Any:
-    """Acknowledge every message ``widget`` gets while a ``%%acp`` cell awaits (see the module docstring);
-    returns the widget."""
+    """Route every message of ``widget`` to the main shell and acknowledge each change it gets while a ``%%acp``
+    cell awaits (see the module docstring); returns the widget."""
+    handled_in_order(widget)
     comm = getattr(widget, "comm", None)
     if comm is None or not hasattr(comm, "on_msg"):
         return widget

@@ -34,7 +34,7 @@ import ipywidgets as widgets
 from .. import _loop
 from ..elicitation import ElicitationRequest, check_answers, enum_values
 from ._html import BORDER, FG, MUTED
-from .comms import follow_changes
+from .comms import follow_changes, handled_in_order
 from .permission import ViewAsker
 
 __all__ = ["FormAsker", "FormPrompt", "answers_text", "automatic_form_html", "field_label", "record_words"]
@@ -333,6 +333,7 @@ class FormPrompt:
         button = widgets.Button(description=text, button_style=style, tooltip=tooltip,
                                 layout=widgets.Layout(width="auto"))
         button.add_class(f"acpnb-form-{text.split()[0].lower()}")
+        handled_in_order(button)  # a click is handled after the field changes sent before it
         button.on_click(lambda _button: action())
         return button
 

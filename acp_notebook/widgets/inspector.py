@@ -30,6 +30,7 @@ from .. import _loop, _schema
 from ..frames import Analyzer, FrameRow, analyze, capabilities, check_rows
 from ._frames_html import capabilities_html, frames_markdown, frames_text, table_html
 from ._html import MUTED, widget_bundle
+from .comms import handled_in_order
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .render_thread import Throttle
 from .scrollbox import FollowingBox
@@ -153,6 +154,8 @@ class ProtocolInspector:
                                                "follows them); untick to hold the table still")
         self.status = widgets.HTML()
         self.table = FollowingBox(max_height=SCROLL_HEIGHT, layout=widgets.Layout(width="100%"))
+        for control in (self.method, self.session, self.follow, self.table):
+            handled_in_order(control)
         self.capabilities = widgets.HTML(layout=widgets.Layout(width="100%"))
         bar = widgets.HBox([self.method, self.session, self.follow, self.status],
                            layout=widgets.Layout(grid_gap="12px", align_items="center", flex_flow="row wrap"))

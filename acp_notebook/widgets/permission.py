@@ -20,6 +20,7 @@ import ipywidgets as widgets
 
 from .. import _loop
 from ._html import BORDER, FG, MUTED
+from .comms import handled_in_order
 from .kernel import code_html
 
 __all__ = ["PermissionAsker", "PermissionPrompt", "describe_request"]
@@ -72,6 +73,7 @@ class PermissionPrompt:
                                     tooltip=str(option.get("kind") or ""),
                                     layout=widgets.Layout(width="auto"))
             button.add_class("acpnb-permission-option")
+            handled_in_order(button)
             option_id = option.get("optionId")
             button.on_click(lambda _button, option_id=option_id: self.choose(option_id))
             self.buttons.append(button)
