@@ -12,7 +12,8 @@ Two things in today's Jupyter stack would otherwise lose a person's input:
   ``handled_in_order(widget)`` routes every message of the widget to the main shell, so the
   kernel handles one frontend's messages in the order they were sent, on its main thread, as
   the package's views assume (ipykernel asks a comm's ``_reply_subshell_for``; there is no
-  public switch).
+  public switch). The price: while a cell that blocks the main thread runs (not an awaiting
+  ``%%acp`` cell), these widgets' messages wait for it, as every widget's did before subshells.
 - **Acknowledgement.** ipywidgets' frontend sends one change of a model at a time: a later change
   of the same model waits in a buffer until the kernel has reported "idle" for the previous one
   (an iopub ``status`` message whose parent is that change). ipykernel >= 7.4 handles comm
