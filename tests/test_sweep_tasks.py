@@ -62,6 +62,16 @@ def test_a_folder_without_instruction_md_is_named_and_skipped_or_refused(tmp_pat
         tasks(tmp_path / "broken")
 
 
+def test_a_folder_of_no_tasks_names_a_few_of_its_folders_and_counts_the_rest(tmp_path, capfd):
+    for index in range(7):
+        (tmp_path / f"not-a-task-{index}").mkdir()
+    with pytest.raises(ValueError, match="no task folders") as refused:
+        tasks(tmp_path)
+    message = str(refused.value)
+    assert all(f"not-a-task-{index} (no instruction.md)" in message for index in range(5))
+    assert "not-a-task-5" not in message and message.endswith("and 2 more")
+
+
 def test_rewards_from_reward_json_and_a_test_sh_that_writes_none_or_hangs(tmp_path):
     write = "mkdir -p /logs/verifier\ncd /app\n"
     make_task(tmp_path, "json", write + 'echo \'{"reward": 0.5, "style": 1}\' > /logs/verifier/reward.json\n')

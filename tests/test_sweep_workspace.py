@@ -125,9 +125,9 @@ def test_a_failing_setup_is_an_error_row_and_the_agent_is_not_prompted(project):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"scorers": [command("true")]}, r"the check true runs in each trial's workspace.*workspace=DIR"),
+    ({"scorers": [command("true")]}, r"the check 'true' runs in each trial's workspace.*workspace=DIR"),
     ({"setup": "true"}, r"setup= runs in each trial's workspace: pass workspace=DIR"),
-    ({"workspace": "/no/such/dir"}, r"workspace= '/no/such/dir' is not a directory"),
+    ({"workspace": "/no/such/dir"}, r"workspace='/no/such/dir' is not a directory"),
     ({"workspace_limit_mb": 0}, r"workspace_limit_mb= must be a number of MB > 0"),
 ])
 def test_workspace_usage_errors(options, message):

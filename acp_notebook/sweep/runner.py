@@ -141,10 +141,10 @@ def _workspace_dir(workspace: Any, syntax: Syntax) -> str | None:
     if workspace is None:
         return None
     if not isinstance(workspace, (str, os.PathLike)):
-        raise TypeError(f"{syntax['workspace']} takes a directory, not {type(workspace).__name__}")
+        raise TypeError(f"{syntax['workspace'].strip()} takes a directory, not {type(workspace).__name__}")
     path = Path(os.fspath(workspace)).expanduser().resolve()
     if not path.is_dir():
-        raise ValueError(f"{syntax['workspace']} {os.fspath(workspace)!r} is not a directory")
+        raise ValueError(f"{syntax['workspace']}{os.fspath(workspace)!r} is not a directory")
     return str(path)
 
 
@@ -272,7 +272,7 @@ class _Sweep:
             raise ValueError(f"{syntax['workspace_limit']} must be a number of MB > 0, not {limit_mb!r}")
         sources = {self.settings.workspace_for(s) for s in self.samples}
         if self.checks and None in sources:
-            names = ", ".join(c.name for c in self.checks)
+            names = ", ".join(repr(c.name) for c in self.checks)
             many = len(self.checks) > 1
             raise ValueError(f"the check{'s' if many else ''} {names} run{'' if many else 's'} in each trial's "
                              f"workspace, but some samples have none: pass {syntax['workspace']}DIR or give every "

@@ -42,6 +42,7 @@ __all__ = ["TaskSet", "TaskTests", "tasks"]
 
 DEFAULT_VERIFIER_TIMEOUT = 600.0
 DEFAULT_WORKDIR = "/app"
+SKIPS_NAMED = 5  # folders named in the error of a tasks directory with none; the rest are counted
 _said_no_containers = False
 
 
@@ -229,8 +230,10 @@ def tasks(directory: str | Path, *, on_invalid: str = "skip") -> TaskSet:
         samples.append(sample)
         checks[sample.id] = check
     if not samples:
+        named = ", ".join(f"{p} ({r})" for p, r in problems[:SKIPS_NAMED])
+        more = f" and {len(problems) - SKIPS_NAMED} more" if len(problems) > SKIPS_NAMED else ""
         raise ValueError(f"tasks(): no task folders in {root} (a task folder holds instruction.md and tests/test.sh)"
-                         + (f"; skipped: {', '.join(f'{p} ({r})' for p, r in problems)}" if problems else ""))
+                         + (f"; skipped: {named}{more}" if problems else ""))
     for path, reason in problems:
         print(f"acp-notebook: skipped {path}: {reason}", file=sys.stderr)
     _say_no_containers()
