@@ -56,19 +56,35 @@ def twins(core: Callable[..., Coroutine[Any, Any, T]], *, what: str | Callable[.
                 return timeout
         return default_timeout(*args, **kwargs) if callable(default_timeout) else default_timeout
 
+    signature = inspect.signature(core)
+    if not core_takes_timeout:
+        signature = _with_timeout(signature)
+    owner = core.__qualname__.rsplit(".", 1)[0] + "." if "." in core.__qualname__ else ""
+    keywords = {key for key, p in signature.parameters.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+    takes_any_keyword = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+
+    def check_call(twin_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # Python's own message would name the private core (``_set() got an unexpected keyword ...``).
+        unknown = [key for key in kwargs if key not in keywords]
+        try:
+            if unknown and not takes_any_keyword:  # named first: bind() would complain of a missing argument
+                raise TypeError(f"got an unexpected keyword argument {unknown[0]!r}")
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{owner}{twin_name}{_shown(signature)}: {exc}") from None
+
     @functools.wraps(core)
     def blocking(*args: Any, **kwargs: Any) -> T:
+        check_call(name, args, kwargs)
         limit = deadline(args, kwargs)
         return _loop.run_sync(core(*args, **kwargs), limit, what=_name(what, args, kwargs))
 
     @functools.wraps(core)
     async def awaitable(*args: Any, **kwargs: Any) -> T:
+        check_call(f"a{name}", args, kwargs)
         limit = deadline(args, kwargs)
         return await _loop.run_async(core(*args, **kwargs), limit, what=_name(what, args, kwargs))
 
-    signature = inspect.signature(core)
-    if not core_takes_timeout:
-        signature = _with_timeout(signature)
     for twin, twin_name, note in ((blocking, name, "Blocks until done"),
                                   (awaitable, f"a{name}", "Awaitable from any event loop")):
         twin.__name__ = twin_name
@@ -85,6 +101,13 @@ def _check_timeout(timeout: Any, where: str) -> None:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
         raise ValueError(f"{where}: timeout must be a number of seconds, 0 or more (or None for the default), "
                          f"not {timeout!r}")
+
+
+def _shown(signature: inspect.Signature) -> str:
+    """The call's parameters as a person writes them: no ``self``, no annotations."""
+    params = [p.replace(annotation=inspect.Parameter.empty) for name, p in signature.parameters.items()
+              if name != "self"]
+    return str(signature.replace(parameters=params, return_annotation=inspect.Signature.empty))
 
 
 def _name(what: str | Callable[..., str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

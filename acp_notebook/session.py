@@ -242,9 +242,13 @@ class Session:
         """A new turn, and the one it must wait for (turns of a session run in the order they were made)."""
         if self.closed:
             raise AgentClosedError(f"session {self.id} is closed")
-        if not isinstance(prompt, str) and not (isinstance(prompt, Sequence) and
-                                                all(isinstance(b, Mapping) for b in prompt)):
+        if not isinstance(prompt, (str, Sequence)):
             raise TypeError(f"a prompt is a string or a list of content blocks (dicts), not {type(prompt).__name__}")
+        if not isinstance(prompt, str):
+            wrong = next((i for i, block in enumerate(prompt) if not isinstance(block, Mapping)), None)
+            if wrong is not None:
+                raise TypeError(f"a prompt's list holds content blocks (dicts such as {{'type': 'text', 'text': "
+                                f"'...'}}); item {wrong} is {type(prompt[wrong]).__name__}")
         attached = attachments.collect(attach, self.agent.capabilities, redactor=self.agent.redactor) \
             if attach is not None else []
         if attached:

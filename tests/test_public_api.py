@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
 
 import acp_notebook as acpnb
+from acp_notebook.demo.agent import DemoAgent
 
 PUBLIC = {
     "AcpError", "AcpTimeoutError", "Agent", "AgentClosedError", "AgentExitedError", "AgentSpec", "AgentStartError",
@@ -76,3 +78,31 @@ def test_the_twins_carry_their_cores_signature_and_docstring(owner, core, twins)
     blocking, awaitable = (getattr(owner, name) for name in twins)
     assert not inspect.iscoroutinefunction(blocking) and inspect.iscoroutinefunction(awaitable)
     assert (blocking.__name__, awaitable.__name__) == twins
+
+
+def test_a_wrong_call_of_a_twin_names_the_public_method_and_shows_its_parameters():
+    """Python's own message would name the private core (``_set() got an unexpected keyword argument``)."""
+    import asyncio
+
+    with acpnb.start(DemoAgent()) as agent:
+        session = agent.new_session()
+        with pytest.raises(TypeError, match=re.escape("Session.set(config_id, value, *, timeout=None): got an "
+                                                      "unexpected keyword argument 'model'")):
+            session.set(model="smart")
+        with pytest.raises(TypeError, match=re.escape("Session.aset(config_id, value, *, timeout=None): missing "
+                                                      "a required argument: 'value'")):
+            asyncio.run(session.aset("model"))
+        with pytest.raises(TypeError, match=r"Agent\.new_session\(.*\): got an unexpected keyword argument 'cdw'"):
+            agent.new_session(cdw="/tmp")
+        assert session.set("model", "smart")  # nothing was sent by the wrong calls; the session still works
+        assert session.prompt("hi").text.startswith("[smart]")
+
+
+def test_a_prompt_of_the_wrong_shape_says_which_part_is_wrong():
+    with acpnb.start(DemoAgent()) as agent:
+        session = agent.new_session()
+        with pytest.raises(TypeError, match="a prompt is a string or a list of content blocks .dicts., not NoneType"):
+            session.prompt(None)
+        with pytest.raises(TypeError, match=r"a prompt's list holds content blocks .*; item 1 is int"):
+            session.prompt([{"type": "text", "text": "hi"}, 2])
+        assert session.prompt([{"type": "text", "text": "hi"}]).text.startswith("[fast]")
