@@ -21,7 +21,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = ["AgentRegistry", "AgentSpec", "AgentStatus", "AgentTable", "agents", "agent_cache_dir", "auth_hint",
-           "auto_auth_method", "register", "registry", "resolve_spec", "spec_of", "user_agents_file"]
+           "auto_auth_method", "register", "registry", "resolve_spec", "spec_of", "unknown_agent",
+           "user_agents_file"]
 
 
 @dataclass(frozen=True)
@@ -471,19 +472,24 @@ def resolve_spec(spec: SpecLike, env: Mapping[str, str] | None = None) -> tuple[
         if found is not None:
             return found.name, found.resolve(), {**found.env, **(env or {})}
         if shutil.which(spec.strip()) is None:
-            known = ", ".join(sorted(registry.names()))
-            raise AgentStartError(
-                f"unknown agent {spec!r}",
-                command=[spec],
-                hint=f"Use a registered name ({known}), a command list such as ['python', 'agent.py'], "
-                     "or acpnb.register(name, command).",
-                hints={"magic": f"Use a registered name ({known}), or run any ACP agent by its command: "
-                                "%acp start -- python agent.py (acp-notebook agents lists what is installed).",
-                       "cli": f"Use a registered name ({known}) or an ACP agent's command line; "
-                              "`acp-notebook agents` lists the registered agents and what each needs."},
-            )
+            raise unknown_agent(spec)
     argv = _argv(spec)  # type: ignore[arg-type]
     return Path(argv[0]).name, argv, dict(env or {})
+
+
+def unknown_agent(spec: str) -> AgentStartError:
+    """The error for a one-word spec that is neither a registered name nor a program on PATH."""
+    known = ", ".join(sorted(registry.names()))
+    return AgentStartError(
+        f"unknown agent {spec!r}",
+        command=[spec],
+        hint=f"Use a registered name ({known}), a command list such as ['python', 'agent.py'], "
+             "or acpnb.register(name, command).",
+        hints={"magic": f"Use a registered name ({known}), or run any ACP agent by its command: "
+                        "%acp start -- python agent.py (acp-notebook agents lists what is installed).",
+               "cli": f"Use a registered name ({known}) or an ACP agent's command line; "
+                      "`acp-notebook agents` lists the registered agents and what each needs."},
+    )
 
 
 def spec_of(spec: SpecLike) -> AgentSpec | None:

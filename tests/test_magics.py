@@ -403,6 +403,19 @@ def test_the_proxy_puts_several_agents_behind_one_session(shell):
     assert session.turns[-1].text.startswith("[smart]")
 
 
+def test_a_proxy_refuses_a_repeated_name_or_an_unknown_agent_and_names_one_that_could_not_start(shell):
+    with pytest.raises(UsageError, match="a named more than once; give each agent its own name"):
+        run(shell, "%acp proxy a=demo a=demo")
+    with pytest.raises(acpnb.AgentStartError, match="unknown agent 'no-such-agent-here'"):
+        run(shell, "%acp proxy a=demo b=no-such-agent-here")  # it used to start, and leave b out unsaid
+    assert not magics_of(shell).agents
+    with capture_output() as captured:
+        run(shell, "%acp proxy a=demo b='python /nonexistent/agent.py'")
+    assert "Agent 'b' could not start and is left out of the proxy (" in captured.stderr
+    assert "/nonexistent/agent.py" in captured.stderr and "fix its SPEC" in captured.stderr
+    assert acpnb.current().config["model"].values == ["a:fast", "a:smart"]
+
+
 def test_async_cells_run_through_the_transformer(shell, monkeypatch):
     """Where the kernel supports it, %%acp becomes an awaited coroutine; run that path here."""
     magics = magics_of(shell)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import acp_notebook as acpnb
+from acp_notebook.proxy.launcher import agents_left_out
 from tests.processes import wait_gone
 from tests.proxy_agents.harness import (
     FrameWaiter,
@@ -216,6 +217,8 @@ def test_failed_and_slow_agents_are_left_out_and_named(proxy_factory):
     meta = raw_result(proxy, "session/new")["_meta"]["acp-notebook/proxy"]
     assert meta["agents"]["d"]["ok"] is True
     assert "x: cannot read my config" in meta["failed"]["x"] and "code 4" in meta["failed"]["x"]
+    assert meta["failed"]["x"].count("agent 'x'") == 1  # named once (it read "agent 'x': agent 'x' exited")
+    assert agents_left_out(proxy) == {"x": "x: cannot read my config"}
     assert meta["pending"] == ["slow"] and meta["agents"]["slow"]["pending"] is True
     assert "did not answer within 5 s" in meta["agents"]["slow"]["error"]
     # ...and the proxy's own log (its stderr) names both, for whoever runs it outside a notebook.

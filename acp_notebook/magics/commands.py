@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,6 +251,7 @@ class Runner:
 
     def proxy(self, command: g.Proxy) -> None:
         from ..proxy import start_proxy
+        from ..proxy.launcher import agents_left_out
 
         alias = command.alias or "proxy"
         agent = self._starting(alias, command.timeout, lambda: start_proxy(
@@ -258,6 +260,13 @@ class Runner:
         entry = self.agents.adopt(alias, agent, {"proxy": dict(command.agents)})
         self._note_own_kernel_tools(entry, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))
+        try:
+            left_out = agents_left_out(agent)
+        except AcpError:  # an older proxy, or one busy past the timeout: nothing to add
+            left_out = {}
+        for name, why in left_out.items():
+            print(f"Agent '{name}' could not start and is left out of the proxy ({why}). The others are ready; fix "
+                  f"its SPEC and run %acp proxy again.", file=sys.stderr)
 
     def resume(self, command: g.Resume) -> Session:
         """Restart the agent of one of the notebook's sessions, reopen the session and put back the option

@@ -240,6 +240,10 @@ def _build_proxy(args: argparse.Namespace) -> Proxy:
     pairs = _pairs(args.agents, "NAME=SPEC", "proxy")
     if any(not spec for _, spec in pairs):
         raise UsageError("%acp proxy: every NAME needs a SPEC (a registry name or a quoted command line)")
+    names = [name for name, _ in pairs]
+    repeated = sorted({name for name in names if names.count(name) > 1}, key=names.index)
+    if repeated:
+        raise UsageError(f"%acp proxy: {', '.join(repeated)} named more than once; give each agent its own name")
     return Proxy(agents=pairs, alias=args.alias, cwd=args.cwd, timeout=args.timeout, kernel_tools=args.kernel_tools)
 
 

@@ -265,10 +265,10 @@ class Backend:
         try:
             _, transport, agent_env = transport_for(self.config.spec, cwd=self.cwd, env=self.config.env)
         except AcpError as exc:
-            self.error = f"agent '{self.name}': {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+            self.error = self._named(exc.message) + (f" ({exc.hint})" if exc.hint else "")
             return
         except ValueError as exc:
-            self.error = f"agent '{self.name}': {exc}"
+            self.error = self._named(str(exc))
             return
         # Prefixed with the agent's name, stderr also goes to the proxy's own stderr for whoever runs it.
         transport.stderr_listeners.append(lambda line: _echo.write(f"[{self.name}] {line}\n"))
@@ -279,7 +279,11 @@ class Backend:
         try:
             await connection.start(init_params, timeout=self.start_timeout)
         except AgentStartError as exc:
-            self.error = f"agent '{self.name}': {exc.message}"
+            self.error = self._named(exc.message)
+
+    def _named(self, message: str) -> str:
+        """``message`` saying which agent it is about, once (the connection's own errors name it already)."""
+        return message if message.startswith(f"agent '{self.name}'") else f"agent '{self.name}': {message}"
 
     async def _exited(self, connection: AgentConnection) -> None:
         if connection is not self.connection:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
@@ -10,9 +11,9 @@ from typing import Any, Union
 from .._facade import twins
 from .._redact import secret_values
 from ..client import Agent
-from ..launch import AgentSpec, SpecLike, registered
+from ..launch import AgentSpec, SpecLike, registered, unknown_agent
 
-__all__ = ["astart_proxy", "proxy_command", "start_proxy"]
+__all__ = ["agents_left_out", "astart_proxy", "proxy_command", "start_proxy"]
 
 AgentsLike = Union[Mapping[str, SpecLike], Sequence[tuple[str, SpecLike]]]
 
@@ -45,11 +46,14 @@ def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, sta
 
 def _portable(spec: SpecLike) -> SpecLike:
     """Registry names resolve here, in the caller's process: agents registered in this kernel
-    (acpnb.register) are unknown to the proxy's own process."""
+    (acpnb.register) are unknown to the proxy's own process. A word that is neither a registered name nor a
+    program is refused here too, as ``start`` refuses it (the proxy would leave the agent out)."""
     if isinstance(spec, str) and not any(c.isspace() for c in spec.strip()):
         found = registered(spec.strip())
         if isinstance(found, AgentSpec):
             return found
+        if shutil.which(spec.strip()) is None:
+            raise unknown_agent(spec)
     return spec
 
 
@@ -67,6 +71,18 @@ async def _start_proxy(agents: AgentsLike, *, probe_timeout: float | None = None
     specs = agents.values() if isinstance(agents, Mapping) else [spec for _, spec in agents]
     agent.extra_secrets = [pair for spec in specs if isinstance(spec, AgentSpec) for pair in secret_values(spec.env)]
     return await agent._start()
+
+
+def agents_left_out(proxy: Agent, *, timeout: float = 10.0) -> dict[str, str]:
+    """The agents a running proxy could not start (its sessions go on without them), each with why: the
+    last line the agent's process wrote, else the proxy's error. Agents still starting are not counted."""
+    status = proxy.request("_proxy/status", {}, timeout=timeout)
+    left_out = {}
+    for name, info in (status.get("agents") or {}).items():
+        if isinstance(info, dict) and info.get("status") == "failed":
+            said = [line for line in info.get("stderrTail") or () if isinstance(line, str) and line.strip()]
+            left_out[name] = said[-1].strip() if said else str(info.get("error") or "it did not start").splitlines()[0]
+    return left_out
 
 
 def _deadline(*args: Any, timeout: float = 60.0, **kwargs: Any) -> float:
