@@ -30,6 +30,8 @@ def test_the_cell_line_takes_repeated_attach_options():
     command = parse_cell_line("second --attach df --attach fig --no-wait")
     assert (command.alias, command.attach, command.wait) == ("second", ("df", "fig"), False)
     assert parse_cell_line("").attach == ()
+    with pytest.raises(UsageError, match="%%acp: --attach df given more than once; attach each once"):
+        parse_cell_line("--attach df --attach fig --attach df")
 
 
 def test_references_are_names_attributes_and_indexes_never_code(namespace):

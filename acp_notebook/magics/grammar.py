@@ -174,6 +174,13 @@ def _pairs(words: Sequence[str], what: str, command: str) -> tuple[tuple[str, st
     return tuple(pairs)
 
 
+def _given_once(values: Sequence[str], refusal: str) -> None:
+    """UsageError (``refusal`` with the repeated values in its ``{}``) when a value comes more than once."""
+    repeated = sorted({value for value in values if values.count(value) > 1}, key=values.index)
+    if repeated:
+        raise UsageError(refusal.format(", ".join(repeated)))
+
+
 def _policy(text: str) -> str:
     try:
         return parse_policy(text)
@@ -240,10 +247,7 @@ def _build_proxy(args: argparse.Namespace) -> Proxy:
     pairs = _pairs(args.agents, "NAME=SPEC", "proxy")
     if any(not spec for _, spec in pairs):
         raise UsageError("%acp proxy: every NAME needs a SPEC (a registry name or a quoted command line)")
-    names = [name for name, _ in pairs]
-    repeated = sorted({name for name in names if names.count(name) > 1}, key=names.index)
-    if repeated:
-        raise UsageError(f"%acp proxy: {', '.join(repeated)} named more than once; give each agent its own name")
+    _given_once([name for name, _ in pairs], "%acp proxy: {} named more than once; give each agent its own name")
     return Proxy(agents=pairs, alias=args.alias, cwd=args.cwd, timeout=args.timeout, kernel_tools=args.kernel_tools)
 
 
@@ -256,10 +260,7 @@ def _build_set(args: argparse.Namespace) -> SetOptions:
     if not args.assignments:
         raise UsageError("%acp set: give at least one ID=VALUE, e.g. %acp set model=smart")
     pairs = _pairs(args.assignments, "ID=VALUE", "set")
-    ids = [option_id for option_id, _ in pairs]
-    repeated = sorted({option_id for option_id in ids if ids.count(option_id) > 1}, key=ids.index)
-    if repeated:
-        raise UsageError(f"%acp set: {', '.join(repeated)} given more than once; give each option one value")
+    _given_once([option_id for option_id, _ in pairs], "%acp set: {} given more than once; give each option one value")
     return SetOptions(pairs, alias=args.alias)
 
 
@@ -471,6 +472,7 @@ def parse_cell_line(line: str) -> CellPrompt:
     parser.add_argument("--new", dest="new_session", action="store_true")
     parser.add_argument("--attach", action="append", default=[], metavar="NAME")
     args = parser.parse_args(_split(line))
+    _given_once(args.attach, "%%acp: --attach {} given more than once; attach each once")
     return CellPrompt(alias=args.alias, wait=args.wait, new_session=args.new_session, attach=tuple(args.attach))
 
 
