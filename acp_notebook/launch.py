@@ -477,9 +477,19 @@ def resolve_spec(spec: SpecLike, env: Mapping[str, str] | None = None) -> tuple[
     return Path(argv[0]).name, argv, dict(env or {})
 
 
-def unknown_agent(spec: str) -> AgentStartError:
-    """The error for a one-word spec that is neither a registered name nor a program on PATH."""
+def unknown_agent(spec: str, proxy_name: str | None = None) -> AgentStartError:
+    """The error for a one-word spec that is neither a registered name nor a program on PATH (``proxy_name``:
+    the name it was given in a proxy)."""
     known = ", ".join(sorted(registry.names()))
+    if proxy_name is not None:
+        return AgentStartError(
+            f"unknown agent {spec!r} (for {proxy_name!r} in the proxy)",
+            command=[spec],
+            hint=f"Give {proxy_name!r} a registered name ({known}), a command list such as ['python', 'agent.py'], "
+                 "or an AgentSpec.",
+            hints={"magic": f"Give {proxy_name} a registered name ({known}) or a quoted command line: "
+                            f"%acp proxy {proxy_name}='python agent.py'."},
+        )
     return AgentStartError(
         f"unknown agent {spec!r}",
         command=[spec],

@@ -406,8 +406,9 @@ def test_the_proxy_puts_several_agents_behind_one_session(shell):
 def test_a_proxy_refuses_a_repeated_name_or_an_unknown_agent_and_names_one_that_could_not_start(shell):
     with pytest.raises(UsageError, match="a named more than once; give each agent its own name"):
         run(shell, "%acp proxy a=demo a=demo")
-    with pytest.raises(acpnb.AgentStartError, match="unknown agent 'no-such-agent-here'"):
+    with pytest.raises(acpnb.AgentStartError, match="unknown agent 'no-such-agent-here' .for 'b' in the proxy.") as refused:
         run(shell, "%acp proxy a=demo b=no-such-agent-here")  # it used to start, and leave b out unsaid
+    assert "%acp proxy b='python agent.py'" in refused.value.hint_for("magic")
     assert not magics_of(shell).agents
     with capture_output() as captured:
         run(shell, "%acp proxy a=demo b='python /nonexistent/agent.py'")

@@ -34,7 +34,7 @@ def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, sta
         if name in seen:
             raise ValueError(f"agent name {name!r} is given twice")
         seen.add(name)
-        argv += ["--agent", f"{name}={encode_spec(_portable(spec))}"]
+        argv += ["--agent", f"{name}={encode_spec(_portable(name, spec))}"]
     if probe_timeout is not None:
         argv += ["--probe-timeout", f"{float(probe_timeout):g}"]
     if start_timeout is not None:
@@ -44,7 +44,7 @@ def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, sta
     return argv
 
 
-def _portable(spec: SpecLike) -> SpecLike:
+def _portable(name: str, spec: SpecLike) -> SpecLike:
     """Registry names resolve here, in the caller's process: agents registered in this kernel
     (acpnb.register) are unknown to the proxy's own process. A word that is neither a registered name nor a
     program is refused here too, as ``start`` refuses it (the proxy would leave the agent out)."""
@@ -53,7 +53,7 @@ def _portable(spec: SpecLike) -> SpecLike:
         if isinstance(found, AgentSpec):
             return found
         if shutil.which(spec.strip()) is None:
-            raise unknown_agent(spec)
+            raise unknown_agent(spec, proxy_name=name)
     return spec
 
 
