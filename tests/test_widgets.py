@@ -107,6 +107,12 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> CommRecorder:
     return recorder
 
 
+def on_the_main_shell(widget: Any) -> bool:
+    """Whether ipykernel routes the widget's messages to the main shell, whichever subshell the browser names
+    (see widgets.comms)."""
+    return widget.comm._reply_subshell_for({"method": "update"}, "a-frontend-subshell") is None
+
+
 @pytest.fixture
 def demo(tmp_path):
     (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
@@ -166,6 +172,7 @@ def test_panel_shows_header_and_one_control_per_option_in_the_agents_order(comms
     (opened,) = [m for m in comms.to(panel.controls) if m.msg_type == "comm_open"]
     children = opened.state.get("children") or comms.updates_of(panel.controls, "children")[-1]
     assert children == [f"IPY_MODEL_{panel.control(i).model_id}" for i in panel.option_ids]
+    assert all(on_the_main_shell(panel.control(i)) for i in panel.option_ids)
 
 
 def test_unknown_option_types_are_left_out(comms, demo):
@@ -309,6 +316,7 @@ def test_permission_buttons_resolve_the_agents_request(comms, demo):
     buttons = [w for w in prompt_box.children[1].children if isinstance(w, widgets.Button)]
     assert [b.description for b in buttons] == ["Allow once", "Reject"]
     assert [b.button_style for b in buttons] == ["success", "danger"]
+    assert all(on_the_main_shell(b) for b in buttons)
     assert view.status == "waiting"
     # Saved while it waits, the cell says what the agent asked and that nobody answered yet.
     waiting = turn_forms(view.snapshot())
@@ -635,6 +643,9 @@ def test_a_form_is_drawn_from_its_schema_and_submit_sends_the_answers(comms, dem
     assert notebooks.input.description == "Do you like notebooks?"
     # Typed text goes to the kernel as the field loses focus, so a click on Submit cannot overtake it.
     assert not name.input.continuous_update and not cups.input.continuous_update
+    # ...and every field and button is handled on the main shell, in the order the browser sent them.
+    assert all(on_the_main_shell(w) for w in (*(f.input for f in form.fields), form.submit_button,
+                                               form.decline_button, form.cancel_button, view.cancel_button))
     label = name.box.children[0].value
     assert "Your name" in label and 'title="required"' in label
     assert 'title="required"' not in cups.box.children[0].value
