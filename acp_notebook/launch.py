@@ -415,6 +415,8 @@ def register(name: str, spec: SpecLike | Mapping[str, Any], *, env: Mapping[str,
 
 
 def _argv(command: str | Sequence[str]) -> list[str]:
+    if not isinstance(command, (str, Sequence)) or isinstance(command, (bytes, bytearray)):
+        raise TypeError(f"an agent command is a command line (str) or an argv list, not {type(command).__name__}")
     argv = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
     if not argv:
         raise ValueError("an agent command cannot be empty")

@@ -52,6 +52,9 @@ def test_register_and_resolve_specs(private_registry):
         acpnb.register("a:b", ["x"])
     with pytest.raises(ValueError, match="cannot be empty"):
         acpnb.register("empty", [])
+    with pytest.raises(TypeError, match=r"an agent command is a command line \(str\) or an argv list, not int"):
+        acpnb.register("number", 5)  # it said "'int' object is not iterable"
+    assert launch.registered("number") is None
 
 
 def test_user_toml_file_adds_agents(private_registry, monkeypatch, tmp_path):
