@@ -52,7 +52,7 @@ def _portable(name: str, spec: SpecLike) -> SpecLike:
         found = registered(spec.strip())
         if isinstance(found, AgentSpec):
             return found
-        if shutil.which(spec.strip()) is None:
+        if os.sep not in spec and shutil.which(spec.strip()) is None:  # a path runs in the agents' cwd: not here
             raise unknown_agent(spec, proxy_name=name)
     return spec
 
