@@ -483,25 +483,21 @@ def unknown_agent(spec: str, proxy_name: str | None = None) -> AgentStartError:
     """The error for a one-word spec that is neither a registered name nor a program on PATH (``proxy_name``:
     the name it was given in a proxy)."""
     known = ", ".join(sorted(registry.names()))
-    if proxy_name is not None:
-        return AgentStartError(
-            f"unknown agent {spec!r} (for {proxy_name!r} in the proxy)",
-            command=[spec],
-            hint=f"Give {proxy_name!r} a registered name ({known}), a command list such as ['python', 'agent.py'], "
-                 "or an AgentSpec.",
-            hints={"magic": f"Give {proxy_name} a registered name ({known}) or a quoted command line: "
-                            f"%acp proxy {proxy_name}='python agent.py'."},
-        )
-    return AgentStartError(
-        f"unknown agent {spec!r}",
-        command=[spec],
-        hint=f"Use a registered name ({known}), a command list such as ['python', 'agent.py'], "
-             "or acpnb.register(name, command).",
-        hints={"magic": f"Use a registered name ({known}), or run any ACP agent by its command: "
-                        "%acp start -- python agent.py (acp-notebook agents lists what is installed).",
-               "cli": f"Use a registered name ({known}) or an ACP agent's command line; "
-                      "`acp-notebook agents` lists the registered agents and what each needs."},
-    )
+    if proxy_name is None:
+        message = f"unknown agent {spec!r}"
+        hint = f"Use a registered name ({known}), a command list such as ['python', 'agent.py'], or " \
+               "acpnb.register(name, command)."
+        hints = {"magic": f"Use a registered name ({known}), or run any ACP agent by its command: "
+                          "%acp start -- python agent.py (acp-notebook agents lists what is installed).",
+                 "cli": f"Use a registered name ({known}) or an ACP agent's command line; "
+                        "`acp-notebook agents` lists the registered agents and what each needs."}
+    else:
+        message = f"unknown agent {spec!r} (for {proxy_name!r} in the proxy)"
+        hint = f"Give {proxy_name!r} a registered name ({known}), a command list such as ['python', 'agent.py'], " \
+               "or an AgentSpec."
+        hints = {"magic": f"Give {proxy_name} a registered name ({known}) or a quoted command line: "
+                          f"%acp proxy {proxy_name}='python agent.py'."}
+    return AgentStartError(message, command=[spec], hint=hint, hints=hints)
 
 
 def spec_of(spec: SpecLike) -> AgentSpec | None:
