@@ -139,8 +139,13 @@ def _saved_turn_after(lab_page: LabPage, server: JupyterLabServer, name: str, co
         menu(lab_page, "Kernel", command)
         lab_page.page.get_by_text("No Kernel").first.wait_for()
     saved = save(lab_page, server, name)
-    (output,) = saved["cells"][1]["outputs"]
+    outputs = saved["cells"][1]["outputs"]
+    (output,) = [o for o in outputs if "acp_notebook" in o.get("metadata", {})]
     assert WIDGET_MIME not in output["data"]
+    # Shutting a kernel down interrupts it first: when the cell's error reached the page, it is the turn's
+    # interruption and nothing else.
+    others = [o for o in outputs if o is not output]
+    assert [(o["output_type"], o.get("ename")) for o in others] in ([], [("error", "TurnInterrupted")]), others
     return "".join(output["data"]["text/plain"])
 
 
