@@ -16,7 +16,7 @@ from pathlib import Path
 from . import _term
 from .client import Agent, Session, start
 from .errors import AcpError, ConfigOptionError, RpcError
-from .launch import AgentSpec, agents, registered
+from .launch import AgentSpec, agents, did_you_mean, registered
 
 __all__ = ["CheckResult", "CheckTable", "check_agent", "check_agents", "main"]
 
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     unknown = [name for name in args.names if registered(name) is None]
     if unknown:
-        parser.error(f"unknown agent(s): {', '.join(unknown)} (known: {', '.join(agents())})")
+        parser.error(f"unknown agent(s): {', '.join(name + did_you_mean(name) for name in unknown)} (known: {', '.join(agents())})")
     table = check_agents(args.names, timeout=args.timeout)
     print(json.dumps(table.to_json(), indent=1) if args.json else table.text())
     failed = [r.name for r in table if r.installed and not r.ok]

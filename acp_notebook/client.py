@@ -44,7 +44,7 @@ from .connection import AgentConnection, transport_for
 from .elicitation import ElicitationPolicy
 from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError, ProtocolError
 from .kernel_link import KernelLink, close_links, entry_secrets, resolve_policy, servers_with_kernel
-from .launch import AgentSpec, SpecLike, spec_of, terminal_login_command
+from .launch import AgentSpec, SpecLike, environment, spec_of, terminal_login_command
 from .record.format import Recorder
 from .session import Session, _agent_timeout, _apply_session_result, _state_applier
 from .state import SessionState
@@ -105,7 +105,7 @@ class Agent:
             # Checked here: the spawn's own error would blame the program ("cannot run 'python'").
             raise AgentStartError(f"the agent's working directory {problem}", hint="Pass an existing directory "
                                   "as cwd (%acp start ... --cwd DIR), or create it first.")
-        self.extra_env = dict(env or {})
+        self.extra_env = environment(env, where="acpnb.start")
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT_S  # None: the default, as for every call
         self.permission = permission
         self.elicitation = elicitation  # answers the agent's forms (elicitation.py); "decline" by default

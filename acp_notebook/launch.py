@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import platform
 import shlex
@@ -410,8 +411,28 @@ def register(name: str, spec: SpecLike | Mapping[str, Any], *, env: Mapping[str,
     elif isinstance(spec, Mapping):
         made = _spec_from_mapping(name, spec)
     else:
-        made = AgentSpec(name=name, command=tuple(_argv(spec)), env=dict(env or {}), description=description)
+        made = AgentSpec(name=name, command=tuple(_argv(spec)), env=environment(env, where='acpnb.register'),
+                         description=description)
     return registry.add(made)
+
+
+def environment(env: Mapping[str, str] | None, *, where: str) -> dict[str, str]:
+    """``env`` as a dict of strings, or a TypeError naming the entry to fix: the spawn's own error names no
+    variable ("expected str, bytes or os.PathLike object, not int"). A value is never shown: it may be a key."""
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise TypeError(f"{where}: env maps variable names to string values (a dict), not {type(env).__name__}")
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise TypeError(f"{where}: env has the name {key!r}; a variable's name is a non-empty string "
+                            "without '=' or NUL")
+        if value is None:
+            raise TypeError(f"{where}: env[{key!r}] is None; leave {key!r} out to not set it, or give a string")
+        if not isinstance(value, str):
+            raise TypeError(f"{where}: env[{key!r}] is of type {type(value).__name__}; environment values are "
+                            f"strings, so pass str() of it")
+    return dict(env)
 
 
 def _argv(command: str | Sequence[str]) -> list[str]:
@@ -483,8 +504,9 @@ def unknown_agent(spec: str, proxy_name: str | None = None) -> AgentStartError:
     """The error for a one-word spec that is neither a registered name nor a program on PATH (``proxy_name``:
     the name it was given in a proxy)."""
     known = ", ".join(sorted(registry.names()))
+    guess = did_you_mean(spec)
     if proxy_name is None:
-        message = f"unknown agent {spec!r}"
+        message = f"unknown agent {spec!r}{guess}"
         hint = f"Use a registered name ({known}), a command list such as ['python', 'agent.py'], or " \
                "acpnb.register(name, command)."
         hints = {"magic": f"Use a registered name ({known}), or run any ACP agent by its command: "
@@ -492,12 +514,19 @@ def unknown_agent(spec: str, proxy_name: str | None = None) -> AgentStartError:
                  "cli": f"Use a registered name ({known}) or an ACP agent's command line; "
                         "`acp-notebook agents` lists the registered agents and what each needs."}
     else:
-        message = f"unknown agent {spec!r} (for {proxy_name!r} in the proxy)"
+        message = f"unknown agent {spec!r} (for {proxy_name!r} in the proxy){guess}"
         hint = f"Give {proxy_name!r} a registered name ({known}), a command list such as ['python', 'agent.py'], " \
                "or an AgentSpec."
         hints = {"magic": f"Give {proxy_name} a registered name ({known}) or a quoted command line: "
                           f"%acp proxy {proxy_name}='python agent.py'."}
     return AgentStartError(message, command=[spec], hint=hint, hints=hints)
+
+
+def did_you_mean(word: str) -> str:
+    """`` (did you mean 'demo'?)`` for the registered name closest to a mistyped one (case aside), else ""."""
+    by_folded = {name.lower(): name for name in registry.names()}
+    close = difflib.get_close_matches(word.strip().lower(), list(by_folded), n=1)
+    return f" (did you mean {by_folded[close[0]]!r}?)" if close else ""
 
 
 def spec_of(spec: SpecLike) -> AgentSpec | None:

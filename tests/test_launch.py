@@ -57,6 +57,39 @@ def test_register_and_resolve_specs(private_registry):
     assert launch.registered("number") is None
 
 
+@pytest.mark.parametrize(("env", "says"), [
+    ({"PORT": 8080}, r"acpnb.start: env\['PORT'\] is of type int; environment values are strings"),
+    ({"API_KEY": None}, r"env\['API_KEY'\] is None; leave 'API_KEY' out to not set it"),
+    (["A=1"], r"env maps variable names to string values \(a dict\), not list"),
+    ({"A=B": "x"}, r"env has the name 'A=B'; a variable's name is a non-empty string without '='"),
+])
+def test_an_environment_that_is_not_strings_is_refused_before_the_spawn(env, says):
+    # The spawn said "expected str, bytes or os.PathLike object, not int", naming no variable.
+    with pytest.raises(TypeError, match=says) as refused:
+        acpnb.start("demo", env=env)
+    assert "8080" not in str(refused.value)  # a value is never shown: it may be a key
+
+
+def test_a_registered_env_must_be_strings_too(private_registry):
+    with pytest.raises(TypeError, match=r"acpnb.register: env\['A'\] is of type float"):
+        acpnb.register("floaty", "python agent.py", env={"A": 1.5})
+    assert launch.registered("floaty") is None
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("dmeo", "demo"), ("Claude", "claude"), ("opencod", "opencode")])
+def test_a_mistyped_agent_name_suggests_the_registered_one(typed, meant):
+    with pytest.raises(acpnb.AgentStartError, match=rf"unknown agent '{typed}' \(did you mean '{meant}'\?\)"):
+        acpnb.start(typed)
+    with pytest.raises(acpnb.AgentStartError, match=rf"\(for 'b' in the proxy\) \(did you mean '{meant}'\?\)"):
+        acpnb.start_proxy({"b": typed})
+
+
+def test_a_name_close_to_none_gets_no_guess():
+    with pytest.raises(acpnb.AgentStartError) as refused:
+        acpnb.start("zzqx")
+    assert str(refused.value).splitlines()[0] == "unknown agent 'zzqx'"
+
+
 def test_user_toml_file_adds_agents(private_registry, monkeypatch, tmp_path):
     path = tmp_path / "agents.toml"
     path.write_text(f'[agents.local]\ncommand = ["{sys.executable}", "-m", "acp_notebook.demo"]\n'

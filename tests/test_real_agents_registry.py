@@ -291,6 +291,8 @@ def test_agents_cli_check_json_and_usage_errors(tmp_path):
     assert listed.returncode == 0 and "missing" in listed.stdout.splitlines()[0]
     assert "the package: Install it with `npm install -g @zed-industries/claude-agent-acp@0.23.1`" in listed.stdout
     assert run_cli("--check", "nobody").returncode == 2
+    mistyped = run_cli("--check", "gemni")
+    assert mistyped.returncode == 2 and "unknown agent(s): gemni (did you mean 'gemini'?)" in mistyped.stderr
     assert run_cli("--json").returncode == 2
 
 

@@ -81,6 +81,8 @@ def test_model_ids_split_at_the_first_colon_and_the_plan_covers_every_model_firs
 @pytest.mark.parametrize("options, message", [
     ({"models": ["demo"]}, "agent:model"),
     ({"models": ["nosuchagent:x"]}, r"unknown agent 'nosuchagent'.*acpnb.register"),
+    ({"models": ["dmeo:fast", "clade:x"]}, r"unknown agents 'clade' \(did you mean 'claude'\?\), 'dmeo' \(did you "
+                                           r"mean 'demo'\?\) in the model ids"),
     ({"models": ["demo:fast", "demo:fast"]}, "listed twice"),
     ({"repeats": 0}, "repeats= must be a whole number >= 1"),
     ({"concurrency": 0}, "concurrency="),

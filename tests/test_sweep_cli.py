@@ -109,6 +109,7 @@ def test_a_partly_failing_sweep_exits_0(tmp_path):
     (["What is 2 + 2?", "--model", "demo:fast"], "unexpected 'What is 2 \\+ 2\\?': give the prompt with --prompt TEXT"),
     (["--model", "demo", "--prompt", "hi"], "or pass --agent SPEC"),
     (["--model", "nosuch:x", "--prompt", "hi"], "unknown agent 'nosuch'.*--register NAME=COMMAND"),
+    (["--model", "dmeo:fast", "--prompt", "hi"], r"unknown agent 'dmeo' \(did you mean 'demo'\?\) in the model ids"),
     (["--model", "demo:fast", "--prompt", "hi", "--repeats", "0"], "at least 1"),
     (["--model", "demo:fast", "--prompt", "hi", "--config", "oops"], "ID=VALUE"),
     (["--model", "demo:fast", "--prompt", "hi", "--config", "model=smart"], "the model comes from --model"),

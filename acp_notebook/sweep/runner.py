@@ -27,7 +27,7 @@ from typing import Any, Union
 
 from .. import _loop
 from ..client import Agent, PermissionPolicy
-from ..launch import SpecLike, known_names, registered
+from ..launch import SpecLike, did_you_mean, known_names, registered
 from .columns import explanation_column, ordered_columns, score_column
 from .dataset import dataset_fingerprint, is_dataset_path, load_dataset
 from .executors import Executor, ExecutorSetup, LocalExecutor, make_executor
@@ -125,8 +125,8 @@ def _specs(names: set[str], syntax: Syntax) -> dict[str, SpecLike]:
     specs = {name: registered(name) for name in sorted(names)}
     unknown = [name for name, spec in specs.items() if spec is None]
     if unknown:
-        raise ValueError(f"unknown agent{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} in the "
-                         f"model ids; registered agents: {', '.join(known_names())}. {syntax['register']}"
+        raise ValueError(f"unknown agent{'s' if len(unknown) > 1 else ''} {', '.join(repr(name) + did_you_mean(name) for name in unknown)} "
+                         f"in the model ids; registered agents: {', '.join(known_names())}. {syntax['register']}"
                          f", {syntax['agent']}.")
     return specs  # type: ignore[return-value]
 
