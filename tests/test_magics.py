@@ -100,7 +100,9 @@ def test_parse_cell_line(line, expected):
     ("proxy demo=", "every NAME needs a SPEC"),
     ("use", "the following arguments are required: NAME"),
     ("load", "the following arguments are required: ID"),
-    ("log --frobnicate", "unrecognized arguments: --frobnicate"),
+    ("log --frobnicate", "unrecognized arguments: --frobnicate; its options are --file, --method, --session"),
+    ("start demo --nmae x", "unrecognized arguments: --nmae x (did you mean --name?); its options are --cwd, --env,"),
+    ("stop --al", "(did you mean --all?); its options are --agent, --all"),
     ("stop second --all", "give a NAME or --all, not both"),
     ("start demo -- python agent.py", "give a NAME or a command after --, not both"),
     ('start "unterminated', "cannot parse the line"),
@@ -114,6 +116,13 @@ def test_bad_lines_raise_one_line_usage_errors(line, says):
 def test_bad_cell_lines_raise_usage_errors():
     with pytest.raises(UsageError, match="not allowed with argument"):
         parse_cell_line("--wait --no-wait")
+    with pytest.raises(UsageError) as raised:
+        parse_cell_line("--model smart")
+    assert str(raised.value) == ("%%acp: unrecognized arguments: --model; its options are --attach, --new, "
+                                 "--no-wait, --wait; settings such as the model change with %acp set ID=VALUE "
+                                 "before the cell (see %acp?)")
+    with pytest.raises(UsageError, match=r"--atach \(did you mean --attach\?\); its options are [-a-z, ]+ \(see"):
+        parse_cell_line("--atach df")
 
 
 def test_default_alias_names_what_the_command_runs():

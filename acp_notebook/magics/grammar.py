@@ -9,6 +9,7 @@ line raises a one-line ``UsageError`` in magic syntax. Pure functions; any threa
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import shlex
 from collections.abc import Callable, Sequence
@@ -146,11 +147,24 @@ Command = Union[Start, Proxy, ShowPanel, SetOptions, NewSession, ListSessions, L
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad line as a one-line UsageError instead of exiting."""
 
-    def __init__(self, prog: str) -> None:
+    def __init__(self, prog: str, *, not_an_option: str = "") -> None:
         super().__init__(prog=prog, add_help=False, allow_abbrev=False)
+        self.not_an_option = not_an_option  # what to say of an unknown option besides the known ones
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        unknown = message.removeprefix("unrecognized arguments: ").split()
+        if message.startswith("unrecognized arguments: ") and unknown[0].startswith("-"):
+            message += self._options_instead(unknown[0])
         raise UsageError(f"{self.prog}: {message} (see %acp?)")
+
+    def _options_instead(self, word: str) -> str:
+        """What to type instead of an unknown option: the closest one, and every option this command takes."""
+        options = sorted({option for action in self._actions for option in action.option_strings
+                          if option.startswith("--")})
+        close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
+        said = f" (did you mean {close[0]}?)" if close else ""
+        said += f"; its options are {', '.join(options)}" if options else "; it takes no options"
+        return said + (f"; {self.not_an_option}" if self.not_an_option and not close else "")
 
 
 @dataclass(frozen=True)
@@ -464,7 +478,7 @@ def parse_line(line: str) -> Command:
 
 def parse_cell_line(line: str) -> CellPrompt:
     """The ``%%acp`` line: ``[NAME] [--wait | --no-wait] [--new] [--attach REF ...]``."""
-    parser = _Parser("%%acp")
+    parser = _Parser("%%acp", not_an_option="settings such as the model change with %acp set ID=VALUE before the cell")
     parser.add_argument("alias", nargs="?", metavar="NAME")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--wait", dest="wait", action="store_const", const=True, default=None)
