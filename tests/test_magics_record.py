@@ -52,6 +52,16 @@ def test_a_notebook_recorded_then_replayed_then_studied(shell, tmp_path):
         run(shell, f"%acp log --file {path} --method session/set_config_option")
     (shown,) = [output.data for output in captured.outputs]
     assert "set_config_option" in shown["text/plain"] and "session/prompt" not in shown["text/plain"]
+    assert not captured.stderr
+    with capture_output() as captured:  # an update kind stands for session/update of that kind
+        run(shell, f"%acp log --file {path} --method agent_message_chunk")
+    (shown,) = [output.data for output in captured.outputs]
+    assert "agent_message_chunk" in shown["text/plain"] and "session/prompt" not in shown["text/plain"]
+    assert not captured.stderr
+    with capture_output() as captured:  # a typo is said, not silently an empty table
+        run(shell, f"%acp log --file {path} --method session/nw")
+    assert captured.stderr == ("%acp log --method: ACP has no method 'session/nw' (did you mean 'session/new'?); the "
+                               "inspector shows its frames if any come, and its Method list names those that came.\n")
     with pytest.raises(UsageError, match="no recording at"):
         run(shell, f"%acp log --file {tmp_path / 'missing.jsonl'}")
     with pytest.raises(UsageError, match="no recording at"):

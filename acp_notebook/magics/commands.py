@@ -82,7 +82,7 @@ def _auth_hint(entry: AgentEntry) -> str:
     return auth_hint(agent.registry_spec, agent.auth_methods, how="%acp auth METHOD", command=agent.command) or ""
 
 
-def _recording_inspector(command: g.ShowLog) -> Any:
+def _recording_inspector(command: g.ShowLog, method: str | None) -> Any:
     from ..record import Recording, RecordingError
     from ..widgets.inspector import ProtocolInspector
 
@@ -92,7 +92,19 @@ def _recording_inspector(command: g.ShowLog) -> Any:
     except RecordingError as exc:
         raise UsageError(f"%acp log --file {command.file}: {exc.message}") from None
     return ProtocolInspector.of_frames([frame.as_log_entry() for frame in recording.frames],
-                                       name=recording.agent_name, method=command.method)
+                                       name=recording.agent_name, method=method)
+
+
+def _log_method(command: g.ShowLog) -> str | None:
+    """The inspector's Method filter for ``--method``, saying on stderr when ACP has no such method."""
+    from ..widgets.inspector import method_filter
+
+    if command.method is None:
+        return None
+    method, note = method_filter(command.method)
+    if note:
+        print(f"%acp log --method: {note}.", file=sys.stderr)
+    return method
 
 
 class Runner:
@@ -370,12 +382,13 @@ class Runner:
     def show_log(self, command: g.ShowLog) -> None:
         from ..widgets.inspector import ProtocolInspector
 
+        method = _log_method(command)
         if command.file is not None:
-            display(_recording_inspector(command))
+            display(_recording_inspector(command, method))
             return
         entry = self.agents.entry(command.alias)
         session_id = self.agents.session_of(entry).id if command.session_only else None
-        display(ProtocolInspector(entry.agent, method=command.method, session_id=session_id))
+        display(ProtocolInspector(entry.agent, method=method, session_id=session_id))
 
     def stop(self, command: g.Stop) -> None:
         entries = list(self.agents.agents.values()) if command.every else [self.agents.entry(command.alias)]

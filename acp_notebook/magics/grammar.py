@@ -391,6 +391,7 @@ COMMANDS: tuple[Verb, ...] = (
     Verb("log", _log_arguments, _build_log, (
         ("%acp log", "the protocol inspector: every frame, live, JSON on demand"),
         ("%acp log --method session/update", "... only one method"),
+        ("%acp log --method tool_call", "... only one kind of session/update"),
         ("%acp log --file session.acp.jsonl", "... of a recording, with no agent running"),
     )),
     Verb("use", _one("NAME"), lambda a: Use(a.target), (

@@ -17,6 +17,7 @@ a burst of frames has ended, and published on the render thread.
 
 from __future__ import annotations
 
+import difflib
 import sys
 import threading
 import time
@@ -35,7 +36,7 @@ from .display import Bundle, LiveDisplay, close_widget_tree
 from .render_thread import Throttle
 from .scrollbox import FollowingBox
 
-__all__ = ["ALL_METHODS", "ProtocolInspector", "frames_html", "summarize_frames"]
+__all__ = ["ALL_METHODS", "ProtocolInspector", "frames_html", "method_filter", "summarize_frames"]
 
 ALL_METHODS = ""  # the method filter's value that lets every frame through
 ALL_SESSIONS = ""
@@ -48,6 +49,22 @@ UPDATE_PREFIX = "session/update#"
 # The live table (a FollowingBox) opens at the top, initialize first; it follows new frames once the
 # reader scrolls to its end, and otherwise keeps the reader's place and opened rows across redraws.
 SCROLL_HEIGHT = "32em"
+
+
+def method_filter(name: str) -> tuple[str, str]:
+    """The Method filter's value for a name typed by a person, and a note when ACP has no such method: a
+    session/update kind (``plan``) stands for session/update of that kind; an extension method (``_x``) and a
+    method this package has no table entry for are kept as given, since their frames may still come."""
+    from .._explain import METHODS, UPDATES
+
+    if name in UPDATES:
+        return UPDATE_PREFIX + name, ""
+    if name in METHODS or name.startswith(("_", UPDATE_PREFIX)):
+        return name, ""
+    close = difflib.get_close_matches(name, [*METHODS, *UPDATES], n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    return name, (f"ACP has no method {name!r}{guess}; the inspector shows its frames if any come, and its "
+                  "Method list names those that came")
 
 
 def summarize_frames(log: Iterable[Mapping[str, Any]]) -> list[FrameRow]:
