@@ -126,6 +126,9 @@ class InteropRun:
 
     def start_proxy(self, agents: Mapping[str, AgentSpec], **start_kwargs: Any) -> acpnb.Agent:
         start_kwargs.setdefault("timeout", START_TIMEOUT)
+        # The tests check every agent's part of initialize and of the first model list: a real agent slowed by a
+        # busy machine may take longer than the 5 s the proxy waits by default before it answers without it.
+        start_kwargs.setdefault("probe_timeout", START_TIMEOUT)
         proxy = acpnb.start_proxy(dict(agents), cwd=self.work, inherit_env=False, env={MARKER_VAR: self.marker},
                                   **start_kwargs)
         self.agents.append(proxy)
