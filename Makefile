@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # from source, and pytest rewrites the asserts of every test module again on every run.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-suite test-quick test-sdk1 screenshots recordings install install-dev bench bench-quick clean
+.PHONY: demo test test-loaded test-suite test-quick test-sdk1 screenshots recordings install install-dev bench bench-quick clean
 
 # The SDK's 1.x line, tested beside the 0.12.x line the package installs by default.
 SDK1 := agent-client-protocol==1.0.0rc3
@@ -53,6 +53,10 @@ test: install-dev $(SDK1_DIR)/.installed
 	bash scripts/install-test-deps.sh
 	bash scripts/install-agents.sh
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-suite test-sdk1
+
+# `make test` on a machine kept busy by LOAD (default 2) busy loops: races show that an idle machine hides.
+test-loaded:
+	bash scripts/test-under-load.sh
 
 # The whole suite on the SDK line the package installs (half of `make test`).
 test-suite: install-dev
