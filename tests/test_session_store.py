@@ -211,6 +211,13 @@ def test_a_session_the_agent_lost_is_marked_and_not_picked_again(shell, state, d
         run(shell, "%acp resume")
 
 
+def test_resuming_an_id_with_no_session_recorded_says_there_are_none(shell, state):
+    with pytest.raises(UsageError) as raised:
+        run(shell, "%acp resume demo-123")
+    assert str(raised.value).startswith("%acp resume: no session 'demo-123' in the sessions recorded in this kernel")
+    assert "; there are none yet. %acp resume --list" in str(raised.value)  # said once, not in a second parenthesis
+
+
 def test_resume_list_shows_the_recorded_sessions(shell, state):
     with capture_output():
         run(shell, "%acp start demo")

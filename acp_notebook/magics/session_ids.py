@@ -43,7 +43,7 @@ def resolve_session_id(wanted: str, known: Mapping[str, str], command: str) -> s
 def unknown_session_id(wanted: str, known: Mapping[str, str], command: str, where: str, hint: str) -> Exception:
     """The error for an id that names no session ``where`` (e.g. "the sessions of agent 'demo'"): the newest few
     ids, and ``hint`` (a magic that lists them all)."""
-    newest = f"; the newest: {_listed(list(known), known)}" if known else " (there are none)"
+    newest = f"; the newest: {_listed(list(known), known)}" if known else "; there are none yet"
     return usage_error(f"{command}: no session {wanted!r} in {where}{newest}. {hint}")
 
 
