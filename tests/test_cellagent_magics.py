@@ -98,7 +98,7 @@ def test_object_start_errors_speak_magic_syntax(shell):
     with pytest.raises(UsageError, match=r"no variable 'nobody' in this notebook; run the cell that defines it"):
         run(shell, "%acp start --object nobody")
     run(shell, "number = 5")
-    with pytest.raises(UsageError, match=r"holds a int, not an agent object"):
+    with pytest.raises(UsageError, match=r"holds an object of type int, not an agent object"):
         run(shell, "%acp start --object number")
     with pytest.raises(UsageError, match=r"number has no attribute path 'number.agent'"):
         run(shell, "%acp start --object number.agent")

@@ -250,9 +250,9 @@ class Runner:
                 raise UsageError(f"%acp start --object {command.obj}: {head} has no attribute path {command.obj!r}")
             obj = getattr(obj, attribute)
         if not isinstance(obj, type) and not callable(getattr(obj, "initialize", None)):
-            raise UsageError(f"%acp start --object {command.obj}: it holds a {type(obj).__name__}, not an agent object "
-                             "(one with the SDK's agent methods initialize, new_session, prompt: e.g. an "
-                             "acpnb.CellAgent subclass or an instance of it)")
+            raise UsageError(f"%acp start --object {command.obj}: it holds an object of type {type(obj).__name__}, "
+                             "not an agent object (one with the SDK's agent methods initialize, new_session, prompt: "
+                             "e.g. an acpnb.CellAgent subclass or an instance of it)")
         alias = command.alias or command.obj
         agent = start_agent(obj, cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias,
                             kernel_tools=self._kernel_tools(command.kernel_tools))

@@ -195,6 +195,17 @@ def _given_once(values: Sequence[str], refusal: str) -> None:
         raise UsageError(refusal.format(", ".join(repeated)))
 
 
+def _seconds(text: str) -> float:
+    """A ``--timeout`` value: seconds, 0 or more (the API's own check would raise a ValueError with a traceback)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, not {text!r}")
+    return value
+
+
 def _policy(text: str) -> str:
     try:
         return parse_policy(text)
@@ -214,7 +225,7 @@ def _start_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", nargs="?", metavar="NAME")
     parser.add_argument("--name", "-n", dest="alias")
     parser.add_argument("--cwd")
-    parser.add_argument("--timeout", type=float)
+    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--object", "-o", dest="obj", metavar="VARIABLE")
     parser.add_argument("--record", metavar="FILE")
@@ -251,7 +262,7 @@ def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("agents", nargs="*", metavar="NAME=SPEC")
     parser.add_argument("--name", "-n", dest="alias")
     parser.add_argument("--cwd")
-    parser.add_argument("--timeout", type=float)
+    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS")
     _kernel_tools_option(parser)
 
 
@@ -312,7 +323,7 @@ def _resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notebook", metavar="PATH")
     parser.add_argument("--name", "-n", dest="alias")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--timeout", type=float)
+    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS")
     parser.add_argument("--list", dest="listing", action="store_true")
 
 
