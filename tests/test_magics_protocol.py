@@ -36,6 +36,21 @@ def test_elicitation_is_configurable_and_asks_by_default(shell):
     assert magics.elicitation == {"name": "Ada"}
     with pytest.raises(TraitError, match="'ask', 'decline', 'cancel'"):
         magics.elicitation = "maybe"
+    with pytest.raises(TraitError, match="should not be less than 0"):
+        magics.elicitation_timeout = -1.0
+    assert magics.elicitation_timeout == 0.0
+
+
+@pytest.mark.parametrize("value", [0.0, -5.0, float("nan")])
+def test_the_request_timeout_must_be_some_seconds(shell, value):
+    magics = magics_of(shell)
+    with pytest.raises(TraitError, match=r"AcpMagics.timeout: seconds to wait for a start and each request, more "
+                                         r"than 0, not .*%config AcpMagics.timeout = 60"):
+        magics.timeout = value
+    assert magics.timeout == 60.0
+    for other in ("permission_timeout", "turn_timeout", "stream_interval"):
+        with pytest.raises(TraitError, match="should not be less than 0"):
+            setattr(magics, other, -1.0)
     with capture_output() as captured:
         run(shell, "%acp help")
     assert "elicitation ('ask' | 'decline' | 'cancel' | a dict of answers), elicitation_timeout" in captured.stdout

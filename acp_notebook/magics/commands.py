@@ -131,7 +131,7 @@ class Runner:
 
     # --- helpers ---------------------------------------------------------------------
     def _timeout(self, explicit: float | None = None) -> float:
-        return explicit or self.magics.timeout
+        return explicit if explicit is not None else self.magics.timeout
 
     def _cwd(self, explicit: str | None) -> str | None:
         chosen = explicit or self.magics.cwd or None

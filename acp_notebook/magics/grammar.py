@@ -196,13 +196,14 @@ def _given_once(values: Sequence[str], refusal: str) -> None:
 
 
 def _seconds(text: str) -> float:
-    """A ``--timeout`` value: seconds, 0 or more (the API's own check would raise a ValueError with a traceback)."""
+    """A ``--timeout`` value: seconds, more than 0 (no request could be answered within 0 s; the API's own check
+    would raise a ValueError with a traceback)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
-    if not value >= 0:  # NaN too
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, not {text!r}")
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, more than 0, not {text!r}")
     return value
 
 

@@ -62,7 +62,7 @@ class AcpMagics(Magics, Configurable):
              "click; 'allow' or 'deny' answer at once (for unattended runs such as nbclient or CI).",
     ).tag(config=True)
     permission_timeout = Float(
-        0.0, help="With permission='ask': seconds to wait for a click before rejecting (0 waits until the turn "
+        0.0, min=0.0, help="With permission='ask': seconds to wait for a click before rejecting (0 waits until the turn "
                   "is cancelled).",
     ).tag(config=True)
     elicitation = Union(
@@ -72,7 +72,7 @@ class AcpMagics(Magics, Configurable):
              "form; a form they do not fit is declined) fills every form, for unattended runs (nbclient, CI).",
     ).tag(config=True)
     elicitation_timeout = Float(
-        0.0, help="With elicitation='ask': seconds to wait for an answer before declining (0 waits until the turn "
+        0.0, min=0.0, help="With elicitation='ask': seconds to wait for an answer before declining (0 waits until the turn "
                   "is cancelled).",
     ).tag(config=True)
     wait = CaselessStrEnum(
@@ -82,10 +82,10 @@ class AcpMagics(Magics, Configurable):
              "the reply keeps streaming into the cell.",
     ).tag(config=True)
     stream_interval = Float(
-        0.1, help="Seconds between two renders of a streaming reply: chunks arriving faster are coalesced.",
+        0.1, min=0.0, help="Seconds between two renders of a streaming reply: chunks arriving faster are coalesced.",
     ).tag(config=True)
     timeout = Float(60.0, help="Seconds to wait for an agent to start and for each request.").tag(config=True)
-    turn_timeout = Float(0.0, help="Seconds a %%acp turn may take before it is cancelled (0: no limit).").tag(
+    turn_timeout = Float(0.0, min=0.0, help="Seconds a %%acp turn may take before it is cancelled (0: no limit).").tag(
         config=True)
     cwd = Unicode("", help="Working directory for agents and sessions (default: the kernel's).").tag(config=True)
     switch_interval = Float(
@@ -107,6 +107,14 @@ class AcpMagics(Magics, Configurable):
         _loop.switch_interval.target = self.switch_interval
         self.runner = Runner(self)
         self._in_async_cell = False
+
+    @validate("timeout")
+    def _check_timeout(self, proposal: dict[str, Any]) -> float:
+        value = proposal["value"]
+        if not value > 0:  # 0 would fail every start ("did not answer initialize within 0 s"); NaN too
+            raise TraitError(f"AcpMagics.timeout: seconds to wait for a start and each request, more than 0, "
+                             f"not {value!r} (e.g. %config AcpMagics.timeout = 60)")
+        return value
 
     @validate("kernel_tools")
     def _check_kernel_tools(self, proposal: dict[str, Any]) -> str:
