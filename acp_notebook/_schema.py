@@ -17,7 +17,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["SchemaIssue", "available", "check_frame", "definition_for", "load_schema", "schema_methods", "warm_up"]
+__all__ = ["SchemaIssue", "available", "check_frame", "content_block_fields", "content_block_problem", "definition_for",
+           "load_schema", "schema_methods", "warm_up"]
 
 INSTALL_HINT = "pip install 'acp-notebook[schema]'"
 # Properties whose constant value picks the branch of a union (update kind, content type, outcome).
@@ -70,6 +71,30 @@ def schema_methods() -> dict[tuple[str, str, str], str]:
         if kind is not None:
             table[(kind, side, method)] = name
     return table
+
+
+@lru_cache(maxsize=1)
+def content_block_fields() -> dict[str, tuple[str, ...]]:
+    """Each content block ``type`` and the fields the schema requires of it (text: text; image: data, mimeType...),
+    read from the schema's ContentBlock union; no jsonschema needed."""
+    definitions = load_schema()["$defs"]
+    fields: dict[str, tuple[str, ...]] = {}
+    for branch in definitions["ContentBlock"]["oneOf"]:
+        kind = branch["properties"]["type"]["const"]
+        refs = [part["$ref"].rsplit("/", 1)[-1] for part in branch.get("allOf", ()) if "$ref" in part]
+        fields[kind] = tuple(field for ref in refs for field in definitions[ref].get("required", ()))
+    return fields
+
+
+def content_block_problem(block: Mapping[str, Any]) -> str | None:
+    """What makes ``block`` no ACP content block (an unknown type, a required field missing), or None."""
+    fields = content_block_fields()
+    kind = block.get("type")
+    if kind not in fields:
+        said = "it has no 'type'" if kind is None else f"its type is {kind!r}"
+        return f"{said}; a content block's type is one of {', '.join(map(repr, fields))}"
+    missing = [field for field in fields[kind] if field not in block]
+    return f"a block of type {kind!r} needs {' and '.join(map(repr, missing))}" if missing else None
 
 
 def _other(sender: str) -> str:

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _loop, attachments
+from . import _loop, _schema, attachments
 from ._facade import twins
 from ._permission import PermissionPolicy
 from ._timeout import CANCEL_GRACE_S
@@ -249,6 +249,11 @@ class Session:
             if wrong is not None:
                 raise TypeError(f"a prompt's list holds content blocks (dicts such as {{'type': 'text', 'text': "
                                 f"'...'}}); item {wrong} is {type(prompt[wrong]).__name__}")
+            problem = next(((i, said) for i, block in enumerate(prompt)
+                            if (said := _schema.content_block_problem(block)) is not None), None)
+            if problem is not None:
+                raise ValueError(f"item {problem[0]} of the prompt is no ACP content block: {problem[1]} (e.g. "
+                                 f"{{'type': 'text', 'text': '...'}})")
         attached = attachments.collect(attach, self.agent.capabilities, redactor=self.agent.redactor) \
             if attach is not None else []
         if attached:

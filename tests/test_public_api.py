@@ -105,4 +105,16 @@ def test_a_prompt_of_the_wrong_shape_says_which_part_is_wrong():
             session.prompt(None)
         with pytest.raises(TypeError, match=r"a prompt's list holds content blocks .*; item 1 is int"):
             session.prompt([{"type": "text", "text": "hi"}, 2])
+        # Checked against the schema's content blocks before anything is sent: the agent would have made up a reply.
+        with pytest.raises(ValueError, match=r"item 0 of the prompt is no ACP content block: a block of type 'text' "
+                                             r"needs 'text'"):
+            session.prompt([{"type": "text"}])
+        with pytest.raises(ValueError, match=r"item 1 .*: a block of type 'image' needs 'data' and 'mimeType'"):
+            session.prompt([{"type": "text", "text": "hi"}, {"type": "image"}])
+        with pytest.raises(ValueError, match=r"its type is 'txt'; a content block's type is one of 'text', 'image', "
+                                             r"'audio', 'resource_link', 'resource'"):
+            session.prompt([{"type": "txt", "text": "hi"}])
+        with pytest.raises(ValueError, match=r"it has no 'type'"):
+            session.prompt([{"text": "hi"}])
+        assert not session.turns  # nothing was queued
         assert session.prompt([{"type": "text", "text": "hi"}]).text.startswith("[fast]")
