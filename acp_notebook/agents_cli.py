@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 
 from . import _term
+from ._argtypes import number
 from .client import Agent, Session, start
 from .errors import AcpError, ConfigOptionError, RpcError
 from .launch import AgentSpec, agents, did_you_mean, registered
@@ -209,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "installed agent (fresh temporary HOME, no prompts, no network) and report what works.")
     parser.add_argument("names", nargs="*", metavar="NAME", help="agents to check (default: all)")
     parser.add_argument("--check", action="store_true", help="run the compatibility check")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_CHECK_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=number(zero=False, unit="seconds"), default=DEFAULT_CHECK_TIMEOUT,
+                        metavar="SECONDS",
                         help=f"per start and per request (default {DEFAULT_CHECK_TIMEOUT:g})")
     parser.add_argument("--json", action="store_true", help="print the check as JSON")
     args = parser.parse_args(argv)

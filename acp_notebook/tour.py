@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._argtypes import number
 from .client import start
 from .errors import AcpError, ConfigOptionError
 from .state import ConfigOptions, StateEvent
@@ -54,7 +55,7 @@ def _stream_to(out: Any):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="acp-notebook tour", description=__doc__)
     parser.add_argument("--agent", default="demo", help="registered agent name or command (default: demo)")
-    parser.add_argument("--delay", type=float, default=0.02, help="demo agent: seconds between streamed chunks")
+    parser.add_argument("--delay", type=number(zero=True, unit="seconds"), default=0.02, help="demo agent: seconds between streamed chunks")
     args = parser.parse_args(argv)
     out = sys.stdout
     spec: Any = args.agent

@@ -120,6 +120,23 @@ def test_cli_tour_runs_the_demo_agent_end_to_end():
     assert "read:completed" in done.stdout
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["tour", "--delay", "-1"], "argument --delay: expected a number of seconds, 0 or more, not '-1'"),
+    (["proxy", "--agent", "a=demo", "--probe-timeout", "-1"], "argument --probe-timeout: expected a number of "
+                                                              "seconds, 0 or more, not '-1'"),
+    (["proxy", "--agent", "a=demo", "--start-timeout", "0"], "expected a number of seconds, more than 0, not '0'"),
+    (["replay", "x.jsonl", "--speed", "nan"], "argument --speed: expected a number, more than 0, not 'nan'"),
+    (["agents", "--check", "--timeout", "soon"], "argument --timeout: expected a number of seconds, not 'soon'"),
+    (["sweep", "--model", "demo:fast", "--prompt", "hi", "--timeout", "nan"], "more than 0, not 'nan'"),
+    (["sweep", "--model", "demo:fast", "--prompt", "hi", "--retries", "-1"], "expected a whole number, at least 0"),
+])
+def test_numbers_out_of_range_are_usage_errors_of_the_command_that_took_them(args, says):
+    # The tour's --delay used to reach the demo agent, whose refusal read as a start failure of "this ACP agent".
+    done = run_cli(*args)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_cli_agents_and_usage_errors():
     listed = run_cli("agents")
     assert listed.returncode == 0 and "demo" in listed.stdout and "opencode" in listed.stdout

@@ -30,7 +30,8 @@ def line_reader(stream: IO[str]) -> queue.Queue[str]:
 
 def test_agents_that_cannot_be_found_are_named_at_start_before_any_client_speaks(tmp_path):
     proxy = subprocess.Popen(
-        [*PROXY, "--agent", "bogus=nosuchagent", "--agent", "d=demo", "--agent", "local=./missing-agent.py --x"],
+        [*PROXY, "--agent", "bogus=nosuchagent", "--agent", "d=demo", "--agent", "local=./missing-agent.py --x",
+         "--agent", "typo=dmeo"],
         cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         stderr = line_reader(proxy.stderr)
@@ -41,6 +42,8 @@ def test_agents_that_cannot_be_found_are_named_at_start_before_any_client_speaks
         assert "demo" in first and first.rstrip().endswith("; serving without it")
         assert second.rstrip() == ("acp-notebook proxy: cannot find --agent local: './missing-agent.py' is not on "
                                    "PATH; serving without it")
+        assert stderr.get(timeout=TIMEOUT).startswith("acp-notebook proxy: cannot find --agent typo=dmeo: no agent is "
+                                                      "registered as 'dmeo' (did you mean 'demo'?) and no such command")
     finally:
         proxy.stdin.close()  # end of stdin: the proxy stops
         try:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._argtypes import number
 from .._stdio import StdioError, brief_bad_lines, open_stdio
 from .store import STATE_ENV, default_state_dir
 
@@ -22,14 +23,7 @@ __all__ = ["build_parser", "main", "serve"]
 DELAY_ENV = "ACP_DEMO_DELAY"
 
 
-def _delay(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("the delay cannot be negative")
-    return value
+_delay = number(zero=True, unit="seconds")
 
 
 def build_parser() -> argparse.ArgumentParser:

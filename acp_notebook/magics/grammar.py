@@ -18,6 +18,7 @@ from typing import Union
 
 from IPython.core.error import UsageError
 
+from .._argtypes import number
 from .._protocol import parse_bool_word
 from ..kernel_tools.policy import parse_policy
 
@@ -195,16 +196,8 @@ def _given_once(values: Sequence[str], refusal: str) -> None:
         raise UsageError(refusal.format(", ".join(repeated)))
 
 
-def _seconds(text: str) -> float:
-    """A ``--timeout`` value: seconds, more than 0 (no request could be answered within 0 s; the API's own check
-    would raise a ValueError with a traceback)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
-    if not value > 0:  # NaN too
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, more than 0, not {text!r}")
-    return value
+# More than 0: no request could be answered within 0 s (the API's own check would raise a ValueError).
+_seconds = number(zero=False, unit="seconds")
 
 
 def _policy(text: str) -> str:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._argtypes import number
 from .._ndjson import DroppedFrame, LineReader, LineWriter
 from .._stdio import StdioError, open_stdio
 from ..errors import ReplayMismatch
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="acp-notebook replay",
         description="Serve a recorded ACP session on stdin/stdout, as the agent that was recorded.")
     parser.add_argument("file", help="a recording (acpnb.start(..., record=FILE) or %%acp start --record FILE)")
-    parser.add_argument("--speed", type=float, default=None, metavar="X",
+    parser.add_argument("--speed", type=number(zero=False), default=None, metavar="X",
                         help="replay at X times the recorded pace (default: as fast as possible)")
     return parser
 

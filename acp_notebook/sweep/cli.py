@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _term
+from .._argtypes import number, whole
 
 __all__ = ["build_parser", "main", "read_prompts"]
 
@@ -85,11 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--check", action="append", default=[], metavar="COMMAND",
         help="grade each trial by COMMAND's exit code in its workspace (score column named after the program); "
              "repeatable")
-    add("--check-timeout", type=_number(False), default=120.0, metavar="SECONDS",
+    add("--check-timeout", type=number(zero=False, unit="seconds"), default=120.0, metavar="SECONDS",
         help="a --check running longer is killed and its row is an error (default 120)")
     add("--keep-workspaces", action="store_true", help="keep each trial's workspace (in the run directory)")
     add("--keep-sessions", action="store_true", help="leave the trials' sessions in the agent's session list")
-    add("--workspace-limit-mb", type=_number(False), default=1024.0, metavar="MB",
+    add("--workspace-limit-mb", type=number(zero=False), default=1024.0, metavar="MB",
         help="refuse a workspace larger than this (default 1024)")
     add("--export-atif", metavar="DIR", help="write each trial's trajectory in ATIF (Harbor's format) to DIR")
     add("--export-inspect", metavar="PATH", help="write an Inspect AI eval log (.eval), one per model")
@@ -97,17 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("--scorer", "-s", action="append", dest="scorers", default=[], metavar="SPEC",
         help="score each reply: exact, includes, numeric[=TOL], regex=PATTERN, json=FIELD, graded=AGENT:MODEL")
     add("--extract", metavar="REGEX", help="the part of the reply that exact/includes/numeric compare (group 1)")
-    add("--repeats", "-n", type=_whole(1), default=1, metavar="N", help="trials per sample and model (default 1)")
-    add("--concurrency", "-j", type=_whole(1), default=4, metavar="N", help="trials at once (default 4)")
+    add("--repeats", "-n", type=whole(1), default=1, metavar="N", help="trials per sample and model (default 1)")
+    add("--concurrency", "-j", type=whole(1), default=4, metavar="N", help="trials at once (default 4)")
     add("--agent-concurrency", action="append", default=[], metavar="[NAME=]N",
         help="at most N trials at once on agent NAME (or on every agent); repeatable")
-    add("--timeout", type=_number(False), default=300.0, metavar="SECONDS",
+    add("--timeout", type=number(zero=False, unit="seconds"), default=300.0, metavar="SECONDS",
         help="per-turn limit; a slower turn is cancelled and recorded as a timeout (default 300)")
-    add("--retries", type=_whole(0), default=2, metavar="N",
+    add("--retries", type=whole(0), default=2, metavar="N",
         help="attempts after a transient failure (agent exited, timeout, rate limit; default 2)")
-    add("--backoff", type=_number(True), default=1.0, metavar="SECONDS",
+    add("--backoff", type=number(zero=True, unit="seconds"), default=1.0, metavar="SECONDS",
         help="pause before the first retry, doubling each time (default 1)")
-    add("--budget", type=_number(False), metavar="COST", help="start no new trial once the reported cost reaches it")
+    add("--budget", type=number(zero=False), metavar="COST", help="start no new trial once the reported cost reaches it")
     add("--config", "-c", action="append", default=[], metavar="ID=VALUE",
         help="another option to set after the model, e.g. thought_level=high (repeatable)")
     add("--out", "-o", metavar="PATH", help="a run directory (or a .jsonl/.csv/.json file); an existing one resumes")
@@ -121,37 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="register an agent for this sweep, e.g. slow='python -m acp_notebook.demo --delay 1'")
     add("--executor", choices=("local", "ray"), default="local", help="where trials run (default local)")
     add("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster to connect to (default: local)")
-    add("--workers", type=_whole(1), metavar="N", help="with --executor ray: how many workers (default: one per CPU)")
+    add("--workers", type=whole(1), metavar="N", help="with --executor ray: how many workers (default: one per CPU)")
     add("--compare", nargs=2, action="append", default=[], metavar=("A", "B"),
         help="after the summary, compare model A with model B on the first scorer (paired test); repeatable")
     add("--plot", metavar="FILE.png", help="save the score plot (latency without scorers); needs matplotlib")
     add("--no-progress", action="store_true", help="do not draw the progress bar on stderr")
     add("--json", action="store_true", dest="as_json", help="print the summary and comparisons as JSON")
     return parser
-
-
-def _whole(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}")
-        return value
-    return parse
-
-
-def _number(zero: bool):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < 0 or (value == 0 and not zero):
-            raise argparse.ArgumentTypeError("must be at least 0" if zero else "must be more than 0")
-        return value
-    return parse
 
 
 def read_prompts(source: str) -> list[str]:
