@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import _loop, _schema, attachments
 from ._facade import twins
 from ._permission import PermissionPolicy
+from ._protocol import REQUEST_CANCELLED
 from ._timeout import CANCEL_GRACE_S
 from .connection.checks import odd_current_values, options_problem
 from .connection.routing import Applier
@@ -305,6 +306,10 @@ class Session:
         def answered(answer: dict[str, Any]) -> None:
             if isinstance(answer.get("result"), dict):
                 turn.finish(answer["result"], self.state.model)
+            elif isinstance(answer.get("error"), dict) and answer["error"].get("code") == REQUEST_CANCELLED:
+                # An agent that ended the turn by cancelling its handler (some SDKs do on $/cancel_request) says
+                # no stop reason; the turn was cancelled all the same, and nothing more will come for it.
+                turn.finish({"stopReason": "cancelled"}, self.state.model)
 
         try:
             with _loop.switch_interval.streaming():
@@ -314,6 +319,9 @@ class Session:
             await self._cancel_running(turn)
             raise
         except AcpError as exc:
+            if isinstance(exc, RpcError) and exc.code == REQUEST_CANCELLED:  # finished as cancelled by ``answered``
+                self.state.set_status("idle", "cancelled")
+                return
             turn.finish(None, self.state.model, exc)
             self.state.set_status("error", str(exc).splitlines()[0])
             return

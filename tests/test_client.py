@@ -3,6 +3,7 @@ in memory in this process), and tests/agents/edge_agent.py (subprocess only: it 
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -225,6 +226,9 @@ def test_fs_is_confined_to_the_session_directories(start_demo, tmp_path, request
         assert turn.tool_calls[-1].status == "completed"
 
 
+# Not replayed: a replay sends the recorded answer to the prompt at its recorded time, which is the recorded
+# cancel's round trip (a few ms) after the client's own 0.5 s timeout, whether the live client has timed out or not.
+@pytest.mark.parametrize("start_demo", ["subprocess", "memory"], indirect=True)
 def test_prompt_timeout_cancels_the_turn_and_the_session_stays_usable(start_demo, tmp_path):
     with start_demo("--delay", "0.2", cwd=tmp_path) as agent:
         session = agent.new_session()
@@ -235,8 +239,52 @@ def test_prompt_timeout_cancels_the_turn_and_the_session_stays_usable(start_demo
         assert cancels, "a timed-out turn sends session/cancel"
         assert session.turns[-1].done.wait(10)
         assert session.turns[-1].stop_reason == "cancelled"
+        # session/cancel stops a turn; $/cancel_request would make an agent on the SDK's 1.x line abandon its
+        # handler and answer -32800 (no stop reason, and the client waited out its 5 s grace for one).
+        sent = [e["msg"].get("method") for e in agent.log if e["dir"] == "send"]
+        assert "$/cancel_request" not in sent
+        (answer,) = [e["msg"] for e in agent.log if e["dir"] == "recv" and e["msg"].get("id") == 3]
+        assert answer.get("result") == {"stopReason": "cancelled"}, answer
         session.set("model", "fast")
         assert session.prompt("short one").stop_reason == "end_turn"
+
+
+class _Abandons:
+    """An agent that ends a turn as an SDK does when it abandons the prompt's handler: error -32800, no stop reason.
+    A cancelled turn ends so; the prompt "now" does at once."""
+
+    def __init__(self) -> None:
+        self.cancelled = asyncio.Event()
+
+    async def initialize(self, protocol_version, **kwargs):
+        return {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "abandons", "version": "1"}}
+
+    async def new_session(self, cwd, **kwargs):
+        return {"sessionId": "abandons-1"}
+
+    async def prompt(self, session_id, prompt, **kwargs):
+        from acp import RequestError
+
+        first = prompt[0]  # a schema model on the SDK's typed agent side
+        if getattr(first, "text", None) != "now":
+            await self.cancelled.wait()
+        raise RequestError(-32800, "Request cancelled")
+
+    async def cancel(self, session_id, **kwargs):
+        self.cancelled.set()
+
+
+def test_a_turn_answered_request_cancelled_ends_cancelled_at_once(monkeypatch, tmp_path):
+    # Without reading the -32800 answer the client waited out its grace for a stop reason: make that wait endless.
+    monkeypatch.setattr("acp_notebook.session.CANCEL_GRACE_S", 3600.0)
+    with acpnb.start(_Abandons(), cwd=tmp_path) as agent:
+        session = agent.new_session()
+        with pytest.raises(acpnb.AcpTimeoutError):
+            session.prompt("wait for me", timeout=0.3)
+        assert session.turns[-1].done.wait(30) and session.turns[-1].stop_reason == "cancelled"
+        turn = session.prompt("now")  # the agent's own -32800, with no cancel of ours: the turn ended, cancelled
+        assert (turn.stop_reason, turn.error) == ("cancelled", None)
+        assert session.state.status == "idle"
 
 
 def test_list_load_and_resume(start_demo, tmp_path):

@@ -294,6 +294,8 @@ class AgentConnection:
         try:
             with self.router.sending(apply) as slot:
                 sent = self._conn.send_request(method, params)
+                if method == "session/prompt":
+                    sent = _left_to_session_cancel(sent)
                 return await (sent if deadline is None else within(sent, deadline))
         except (asyncio.CancelledError, asyncio.TimeoutError) as exc:
             if slot is not None:
@@ -478,6 +480,17 @@ class AgentConnection:
             await self.transport.close()
         if self._exit_watch is not None:
             self._exit_watch.cancel()
+
+
+def _left_to_session_cancel(sent: Awaitable[Any]) -> Awaitable[Any]:
+    """A prompt's request, kept from the SDK's own cancellation: a turn is stopped with session/cancel, after
+    which the agent answers the prompt with the "cancelled" stop reason (read by the request's ``apply``). The
+    SDK's 1.x line sends ``$/cancel_request`` when the awaiting task is cancelled, and an agent on that line
+    then abandons its prompt handler and answers -32800 instead: no stop reason, and the agent's own wrap-up
+    (saving the turn) is cut short."""
+    task = asyncio.ensure_future(sent)
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())  # an answer nobody awaits now
+    return asyncio.shield(task)
 
 
 class _Tap:
