@@ -222,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     unknown = [name for name in args.names if registered(name) is None]
     if unknown:
-        parser.error(f"unknown agent(s): {', '.join(name + did_you_mean(name) for name in unknown)} (known: {', '.join(agents())})")
+        named = ", ".join(name + did_you_mean(name) for name in unknown)
+        parser.error(f"unknown agent(s): {named} (known: {', '.join(agents())})")
     table = check_agents(args.names, timeout=args.timeout)
     print(json.dumps(table.to_json(), indent=1) if args.json else table.text())
     failed = [r.name for r in table if r.installed and not r.ok]

@@ -55,7 +55,8 @@ def _stream_to(out: Any):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="acp-notebook tour", description=__doc__)
     parser.add_argument("--agent", default="demo", help="registered agent name or command (default: demo)")
-    parser.add_argument("--delay", type=number(zero=True, unit="seconds"), default=0.02, help="demo agent: seconds between streamed chunks")
+    parser.add_argument("--delay", type=number(zero=True, unit="seconds"), default=0.02,
+                        help="demo agent: seconds between streamed chunks")
     args = parser.parse_args(argv)
     out = sys.stdout
     spec: Any = args.agent

@@ -62,8 +62,9 @@ class AcpMagics(Magics, Configurable):
              "click; 'allow' or 'deny' answer at once (for unattended runs such as nbclient or CI).",
     ).tag(config=True)
     permission_timeout = Float(
-        0.0, min=0.0, help="With permission='ask': seconds to wait for a click before rejecting (0 waits until the turn "
-                  "is cancelled).",
+        0.0, min=0.0,
+        help="With permission='ask': seconds to wait for a click before rejecting (0 waits until the turn is "
+             "cancelled).",
     ).tag(config=True)
     elicitation = Union(
         [CaselessStrEnum(["ask", "decline", "cancel"]), Dict()], default_value="ask",
@@ -72,8 +73,9 @@ class AcpMagics(Magics, Configurable):
              "form; a form they do not fit is declined) fills every form, for unattended runs (nbclient, CI).",
     ).tag(config=True)
     elicitation_timeout = Float(
-        0.0, min=0.0, help="With elicitation='ask': seconds to wait for an answer before declining (0 waits until the turn "
-                  "is cancelled).",
+        0.0, min=0.0,
+        help="With elicitation='ask': seconds to wait for an answer before declining (0 waits until the turn is "
+             "cancelled).",
     ).tag(config=True)
     wait = CaselessStrEnum(
         ["auto", "always", "never"], default_value="auto",

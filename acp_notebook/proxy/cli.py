@@ -103,10 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="NAME=SPEC",
                         help="an agent behind the proxy: a registered name (demo, claude...), a command line, "
                              "or a JSON argv list; repeat for each agent")
-    parser.add_argument("--probe-timeout", type=number(zero=True, unit="seconds"), default=DEFAULT_PROBE_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--probe-timeout", type=number(zero=True, unit="seconds"), default=DEFAULT_PROBE_TIMEOUT,
+                        metavar="SECONDS",
                         help=f"how long initialize and session/new wait for the agents; slower agents join "
                              f"the session's model list later (default {DEFAULT_PROBE_TIMEOUT:g})")
-    parser.add_argument("--start-timeout", type=number(zero=False, unit="seconds"), default=DEFAULT_START_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--start-timeout", type=number(zero=False, unit="seconds"), default=DEFAULT_START_TIMEOUT,
+                        metavar="SECONDS",
                         help=f"how long an agent may take to start and open a session before it is left out "
                              f"(default {DEFAULT_START_TIMEOUT:g})")
     parser.add_argument("--trace", metavar="FILE",
@@ -134,8 +136,8 @@ def missing_agents(agents: Sequence[BackendConfig], cwd: str) -> list[str]:
         except AcpError as exc:
             spec = config.spec if isinstance(config.spec, str) else None
             if spec is not None and registered(spec.strip()) is None:
-                lines.append(f"--agent {config.name}={spec}: no agent is registered as {spec!r}{did_you_mean(spec)} and "
-                             f"no such command is on PATH (registered: {', '.join(sorted(known_names()))})")
+                lines.append(f"--agent {config.name}={spec}: no agent is registered as {spec!r}{did_you_mean(spec)} "
+                             f"and no such command is on PATH (registered: {', '.join(sorted(known_names()))})")
             else:
                 hint = exc.hint_for("cli")
                 lines.append(f"--agent {config.name}: {exc.message}" + (f" ({hint})" if hint else ""))

@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="attempts after a transient failure (agent exited, timeout, rate limit; default 2)")
     add("--backoff", type=number(zero=True, unit="seconds"), default=1.0, metavar="SECONDS",
         help="pause before the first retry, doubling each time (default 1)")
-    add("--budget", type=number(zero=False), metavar="COST", help="start no new trial once the reported cost reaches it")
+    add("--budget", type=number(zero=False), metavar="COST",
+        help="start no new trial once the reported cost reaches it")
     add("--config", "-c", action="append", default=[], metavar="ID=VALUE",
         help="another option to set after the model, e.g. thought_level=high (repeatable)")
     add("--out", "-o", metavar="PATH", help="a run directory (or a .jsonl/.csv/.json file); an existing one resumes")

@@ -125,9 +125,9 @@ def _specs(names: set[str], syntax: Syntax) -> dict[str, SpecLike]:
     specs = {name: registered(name) for name in sorted(names)}
     unknown = [name for name, spec in specs.items() if spec is None]
     if unknown:
-        raise ValueError(f"unknown agent{'s' if len(unknown) > 1 else ''} {', '.join(repr(name) + did_you_mean(name) for name in unknown)} "
-                         f"in the model ids; registered agents: {', '.join(known_names())}. {syntax['register']}"
-                         f", {syntax['agent']}.")
+        named = ", ".join(repr(name) + did_you_mean(name) for name in unknown)
+        raise ValueError(f"unknown agent{'s' if len(unknown) > 1 else ''} {named} in the model ids; registered "
+                         f"agents: {', '.join(known_names())}. {syntax['register']}, {syntax['agent']}.")
     return specs  # type: ignore[return-value]
 
 
