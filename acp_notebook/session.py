@@ -319,7 +319,8 @@ class Session:
             await self._cancel_running(turn)
             raise
         except AcpError as exc:
-            if isinstance(exc, RpcError) and exc.code == REQUEST_CANCELLED:  # finished as cancelled by ``answered``
+            if isinstance(exc, RpcError) and exc.code == REQUEST_CANCELLED:  # as ``answered`` reads it
+                turn.finish({"stopReason": "cancelled"}, self.state.model)
                 self.state.set_status("idle", "cancelled")
                 return
             turn.finish(None, self.state.model, exc)
