@@ -20,6 +20,7 @@ __all__ = [
     "AUTH_REQUIRED",
     "AUTH_RETRIED_METHODS",
     "BOOLEAN_WORDS",
+    "CANCELLED_BY_SESSION_CANCEL",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
@@ -58,6 +59,10 @@ IDS_IN_ERRORS = 20
 # proxy, for its backends) may then authenticate from the environment once and send them again.
 # Never session/prompt: a turn is not repeated behind the user's back.
 AUTH_RETRIED_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/list"})
+
+# Requests stopped with session/cancel, after which the agent answers them with the "cancelled" stop reason;
+# never with $/cancel_request, which makes an agent on the SDK's 1.x line abandon the turn (-32800, no stop reason).
+CANCELLED_BY_SESSION_CANCEL = frozenset({"session/prompt"})
 
 # Between an agent's name and its own model value in the proxy's ids and in sweeps: ``claude:opus``.
 # Not "/": model ids often contain it (``openai/gpt-5``), and may contain ":" too, so only the first

@@ -44,7 +44,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from .._protocol import AUTH_REQUIRED, AUTH_RETRIED_METHODS, INTERNAL_ERROR, INVALID_REQUEST
+from .._protocol import (
+    AUTH_REQUIRED,
+    AUTH_RETRIED_METHODS,
+    CANCELLED_BY_SESSION_CANCEL,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+)
 from .._redact import Redactor
 from .._sdk import sdk_cancels_requests
 from .._timeout import within
@@ -294,7 +300,7 @@ class AgentConnection:
         try:
             with self.router.sending(apply) as slot:
                 sent = self._conn.send_request(method, params)
-                if method == "session/prompt":
+                if method in CANCELLED_BY_SESSION_CANCEL:
                     sent = _left_to_session_cancel(sent)
                 return await (sent if deadline is None else within(sent, deadline))
         except (asyncio.CancelledError, asyncio.TimeoutError) as exc:
@@ -324,9 +330,10 @@ class AgentConnection:
     def _cancel_request(self, method: str, request_id: Any) -> None:
         """The caller gave up on a request: tell the agent with ``$/cancel_request`` so it can stop working on it.
 
-        Not for prompts (session/cancel is how a turn is stopped), and not when the SDK sends it itself
-        (its 1.x line does, when a request is cancelled)."""
-        if request_id is None or method == "session/prompt" or self.state != "running" or sdk_cancels_requests():
+        Not for prompts (``CANCELLED_BY_SESSION_CANCEL``), and not when the SDK sends it itself (its 1.x line
+        does, when a request is cancelled)."""
+        if request_id is None or method in CANCELLED_BY_SESSION_CANCEL or self.state != "running" \
+                or sdk_cancels_requests():
             return
         task = asyncio.ensure_future(self.notify("$/cancel_request", {"requestId": request_id}))
         task.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -483,11 +490,9 @@ class AgentConnection:
 
 
 def _left_to_session_cancel(sent: Awaitable[Any]) -> Awaitable[Any]:
-    """A prompt's request, kept from the SDK's own cancellation: a turn is stopped with session/cancel, after
-    which the agent answers the prompt with the "cancelled" stop reason (read by the request's ``apply``). The
-    SDK's 1.x line sends ``$/cancel_request`` when the awaiting task is cancelled, and an agent on that line
-    then abandons its prompt handler and answers -32800 instead: no stop reason, and the agent's own wrap-up
-    (saving the turn) is cut short."""
+    """A prompt's request, kept from the SDK's own cancellation (see ``CANCELLED_BY_SESSION_CANCEL``): its answer,
+    the "cancelled" stop reason, is read by the request's ``apply``. The SDK's 1.x line sends ``$/cancel_request``
+    when the awaiting task is cancelled, and the agent's own wrap-up (saving the turn) would be cut short."""
     task = asyncio.ensure_future(sent)
     task.add_done_callback(lambda done: done.cancelled() or done.exception())  # an answer nobody awaits now
     return asyncio.shield(task)
