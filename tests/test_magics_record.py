@@ -58,10 +58,16 @@ def test_a_notebook_recorded_then_replayed_then_studied(shell, tmp_path):
     (shown,) = [output.data for output in captured.outputs]
     assert "agent_message_chunk" in shown["text/plain"] and "session/prompt" not in shown["text/plain"]
     assert not captured.stderr
-    with capture_output() as captured:  # a typo is said, not silently an empty table
-        run(shell, f"%acp log --file {path} --method session/nw")
-    assert captured.stderr == ("%acp log --method: ACP has no method 'session/nw' (did you mean 'session/new'?); the "
-                               "inspector shows its frames if any come, and its Method list names those that came.\n")
+    with capture_output() as captured:  # a typo is said, and the table shows the method meant, not nothing
+        run(shell, f"%acp log --file {path} --method session/promt")
+    assert captured.stderr == ("%acp log --method: ACP has no method 'session/promt'; showing 'session/prompt', "
+                               "the closest one.\n")
+    (shown,) = [output.data for output in captured.outputs]
+    assert "session/prompt" in shown["text/plain"] and "set_config_option" not in shown["text/plain"]
+    with capture_output() as captured:  # nothing close: kept as typed, and said
+        run(shell, f"%acp log --file {path} --method zzz/qqq")
+    assert captured.stderr == ("%acp log --method: ACP has no method 'zzz/qqq'; the inspector shows its frames if "
+                               "any come, and its Method list names those that came.\n")
     with pytest.raises(UsageError, match="no recording at"):
         run(shell, f"%acp log --file {tmp_path / 'missing.jsonl'}")
     with pytest.raises(UsageError, match="no recording at"):

@@ -53,8 +53,9 @@ SCROLL_HEIGHT = "32em"
 
 def method_filter(name: str) -> tuple[str, str]:
     """The Method filter's value for a name typed by a person, and a note when ACP has no such method: a
-    session/update kind (``plan``) stands for session/update of that kind; an extension method (``_x``) and a
-    method this package has no table entry for are kept as given, since their frames may still come."""
+    session/update kind (``plan``) stands for session/update of that kind; an extension method (``_x``) is
+    kept as given, since its frames may still come; a typo of a known name (``session/promt``) filters by
+    that name, and the note says so; anything else is kept as given, with a note."""
     from .._explain import METHODS, UPDATES
 
     if name in UPDATES:
@@ -62,8 +63,10 @@ def method_filter(name: str) -> tuple[str, str]:
     if name in METHODS or name.startswith(("_", UPDATE_PREFIX)):
         return name, ""
     close = difflib.get_close_matches(name, [*METHODS, *UPDATES], n=1)
-    guess = f" (did you mean {close[0]!r}?)" if close else ""
-    return name, (f"ACP has no method {name!r}{guess}; the inspector shows its frames if any come, and its "
+    if close:
+        meant = close[0]
+        return method_filter(meant)[0], f"ACP has no method {name!r}; showing {meant!r}, the closest one"
+    return name, (f"ACP has no method {name!r}; the inspector shows its frames if any come, and its "
                   "Method list names those that came")
 
 
