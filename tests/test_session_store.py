@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -257,3 +258,18 @@ def test_a_session_deleted_in_a_later_kernel_leaves_the_store(shell, state, tmp_
         run(shell, "%acp start demo")
         run(shell, f"%acp sessions --delete {deleted.id}")
     assert deleted.id not in [row.record.session_id for row in open_store().sessions()]
+
+
+def test_an_unknown_id_names_this_notebooks_sessions_only_on_one_line(shell, state, tmp_path):
+    """Sessions of other notebooks (in the store) are counted for --list, not named."""
+    chat_then_restart(shell, "Otters")  # this kernel's session: one of the folder this kernel runs in
+    store = open_store()
+    store.save(record("demo-otherbook1", title="Elsewhere", at=time.time() + 60),
+               notebook=str(tmp_path / "other" / "elsewhere.ipynb"), workdir=str(tmp_path), kernel_id=None)
+    store.flush()
+    with pytest.raises(UsageError) as raised:
+        run(shell, "%acp resume zzz")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "'Otters'" in message and "demo-otherbook1" not in message and "Elsewhere" not in message
+    assert message.endswith("%acp resume --list shows every session recorded (1 of other notebooks or folders).")

@@ -69,14 +69,29 @@ def choose_record(session_id: str | None, notebook: str | None, known: Sequence[
             raise usage_error(f"%acp resume: no session to resume: none is recorded in {where}. "
                               "Start one with %acp start demo; %acp resume --list shows every session recorded")
         return max((r for sid, r in records.items() if sid not in gone), key=lambda r: r.at)
-    newest = sorted(records.values(), key=lambda r: -r.at)
-    described = {r.session_id: " ".join(p for p in (repr(r.title) if r.title else "", f"of {r.alias}") if p)
-                 for r in newest}
-    chosen = resolve_session_id(session_id, described, "%acp resume")
+    chosen = resolve_session_id(session_id, _described(records.values()), "%acp resume")
     if chosen is None:
-        raise unknown_session_id(session_id, described, "%acp resume", f"the sessions recorded in {where}",
-                                 "%acp resume --list shows them.")
+        # Only this notebook's own sessions are named: the store's others (other notebooks, other folders)
+        # are what --list is for.
+        here = {r.session_id for r in [*saved, *known]} | {row.record.session_id for row in stored
+                                                            if _used_here(row, path)}
+        ours = _described(r for sid, r in records.items() if sid in here)
+        others = len(records) - len(ours)
+        elsewhere = f" ({others} of other notebooks or folders)" if others else ""
+        raise unknown_session_id(session_id, ours, "%acp resume", f"the sessions recorded in {where}",
+                                 f"%acp resume --list shows every session recorded{elsewhere}.", shown=2)
     return records[chosen]
+
+
+def _described(records: Any) -> dict[str, str]:
+    """id -> a few words (title, agent), newest first."""
+    return {r.session_id: " ".join(p for p in (repr(r.title) if r.title else "", f"of {r.alias}") if p)
+            for r in sorted(records, key=lambda r: -r.at)}
+
+
+def _used_here(row: StoredSession, path: Path | None) -> bool:
+    """A stored session of this notebook (or, for a kernel that knows no notebook, of this folder)."""
+    return row.notebook == str(path) if path is not None else row.notebook is None and row.workdir == os.getcwd()
 
 
 def resumable(notebook: str | None, known: Sequence[SessionRecord], user_ns: Mapping[str, Any] | None) -> Any:

@@ -22,9 +22,9 @@ def usage_error(message: str) -> Exception:
     return UsageError(message)
 
 
-def _listed(ids: list[str], known: Mapping[str, str]) -> str:
-    shown = [f"{sid} ({known[sid]})" if known.get(sid) else sid for sid in ids[:SHOWN]]
-    more = f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else ""
+def _listed(ids: list[str], known: Mapping[str, str], limit: int = SHOWN) -> str:
+    shown = [f"{sid} ({known[sid]})" if known.get(sid) else sid for sid in ids[:limit]]
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
     return "; ".join(shown) + more
 
 
@@ -40,11 +40,12 @@ def resolve_session_id(wanted: str, known: Mapping[str, str], command: str) -> s
     return matches[0] if matches else None
 
 
-def unknown_session_id(wanted: str, known: Mapping[str, str], command: str, where: str, hint: str) -> Exception:
-    """The error for an id that names no session ``where`` (e.g. "the sessions of agent 'demo'"): the newest few
-    ids, and ``hint`` (a magic that lists them all)."""
-    newest = f"; the newest: {_listed(list(known), known)}" if known else "; there are none yet"
-    return usage_error(f"{command}: no session {wanted!r} in {where}{newest}. {hint}")
+def unknown_session_id(wanted: str, known: Mapping[str, str], command: str, where: str, hint: str, *,
+                       shown: int = SHOWN) -> Exception:
+    """The error for an id that names no session ``where`` (e.g. "the sessions of agent 'demo'"): the newest
+    ``shown`` ids, and ``hint`` (a magic that lists them all)."""
+    newest = f"; the newest: {_listed(list(known), known, shown)}" if known else "; there are none yet"
+    return usage_error(f"{command}: no session {wanted!r} in {where}{newest}." + (f" {hint}" if hint else ""))
 
 
 def known_session_ids(listed: Iterable[Mapping[str, Any]], open_here: Iterable[Any]) -> dict[str, str]:
