@@ -127,7 +127,7 @@ class KernelTools:
 
     async def _on_call_tool(self, _ctx: Any, params: Any) -> Any:
         answer = await self.call(params.name, dict(params.arguments or {}))
-        return to_mcp_result(answer)
+        return to_mcp_result(answer, params.name)
 
     # -- the tools -----------------------------------------------------------------------------
 
@@ -257,8 +257,12 @@ def _version() -> str:
     return client_version()
 
 
-def to_mcp_result(answer: Answer) -> Any:
+def to_mcp_result(answer: Answer, tool: str | None = None) -> Any:
+    """The MCP result of ``tool``'s answer: its text and images, and always a ``structuredContent`` object
+    (structured.py says why each client needs one and what it holds)."""
     import mcp.types as types
+
+    from .structured import structured_content
 
     content: list[Any] = []
     for block in answer.content:
@@ -266,7 +270,8 @@ def to_mcp_result(answer: Answer) -> Any:
             content.append(types.ImageContent(data=block["data"], mime_type=block["mimeType"]))
         else:
             content.append(types.TextContent(text=block["text"]))
-    return types.CallToolResult(content=content, is_error=answer.is_error, structured_content=answer.structured)
+    return types.CallToolResult(content=content, is_error=answer.is_error,
+                                structured_content=structured_content(answer, tool))
 
 
 async def start_kernel_tools(policy: str = "ask", *, ask: Ask | None = None, on_event: OnEvent | None = None,
