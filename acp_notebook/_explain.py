@@ -44,7 +44,7 @@ METHODS: dict[str, MethodInfo] = {
     "initialize": MethodInfo(
         "client", "initialization",
         "The client opens the connection: it proposes a protocol version and says what it can do "
-        "(file system, terminals, boolean options).",
+        "(file system, terminals, boolean options, notices, context compaction).",
         "The agent settles the protocol version and lists its own capabilities and ways to log in."),
     "authenticate": MethodInfo(
         "client", "authentication",
@@ -160,11 +160,12 @@ UPDATES: dict[str, tuple[str, str]] = {
         "A piece of the agent's reasoning, streamed separately from the reply."),
     "tool_call": (
         "tool-calls#creating",
-        "The agent starts a tool call (read, edit, run, ...): its id, title, kind and status."),
+        "The agent starts a tool call (read, edit, run, ...): its id, title, kind and status, and the tool's "
+        "programmatic name when the agent gives one (the title is for people, the name for programs)."),
     "tool_call_update": (
         "tool-calls#updating",
         "The agent reports progress on a tool call: only the fields that changed (status, content, "
-        "locations)."),
+        "locations, name)."),
     "plan": (
         "agent-plan",
         "The agent's plan for the turn: the complete list of entries with their status, replacing the "
@@ -186,6 +187,19 @@ UPDATES: dict[str, tuple[str, str]] = {
     "usage_update": (
         "prompt-turn#3-agent-reports-output",
         "How much of the context window the session uses, and what it has cost so far."),
+    "notice": (
+        "schema#notice",
+        "A notice for the user (info, warning or error: a rate limit, a retry, a fallback): shown now, not part "
+        "of the conversation; sent only to clients that advertise session.notices."),
+    "compaction_update": (
+        "schema#compactionupdate",
+        "The agent compacts its context (summarises the conversation to make room): the first update with an "
+        "id starts it, later ones patch it in place (status, summary, error); sent only to clients that "
+        "advertise session.compaction."),
+    "compaction_summary_chunk": (
+        "schema#compactionsummarychunk",
+        "A piece of a compaction's summary, appended to the compaction its id names (the first piece of an "
+        "unknown id starts one)."),
 }
 
 _EXTENSION = Explanation(

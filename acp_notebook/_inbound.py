@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._early import EarlyUpdates
 from ._permission import answer_permission
-from ._protocol import INTERNAL_ERROR, INVALID_PARAMS
+from ._protocol import COMPACTION_UPDATES, INTERNAL_ERROR, INVALID_PARAMS
 from .connection import files
 from .connection.checks import update_problem
 from .elicitation import ElicitationRequest
@@ -68,14 +68,18 @@ class SessionUpdates:
         known = state.apply_update(update)
         session = self._agent._sessions.get(session_id)  # type: ignore[arg-type]
         turn = session._running if session is not None else None
+        if turn is not None and turn.finished:
+            turn = None  # answered (in wire order) though its task has not let go of it yet
         if turn is None and session is not None and session.turns and update.get("sessionUpdate") in TURN_UPDATES:
             # After the prompt's answer, before the next prompt: still that turn's (the TypeScript SDK
             # delivers an agent's last usage_update after the answer it was sent before).
             turn = session.turns[-1]
         if turn is not None:
+            if update.get("sessionUpdate") in COMPACTION_UPDATES:
+                turn.note_compaction(state.compactions[str(update.get("compactionId"))])
             turn.apply(update)
         else:
-            state.history.append(update)
+            state.keep_outside_turn(update)
         state.emit("update", {"turn": turn, "update": update})
         if not known:
             return f"ignored: unknown update kind {update.get('sessionUpdate')!r}"
@@ -98,7 +102,7 @@ class SessionUpdates:
             state = self.states[session_id] = SessionState(session_id)
             for update in self.early.take(session_id):
                 state.apply_update(update)
-                state.history.append(update)
+                state.keep_outside_turn(update)
         return state
 
 

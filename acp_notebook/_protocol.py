@@ -21,6 +21,10 @@ __all__ = [
     "AUTH_RETRIED_METHODS",
     "BOOLEAN_WORDS",
     "CANCELLED_BY_SESSION_CANCEL",
+    "CLIENT_SESSION_CAPABILITIES",
+    "COMPACTION_STATUSES",
+    "COMPACTION_UPDATES",
+    "NOTICE_SEVERITIES",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
@@ -63,6 +67,20 @@ AUTH_RETRIED_METHODS = frozenset({"session/new", "session/load", "session/resume
 # Requests stopped with session/cancel, after which the agent answers them with the "cancelled" stop reason;
 # never with $/cancel_request, which makes an agent on the SDK's 1.x line abandon the turn (-32800, no stop reason).
 CANCELLED_BY_SESSION_CANCEL = frozenset({"session/prompt"})
+
+# What this client can do within a session, as its initialize advertises it (clientCapabilities.session): boolean
+# config options, the agent's notices (a `notice` update, shown by severity) and context compaction (the
+# `compaction_update` and `compaction_summary_chunk` updates). Agents send notices and compactions only to
+# clients that advertise them.
+CLIENT_SESSION_CAPABILITIES: Mapping[str, Mapping[str, Any]] = {
+    "configOptions": {"boolean": {}}, "notices": {}, "compaction": {}}
+
+# A notice's severities and a compaction's statuses as ACP v1 names them; others (custom `_` ones, future
+# ones) are kept as sent and shown as the nearest known one would be (see the views).
+NOTICE_SEVERITIES = ("info", "warning", "error")
+COMPACTION_STATUSES = ("in_progress", "completed", "failed", "cancelled")
+# The session/update kinds of a compaction: both name it by its compactionId (an upsert, not a new entry).
+COMPACTION_UPDATES = frozenset({"compaction_update", "compaction_summary_chunk"})
 
 # Between an agent's name and its own model value in the proxy's ids and in sweeps: ``claude:opus``.
 # Not "/": model ids often contain it (``openai/gpt-5``), and may contain ":" too, so only the first

@@ -26,6 +26,7 @@ It keeps no shell's state itself; its default and overrides are set on the kerne
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,7 +38,7 @@ from ._inbound import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, AgentRequests, Se
 from ._facade import twins
 from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog  # noqa: F401 - the limits are read here too
 from ._permission import PermissionPolicy, PermissionRequest
-from ._protocol import PROTOCOL_VERSION, client_version
+from ._protocol import CLIENT_SESSION_CAPABILITIES, PROTOCOL_VERSION, client_version
 from ._redact import Redactor, secret_values
 from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
@@ -510,7 +511,7 @@ def _client_capabilities(fs: bool) -> dict[str, Any]:
     return {
         "fs": {"readTextFile": fs, "writeTextFile": fs},
         "terminal": False,
-        "session": {"configOptions": {"boolean": {}}},
+        "session": copy.deepcopy(dict(CLIENT_SESSION_CAPABILITIES)),  # boolean options, notices, compaction
         "elicitation": {"form": {}},
         # Terminal logins are shown to the user as the command to run (terminal_login_command).
         "auth": {"terminal": True},

@@ -147,7 +147,15 @@ def _update_summary(update: Mapping[str, Any]) -> str:
         return _quote(content.get("text", "")) if content.get("type") == "text" else f"[{content.get('type')}]"
     if kind in ("tool_call", "tool_call_update"):
         return " \u00b7 ".join(str(p) for p in (update.get("title") or update.get("toolCallId", ""),
-                                                 update.get("kind"), update.get("status")) if p)
+                                                 update.get("name"), update.get("kind"), update.get("status")) if p)
+    if kind == "notice":
+        return f"{update.get('severity')}: {_quote(update.get('title', ''))}"
+    if kind == "compaction_update":
+        return " \u00b7 ".join(str(p) for p in (update.get("compactionId"), update.get("status"),
+                                                 "summary" if update.get("summary") else "") if p)
+    if kind == "compaction_summary_chunk":
+        return f"{update.get('compactionId')} + " + (_quote(content.get("text", "")) if content.get("type") == "text"
+                                                      else f"[{content.get('type')}]")
     if kind == "plan":
         return f"{len(update.get('entries') or [])} entries"
     if kind == "available_commands_update":

@@ -1,23 +1,34 @@
-"""SessionState: a session's config options, title/meta, usage and history as plain data with observers.
+"""SessionState: a session's config options, title/meta, usage, history, notices and compactions as plain data
+with observers.
+
+``Notice`` (a ``notice`` update: severity, title, description, when it came) and ``Compaction`` (one context
+compaction, upserted by its id from ``compaction_update`` and ``compaction_summary_chunk``) are records the
+session and its turns share: a notice goes to the running turn when one runs, else to the session's
+``notices``; every compaction is in the session's ``compactions`` and, when it began during a turn, in that
+turn's too.
 
 Threads: only the background loop thread mutates a SessionState (frames are applied in wire order
-there) and calls its observers; other threads read whole values that are replaced, never edited in place."""
+there), its Compactions, and calls its observers; other threads read whole values that are replaced, never
+edited in place (a Compaction's summary list is replaced, not appended to)."""
 
 from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ._observers import Observers
-from ._protocol import find_model_option, legacy_option
+from ._protocol import COMPACTION_UPDATES, find_model_option, legacy_option
 
 __all__ = [
     "Choice",
+    "Compaction",
     "ConfigOption",
     "ConfigOptions",
+    "Notice",
     "SessionState",
     "StateEvent",
     "merge_meta",
@@ -27,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 KNOWN_OPTION_TYPES = ("select", "boolean")
 PROMPT_TITLE_CHARS = 60
+# Notices a session keeps outside its turns (the oldest go first): they are live events, not history.
+NOTICES_KEPT = 100
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,84 @@ class ConfigOptions(Sequence[ConfigOption]):
         return f"<table>{head}{''.join(rows)}</table>"
 
 
+@dataclass(frozen=True)
+class Notice:
+    """A notice from the agent: something to tell the user now (a rate limit, a retry, a fallback), not part
+    of the conversation. ``severity`` is info, warning or error (or a custom ``_`` one, kept as sent);
+    ``time`` is when it arrived (seconds since the epoch)."""
+
+    severity: str
+    title: str
+    description: str | None = None
+    time: float = 0.0
+    meta: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        """The title, and the description after it when there is one."""
+        return f"{self.title}: {self.description}" if self.description else self.title
+
+    @classmethod
+    def from_update(cls, update: Mapping[str, Any], when: float | None = None) -> Notice:
+        """A ``notice`` update (its shape checked by connection/checks.py) as a Notice received now."""
+        description = update.get("description")
+        meta = update.get("_meta")
+        return cls(severity=str(update.get("severity") or "info"), title=str(update.get("title") or ""),
+                   description=description if isinstance(description, str) else None,
+                   time=time.time() if when is None else when,
+                   meta=copy.deepcopy(dict(meta)) if isinstance(meta, Mapping) else None)
+
+
+@dataclass(eq=False)
+class Compaction:
+    """One compaction of the agent's context: it summarised the conversation so far to make room.
+
+    Upserted by ``id``: the first ``compaction_update`` or ``compaction_summary_chunk`` makes it (status
+    in_progress), later ones patch it in place (``summary``, ``error`` and ``_meta``: omitted is unchanged,
+    null clears, a value replaces; summary chunks append). ``usage_before`` is the session's usage when it
+    began; ``usage_after`` the first usage the agent reported once it finished (the schema gives a compaction
+    no token counts of its own: the context meter follows the agent's usage_update)."""
+
+    id: str
+    status: str = "in_progress"
+    summary: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    usage_before: dict[str, Any] | None = None
+    usage_after: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "in_progress"
+
+    @property
+    def summary_text(self) -> str:
+        """The summary's text blocks joined (as a reply's chunks join), others named in brackets."""
+        return "".join(str(b.get("text", "")) if b.get("type") == "text" else f"[{b.get('type')}]"
+                       for b in self.summary)
+
+    def apply(self, update: Mapping[str, Any]) -> None:
+        """One compaction_update or compaction_summary_chunk naming this compaction (loop thread)."""
+        self.updated_at = time.time()
+        if update.get("sessionUpdate") == "compaction_summary_chunk":
+            if isinstance(update.get("content"), Mapping):
+                self.summary = [*self.summary, copy.deepcopy(dict(update["content"]))]
+            return
+        if isinstance(update.get("status"), str):
+            self.status = update["status"]
+        if "summary" in update:
+            summary = update["summary"]
+            self.summary = [copy.deepcopy(dict(b)) for b in summary if isinstance(b, Mapping)] \
+                if isinstance(summary, list) else []
+        if "error" in update:
+            self.error = update["error"] if isinstance(update["error"], str) else None
+        if "_meta" in update:  # replaced whole, unlike session_info_update's merge
+            meta = update["_meta"]
+            self.meta = copy.deepcopy(dict(meta)) if isinstance(meta, Mapping) else {}
+
+
 def merge_meta(current: Mapping[str, Any] | None, patch: Mapping[str, Any] | None) -> dict[str, Any]:
     """Recursive merge for ``_meta`` updates: a key set to None is removed."""
     out = copy.deepcopy(dict(current or {}))
@@ -224,7 +315,8 @@ def merge_meta(current: Mapping[str, Any] | None, patch: Mapping[str, Any] | Non
 
 @dataclass(frozen=True)
 class StateEvent:
-    """What changed. ``kind``: config, info, usage, mode, commands, update, status."""
+    """What changed. ``kind``: config, info, usage, mode, commands, update, status, notice (data: the Notice,
+    one that came while no turn ran), compaction (data: the Compaction made or changed)."""
 
     kind: str
     session_id: str
@@ -255,6 +347,8 @@ class SessionState:
         self.usage: dict[str, Any] | None = None
         self.commands: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
+        self.notices: list[Notice] = []  # those that came while no turn ran (at most NOTICES_KEPT)
+        self.compactions: dict[str, Compaction] = {}  # every compaction of the session, by id, in order
         self.status: str = "idle"
         self.status_detail: str = ""
         self._observers: Observers[StateEvent] = Observers()
@@ -329,7 +423,14 @@ class SessionState:
             self.emit("info", {"title": self.title, "updated_at": self.updated_at, "meta": self.meta})
         elif kind == "usage_update":
             self.usage = {k: v for k, v in update.items() if k != "sessionUpdate"}
+            latest = next(reversed(self.compactions.values()), None)
+            if latest is not None and latest.finished and latest.usage_after is None:
+                latest.usage_after = self.usage
             self.emit("usage", self.usage)
+        elif kind in COMPACTION_UPDATES:
+            self.emit("compaction", self.compaction(update))
+        elif kind == "notice":
+            pass  # the running turn's, else kept by keep_outside_turn
         elif kind == "current_mode_update":
             self.set_legacy_mode(update.get("currentModeId"))
             self.emit("mode", update.get("currentModeId"))
@@ -342,6 +443,25 @@ class SessionState:
         else:
             return False
         return True
+
+    def compaction(self, update: Mapping[str, Any]) -> Compaction:
+        """The compaction an update names, made on first sight, with the update applied."""
+        compaction_id = str(update.get("compactionId"))
+        compaction = self.compactions.get(compaction_id)
+        if compaction is None:
+            now = time.time()
+            compaction = Compaction(compaction_id, started_at=now, updated_at=now, usage_before=self.usage)
+            self.compactions[compaction_id] = compaction
+        compaction.apply(update)
+        return compaction
+
+    def keep_outside_turn(self, update: dict[str, Any]) -> None:
+        """An update that came while no turn ran: into the history, and a notice into ``notices`` too."""
+        self.history.append(update)
+        if update.get("sessionUpdate") == "notice":
+            notice = Notice.from_update(update)
+            self.notices = [*self.notices[-(NOTICES_KEPT - 1):], notice]
+            self.emit("notice", notice)
 
     def note_prompt(self, text: str) -> None:
         """The first prompt names the session until the agent sends a title of its own."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._observers import Observers
+from .state import Compaction, Notice
 
 __all__ = ["KernelCall", "PermissionRecord", "TextBuffer", "ToolCall", "Turn", "TurnEvent"]
 
@@ -49,10 +50,13 @@ class ToolCall:
     locations: list[dict[str, Any]] = field(default_factory=list)
     raw_input: Any = None
     raw_output: Any = None
+    # The tool's programmatic name (ACP v1's ``name``: "read_file", "mcp__kernel__run_code"...), where the
+    # agent gives one; ``title`` is what a person reads.
+    name: str | None = None
     updates: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     _FIELDS = {"title": "title", "kind": "kind", "status": "status", "content": "content",
-               "locations": "locations", "rawInput": "raw_input", "rawOutput": "raw_output"}
+               "locations": "locations", "rawInput": "raw_input", "rawOutput": "raw_output", "name": "name"}
 
     def merge(self, update: Mapping[str, Any]) -> None:
         """Fields present in the update replace ours; absent ones are unchanged (the protocol's rule)."""
@@ -218,6 +222,8 @@ class Turn:
         self.permissions: list[PermissionRecord] = []
         self.elicitations: list[Any] = []  # elicitation.ElicitationRecord: the agent's forms and their answers
         self.kernel_calls: list[KernelCall] = []  # what the agent did through the kernel tools, in order
+        self.notices: list[Notice] = []  # the agent's notices while the turn ran, in order
+        self.compactions: list[Compaction] = []  # context compactions that began while it ran (shared with the state)
         self.usage: dict[str, Any] | None = None
         self.stop_reason: str | None = None
         self.error: BaseException | None = None
@@ -348,6 +354,8 @@ class Turn:
             self.merge_tool_call(update)
         elif kind == "plan":
             self.plan = copy.deepcopy(list(update.get("entries") or []))
+        elif kind == "notice":
+            self.notices.append(Notice.from_update(update))
         elif kind == "usage_update":
             self.usage = {**(self.usage or {}), **{k: v for k, v in update.items() if k != "sessionUpdate"}}
         self._observers.emit(TurnEvent("update", self, update))
@@ -366,6 +374,11 @@ class Turn:
             return
         call = self.tool_calls_by_id.setdefault(call_id, ToolCall(id=call_id))
         call.merge(fields)
+
+    def note_compaction(self, compaction: Compaction) -> None:
+        """A compaction an update of this turn names: kept once, where it first came (its session made it)."""
+        if not any(known is compaction for known in self.compactions):
+            self.compactions.append(compaction)
 
     def record_permission(self, record: PermissionRecord) -> None:
         self.merge_tool_call(record.tool_call)

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import shlex
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 import acp_notebook as acpnb
 from acp_notebook.elicitation import ElicitationRequest, check_answers
+from acp_notebook.frames import analyze
+from tests.proxy_agents.harness import start_proxies
 from tests.recorded_agents import write_recording
+from tests.schema_check import FrameLog
 
 SID = "sess-1"
 FORM = {"type": "object", "properties": {
@@ -177,3 +182,103 @@ def test_an_authentication_error_names_the_terminal_login_command(tmp_path):
             agent.new_session()
         assert info.value.auth_required
         assert f"from a terminal, then start the agent again: {agent.terminal_login_command('tui')}" in info.value.hint
+
+
+# --- the stable v1 of today: tool-call names, notices, compaction, as raw frames ------------------------
+TODAY_AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "today_agent.py")]
+
+
+def _received_updates(agent, session_id):
+    """The session's updates as the client received them; but option lists, which the proxy sends of its own."""
+    updates = [e["msg"]["params"]["update"] for e in list(agent.log) if e["dir"] == "recv"
+               and e["msg"].get("method") == "session/update" and e["msg"]["params"].get("sessionId") == session_id]
+    return [u for u in updates if u.get("sessionUpdate") != "config_option_update"]
+
+
+def _wait_for_notices(session, count, timeout=20.0):
+    """Until the session holds ``count`` notices that came outside a turn (they follow the prompt's answer)."""
+    arrived = threading.Event()
+    stop = session.state.observe(lambda event: arrived.set() if len(session.state.notices) >= count else None)
+    try:
+        if len(session.state.notices) < count:
+            assert arrived.wait(timeout), f"only {len(session.state.notices)} notices came"
+    finally:
+        stop()
+
+
+def _check_today_turn(turn, session, *, answer_in_order=True):
+    """``answer_in_order``: the prompt's answer reaches the client where the agent sent it, before the notices
+    that follow it. The proxy forwards notifications as they come and the answer once its handler returns, so
+    there the later notices may come first and are then the turn's."""
+    from tests.agents import today_agent
+
+    call = turn.tool_calls[0]
+    assert (call.name, call.title, call.status) == ("mcp__kernel__list_variables", "Looking at your variables",
+                                                    "completed")
+    notice = turn.notices[0]
+    assert (notice.severity, notice.title, notice.description) == ("warning", "Rate limited", "Retrying in 2 s")
+    assert notice.text == "Rate limited: Retrying in 2 s" and notice.meta == {"retryAfterMs": 2000}
+    (compaction,) = turn.compactions
+    assert session.state.compactions == {"c1": compaction}
+    assert (compaction.status, compaction.summary_text, compaction.meta) == (
+        "completed", "You asked about the sales table.", {"by": "today"})
+    assert compaction.usage_before is None and compaction.usage_after == {"used": 1200, "size": 128000}
+    assert session.usage == {"used": 1200, "size": 128000} and turn.text == "Done."
+    after = [("error", "Quota exhausted"), ("info", "Back to normal")]
+    if answer_in_order:
+        _wait_for_notices(session, 2)
+        assert [(n.severity, n.title) for n in session.state.notices] == after
+        assert turn.notices == [notice]  # the ones after the answer are the session's, not the turn's
+    else:
+        _wait_for_notices(session, 2 - len(turn.notices[1:]))
+        assert [(n.severity, n.title) for n in [*turn.notices[1:], *session.state.notices]] == after
+    assert _received_updates(session.agent, session.id) == today_agent.TURN_UPDATES + today_agent.AFTER_UPDATES
+    return turn.result["_meta"]["clientCapabilities"]
+
+
+def test_todays_frames_reach_the_client_field_for_field_and_fill_its_turn_and_session():
+    """The client advertises notices and compaction; names, notices and compactions the agent writes by hand
+    (fields neither SDK line models among them) arrive unchanged and land on the turn or the session."""
+    with acpnb.start(TODAY_AGENT) as agent:
+        session = agent.new_session()
+        seen = _check_today_turn(session.prompt("hello"), session)
+        assert seen["session"] == {"configOptions": {"boolean": {}}, "notices": {}, "compaction": {}}
+        frames = FrameLog(local="client")
+        for entry in list(agent.log):
+            frames.record("client" if entry["dir"] == "send" else "agent", entry["msg"])
+        frames.check()  # every frame, the new kinds included, is valid under the stable schema
+        rows = {row.update: row for row in analyze(list(agent.log)) if row.update}
+        assert "mcp__kernel__list_variables" in rows["tool_call"].summary
+        assert rows["notice"].summary.startswith("info: ")  # the last notice of the log: the session's
+        assert "this schema does not know" not in rows["compaction_summary_chunk"].explanation.text
+
+
+def test_todays_frames_pass_the_proxy_unchanged_and_so_do_the_capabilities(tmp_path):
+    """The proxy hands the client's notices and compaction capabilities to the agent it binds, and the
+    agent's names, notices and compaction updates back to the client, per session, unchanged."""
+    starts = start_proxies(tmp_path)
+    start = next(starts)
+    try:
+        proxy = start({"today": TODAY_AGENT})
+        session = proxy.new_session()
+        seen = _check_today_turn(session.prompt("hello"), session, answer_in_order=False)
+        assert seen["session"]["notices"] == {} and seen["session"]["compaction"] == {}
+    finally:
+        next(starts, None)  # closes the proxy and checks every frame on both of its pipes against the schema
+
+
+def test_a_malformed_notice_or_compaction_is_logged_with_why_and_not_applied(tmp_path):
+    path = write_recording(tmp_path / "bad.acp.jsonl", [
+        *new_session(),
+        *prompt(2, "one", update("notice", severity="warning"), update("compaction_update", compactionId=7,
+                                                                        status="completed"),
+                update("compaction_summary_chunk", compactionId="c9", content="text"), chunk("ok")),
+    ])
+    with acpnb.replay(path) as agent:
+        session = agent.new_session()
+        turn = session.prompt("one")
+        assert turn.notices == [] and turn.compactions == [] and session.state.compactions == {}
+        notes = [e.get("note", "") for e in agent.log if e["dir"] == "recv" and "method" in e["msg"]]
+        assert any("malformed notice update: its severity or title is not a string" in n for n in notes)
+        assert any("malformed compaction_update update: its compactionId is not a string" in n for n in notes)
+        assert any("malformed compaction_summary_chunk update: its content is not an object" in n for n in notes)

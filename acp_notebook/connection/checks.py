@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._protocol import COMPACTION_UPDATES
+
 __all__ = ["frame_problem", "init_result_problem", "odd_current_values", "options_problem", "update_problem", "valid_id"]
 
 _CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
@@ -117,7 +119,13 @@ def update_problem(update: Mapping[str, Any]) -> str | None:
         for key in ("content", "locations"):
             if not _list_of_objects(update.get(key), optional=True):
                 return f"its {key} is not a list of objects"
-        return _optional(update, ("title", "kind", "status"), str)
+        return _optional(update, ("title", "kind", "status", "name"), str)
+    if kind == "notice":
+        if not isinstance(update.get("severity"), str) or not isinstance(update.get("title"), str):
+            return "its severity or title is not a string"
+        return _optional(update, ("description",), str)
+    if kind in COMPACTION_UPDATES:
+        return _compaction_problem(kind, update)
     if kind == "plan":
         return None if _list_of_objects(update.get("entries")) else "its entries are not a list of objects"
     if kind == "config_option_update":
@@ -132,6 +140,18 @@ def update_problem(update: Mapping[str, Any]) -> str | None:
     if kind == "current_mode_update":
         return None if isinstance(update.get("currentModeId"), str) else "its currentModeId is not a string"
     return None
+
+
+def _compaction_problem(kind: str, update: Mapping[str, Any]) -> str | None:
+    if not isinstance(update.get("compactionId"), str):
+        return f"its compactionId is not a string ({_kind(update.get('compactionId'))})"
+    if kind == "compaction_summary_chunk":
+        return None if isinstance(update.get("content"), Mapping) else "its content is not an object"
+    if not isinstance(update.get("status"), str):
+        return f"its status is not a string ({_kind(update.get('status'))})"
+    if not _list_of_objects(update.get("summary"), optional=True):
+        return "its summary is not a list of objects"
+    return _optional(update, ("error",), str)
 
 
 def options_problem(options: Any) -> str | None:
