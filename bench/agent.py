@@ -13,6 +13,10 @@ What it answers:
   ``chunks=20000`` (how many), ``size=12`` (characters each), ``delay=0.02`` (seconds between two
   chunks; none before the first), ``reply=1.0`` (spread the chunks over this many seconds instead),
   ``tag=WORD`` (every chunk's text starts with ``[WORD]``: a load test tells whose chunk it got).
+  ``tools=N`` (N tool calls instead of text: each a ``tool_call``, an ``in_progress`` update and a
+  ``completed`` one carrying a diff of ``diff=BYTES`` of new text) and ``plan=N`` (N ``plan`` updates: a
+  plan of ``entries=E`` rows, one row added or moved on per update) replace the text chunks, paced the
+  same way (``reply=`` / ``delay=``).
 - anything else: error -32601.
 
 Usage: python bench/agent.py [--chunks 10] [--size 12] [--delay 0]
@@ -33,7 +37,8 @@ class BenchAgent:
     """The agent's state: sessions and their options, the turn running in each (see the module docstring)."""
 
     def __init__(self, chunks: int, size: int, delay: float) -> None:
-        self.defaults = {"chunks": chunks, "size": size, "delay": delay, "reply": 0.0}
+        self.defaults = {"chunks": chunks, "size": size, "delay": delay, "reply": 0.0, "tools": 0, "diff": 2000,
+                         "plan": 0, "entries": 20}
         self.out = sys.stdout.buffer
         self.lock = threading.Lock()  # one writer at a time: replies and the turn thread share stdout
         self.sessions: dict[str, dict[str, str]] = {}
@@ -106,6 +111,9 @@ class BenchAgent:
 
     def turn(self, request_id: Any, params: dict[str, Any], cancelled: threading.Event) -> None:
         settings, tag = self.settings(params)
+        if settings["tools"] or settings["plan"]:
+            self.shaped_turn(request_id, params["sessionId"], settings, cancelled)
+            return
         chunks, size = int(settings["chunks"]), int(settings["size"])
         delay = settings["reply"] / max(1, chunks - 1) if settings["reply"] else settings["delay"]
         text = (f"[{tag}]" if tag else "") + ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
@@ -129,10 +137,55 @@ class BenchAgent:
                 self.write(line * min(per_batch, chunks - start))
         self.answer(request_id, {"stopReason": stop})
 
+    def shaped_turn(self, request_id: Any, session_id: str, settings: dict[str, float],
+                    cancelled: threading.Event) -> None:
+        """A turn of tool calls or plan updates (see the module docstring), paced like the text chunks."""
+        updates = list(_tool_updates(int(settings["tools"]), int(settings["diff"]))) + list(
+            _plan_updates(int(settings["plan"]), max(1, int(settings["entries"]))))
+        delay = settings["reply"] / max(1, len(updates) - 1) if settings["reply"] else settings["delay"]
+        stop = "end_turn"
+        for index, update in enumerate(updates):
+            if index and delay > 0 and cancelled.wait(delay):
+                stop = "cancelled"
+                break
+            frame = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}}
+            self.write(json.dumps(frame, separators=(",", ":")).encode() + b"\n")
+        self.answer(request_id, {"stopReason": stop})
+
     def serve(self) -> None:
         for raw in sys.stdin.buffer:
             if raw.strip():
                 self.handle(json.loads(raw))
+
+
+def _tool_updates(count: int, diff: int) -> Any:
+    """Each tool call: announced pending, then in progress, then completed with a diff of ``diff`` bytes."""
+    line = "    value = compute(value, 'lorem ipsum dolor')\n"
+    new_text = (line * (diff // len(line) + 1))[:diff]
+    for index in range(count):
+        call = f"call-{index}"
+        yield {"sessionUpdate": "tool_call", "toolCallId": call, "title": f"Edit file_{index}.py", "kind": "edit",
+               "status": "pending", "locations": [{"path": f"/work/file_{index}.py"}]}
+        yield {"sessionUpdate": "tool_call_update", "toolCallId": call, "status": "in_progress"}
+        yield {"sessionUpdate": "tool_call_update", "toolCallId": call, "status": "completed",
+               "content": [{"type": "diff", "path": f"/work/file_{index}.py", "oldText": None, "newText": new_text}]}
+
+
+def _plan_updates(count: int, entries: int) -> Any:
+    """``count`` plans of up to ``entries`` rows: a row is added pending, then moved on, until all are done."""
+    statuses: list[str] = []
+    for index in range(count):
+        step = index % (3 * entries)
+        if step == 0:
+            statuses = []
+        if len(statuses) < entries:
+            statuses.append("pending")
+        else:
+            row = (step - entries) // 2
+            statuses[row] = "in_progress" if (step - entries) % 2 == 0 else "completed"
+        yield {"sessionUpdate": "plan", "entries": [
+            {"content": f"Step {row + 1}: change module {row + 1} and run its tests", "priority": "medium",
+             "status": status} for row, status in enumerate(statuses)]}
 
 
 def main(argv: list[str] | None = None) -> int:

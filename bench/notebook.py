@@ -15,7 +15,16 @@ benchmark agent started with ``%acp start -- python bench/agent.py``. Each round
    and last renders): the constant. ``comm_msg_per_s`` is (messages - constant) / the seconds the
    turn streamed (``turn.duration_s``, read from the kernel afterwards).
 
-Usage: python bench/notebook.py [--chunks 20000] [--rounds 3] [--json FILE]
+Then the bytes a turn sends to the frontend (issue 36), one waiting ``%%acp`` cell per case: every iopub
+message's content from the cell's request until the kernel is idle again, counted as jupyter_client
+packs it (comm messages and display updates together), against what the turn shows: its content (the
+reply's text, the tool calls' diffs, the plan's rows) and its final HTML form. The cases: a 200 kB reply
+streamed over 20 s and over 120 s, 300 tool calls each with a 2 kB diff and three status updates, 2,000
+plan updates (``BYTE_CASES``; ``--byte-scale`` shrinks them). Each case also gives the size of its cell
+as nbformat saves it.
+
+Usage: python bench/notebook.py [--chunks 20000] [--rounds 3] [--byte-cases reply_20s,...] [--byte-scale 1]
+       [--json FILE]
 """
 
 from __future__ import annotations
@@ -37,6 +46,18 @@ from common import LoadMeter, bench_agent, emit, stats  # noqa: E402
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 TRIVIAL_CELL = "1"
+# name -> the prompt's settings for the benchmark agent (bench/agent.py); counts and seconds are scaled.
+BYTE_CASES: dict[str, dict[str, float]] = {
+    "reply_20s": {"chunks": 4000, "size": 50, "reply": 20},  # 200 kB over 20 s
+    "reply_120s": {"chunks": 4000, "size": 50, "reply": 120},  # the same over 120 s
+    "tools": {"tools": 300, "diff": 2000, "reply": 30},  # 300 tool calls, a 2 kB diff each
+    "plan": {"plan": 2000, "entries": 20, "reply": 20},  # 2,000 plan updates of a 20-row plan
+}
+SCALED = ("chunks", "reply", "tools", "plan")
+CONTENT = ("import json, acp_notebook\n_t = acp_notebook.current().turns[-1]\n"
+           "print(json.dumps({'reply_chars': len(_t.text), 'status': _t.status, 'duration_s': _t.duration_s,\n"
+           "  'content_chars': len(_t.text) + len(_t.thoughts) + sum(len(d.get('newText') or '') for c in _t.tool_calls"
+           " for d in c.diffs) + sum(len(str(e.get('content', ''))) for e in _t.plan)}))")
 
 
 class Kernel:
@@ -134,7 +155,74 @@ def one_turn(kernel: Kernel, chunks: int, gap: float, timeout: float = 300) -> d
     return {**counts, **facts, "waits": waits, "comm_msg_per_s": counts["comm_msg"] / facts["duration_s"]}
 
 
-def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.02) -> dict[str, Any]:
+def _is_final_turn(msg: dict[str, Any]) -> bool:
+    """Any turn's output in its static form (whatever the turn said)."""
+    if msg["msg_type"] not in ("update_display_data", "display_data"):
+        return False
+    data = msg["content"].get("data") or {}
+    return WIDGET_MIME not in data and "acpnb-turn acpnb-static" in str(data.get("text/html", ""))
+
+
+def saved_cell_bytes(output: dict[str, Any]) -> int:
+    """The bytes one cell holding ``output`` adds to a notebook file, as nbformat writes it."""
+    import nbformat
+
+    def written(outputs: list[Any]) -> int:
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = [nbformat.v4.new_code_cell("%%acp\nprompt", outputs=outputs)]
+        return len(nbformat.writes(notebook).encode())
+
+    made = nbformat.v4.new_output("display_data", data=output["data"], metadata=output["metadata"])
+    return written([made]) - written([])
+
+
+def turn_bytes(kernel: Kernel, prompt: str, timeout: float = 900) -> dict[str, Any]:
+    """The bytes of every iopub message a waiting ``%%acp`` cell causes (see the module docstring)."""
+    from jupyter_client.session import json_packer
+
+    msg_id = kernel.client.execute(f"%%acp\n{prompt}")
+    by_type: dict[str, int] = {}
+    final: dict[str, Any] | None = None
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = kernel.client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        kind = msg["msg_type"]
+        by_type[kind] = by_type.get(kind, 0) + len(json_packer(msg["content"]))
+        if kind == "error":
+            raise RuntimeError(f"the %%acp cell failed: {msg['content'].get('evalue')}")
+        if _is_final_turn(msg):
+            final = msg["content"]
+        if kind == "status" and msg["parent_header"].get("msg_id") == msg_id \
+                and msg["content"]["execution_state"] == "idle":
+            break
+    if final is None:
+        raise RuntimeError("the turn's output never turned static")
+    facts = json.loads(kernel.run(CONTENT)["stdout"])
+    if facts["status"] != "done":
+        raise RuntimeError(f"the turn did not complete: {facts}")
+    total = sum(by_type.values())
+    shown = len(final["data"]["text/html"].encode())
+    saved = saved_cell_bytes(final)
+    return {**facts, "bytes": total, "by_type": by_type, "shown_html_bytes": shown, "saved_cell_bytes": saved,
+            "bytes_per_content_byte": total / max(1, facts["content_chars"]),
+            "bytes_per_reply_byte": total / facts["reply_chars"] if facts["reply_chars"] else None,
+            "bytes_per_shown_byte": total / max(1, shown),
+            "saved_per_content_byte": saved / max(1, facts["content_chars"])}
+
+
+def byte_cases(kernel: Kernel, names: list[str], scale: float) -> dict[str, Any]:
+    """Each case of ``BYTE_CASES`` (scaled), after a one-chunk turn: the constant every cell costs."""
+    results: dict[str, Any] = {"one_chunk_turn": turn_bytes(kernel, "chunks=1 size=50")}
+    for name in names:
+        settings = {key: (value * scale if key in SCALED else value) for key, value in BYTE_CASES[name].items()}
+        words = " ".join(f"{key}={max(1, round(value)) if key != 'reply' else round(value, 3)}"
+                         for key, value in settings.items())
+        results[name] = {"prompt": words, **turn_bytes(kernel, words)}
+    return results
+
+
+def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.02, byte_names: list[str] | None = None,
+        byte_scale: float = 1.0) -> dict[str, Any]:
     """``rounds`` long turns, each after a one-chunk turn that measures the messages every cell costs."""
     meter = LoadMeter()
     with tempfile.TemporaryDirectory(prefix="acpnb-bench-") as cwd:
@@ -146,6 +234,7 @@ def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.02) -> dict[str, A
             for _ in range(rounds):
                 constants.append(one_turn(kernel, 1, gap))
                 turns.append(one_turn(kernel, chunks, gap))
+            sizes = byte_cases(kernel, list(BYTE_CASES) if byte_names is None else byte_names, byte_scale)
         finally:
             kernel.close()
     waits = [w for t in turns for w in t["waits"]]
@@ -163,6 +252,7 @@ def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.02) -> dict[str, A
         "trivial_cell_wait_p90_s": sorted(waits)[int(0.9 * (len(waits) - 1))] if waits else None,
         "trivial_cells": len(waits),
         "median_trivial_cells_per_turn": statistics.median(len(t["waits"]) for t in turns),
+        "bytes": sizes,
         "load": meter.done(),
     }
 
@@ -172,9 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gap", type=float, default=0.02, help="seconds between two trivial cells")
+    parser.add_argument("--byte-cases", default=",".join(BYTE_CASES),
+                        help=f"comma-separated, of: {', '.join(BYTE_CASES)} ('' for none)")
+    parser.add_argument("--byte-scale", type=float, default=1.0, help="counts and seconds of the byte cases times this")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
-    result = run(args.chunks, args.rounds, args.gap)
+    names = [n.strip() for n in args.byte_cases.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(BYTE_CASES))
+    if unknown:
+        parser.error(f"unknown byte case(s): {', '.join(unknown)}")
+    result = run(args.chunks, args.rounds, args.gap, names, args.byte_scale)
     emit(result, args.json)
     return 0
 
