@@ -67,7 +67,7 @@ def test_own_checks_and_the_exported_logs(executed):
     table = code_cell(notebook, 'project = Path("runs/project")').outputs[0]["data"]["text/plain"]
     assert table.split("\n")[1].split() == ["0", "demo:fast", "0.0", "1.0", "1.0"]
     assert table.split("\n")[2].split() == ["1", "demo:smart", "1.0", "1.0", "1.0"]
-    exported = printed(code_cell(notebook, "from inspect_ai.log import read_eval_log"))
+    exported = printed(code_cell(notebook, "atif_files = "))
     assert "agentic-demo_smart.eval demo:smart mean 1.0" in exported and "6 ATIF trajectories" in exported
     assert len(list((workdir / "runs" / "atif").glob("*.json"))) == 6
 

@@ -88,11 +88,12 @@ def test_the_inspect_log_is_read_back_by_inspect_ai(run, inspect_log, tmp_path):
 
 def test_a_missing_package_gets_a_one_line_install_hint(run, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "atif", None)
-    hint = r"^export_atif\(\) needs the atif package: pip install 'acp-notebook\[eval\]'$"
+    hint = r"^export_atif\(\) needs atif, which is not installed: pip install 'acp-notebook\[eval\]'$"
     with pytest.raises(ImportError, match=hint):
         run.export_atif(tmp_path / "atif")
     monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
-    with pytest.raises(ImportError, match=r"needs the inspect_ai package: pip install 'acp-notebook\[eval\]'$"):
+    with pytest.raises(ImportError, match=r"needs inspect_ai, which is not installed: "
+                                          r"pip install 'acp-notebook\[eval\]'$"):
         run.export_inspect(tmp_path / "x.eval")
 
 

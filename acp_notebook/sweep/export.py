@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .columns import explanation_column, score_column
 from .conversation import TrialRecord
+from .extras import require
 
 if TYPE_CHECKING:
     from .result import SweepResult
@@ -24,16 +25,10 @@ if TYPE_CHECKING:
 __all__ = ["export_atif", "export_inspect"]
 
 ATIF_VERSION = "ATIF-v1.8"
-INSTALL_HINT = "pip install 'acp-notebook[eval]'"
 
 
 def _require(module: str, what: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(f"{what} needs the {module.split('.')[0]} package: {INSTALL_HINT}") from None
+    return require(module, what, "eval")
 
 
 def _slug(text: str) -> str:

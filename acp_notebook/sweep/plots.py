@@ -16,10 +16,9 @@ __all__ = ["cost", "latency", "scores"]
 
 
 def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise ImportError("SweepResult.plot() needs matplotlib: `pip install 'acp-notebook[plot]'`") from exc
+    from .extras import require
+
+    require("matplotlib", "SweepResult.plot()", "plot")
 
 
 def _new_figure(**options: Any):

@@ -26,6 +26,7 @@ from typing import Any
 from .. import _loop
 from ..launch import SpecLike
 from .executors import ExecutorSetup
+from .extras import MissingExtra, require
 from .trial import AgentPool, Outcome, Trial, TrialSettings, blank_row, run_attempt
 
 __all__ = ["RayExecutor", "TrialWorker"]
@@ -34,11 +35,7 @@ CLOSE_TIMEOUT_S = 60.0
 
 
 def _import_ray():
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError("executor='ray' needs Ray: `pip install 'acp-notebook[ray]'`") from exc
-    return ray
+    return require("ray", "executor='ray'", "ray")
 
 
 def ray_installed() -> bool:
@@ -83,7 +80,7 @@ class RayExecutor:
     def __init__(self, *, address: str | None = None, workers: int | None = None, num_cpus: float = 1,
                  actor_options: Mapping[str, Any] | None = None) -> None:
         if not ray_installed():  # say so now, not once the sweep has started
-            raise ImportError("executor='ray' needs Ray: `pip install 'acp-notebook[ray]'`")
+            raise MissingExtra("executor='ray'", "ray", "ray")
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be a whole number >= 1 (or None for one per CPU), not {workers!r}")
         self.address = address

@@ -30,6 +30,7 @@ from .columns import (
 from .. import _term
 from .stats import (Interval, bootstrap_mean_interval, paired_proportions_interval, percentile, sign_test,
                     wilson_interval)
+from .extras import require
 from .store import read_results, rows_to_csv
 
 __all__ = ["Comparison", "SweepResult", "SweepSummary", "load_run"]
@@ -81,17 +82,18 @@ class SweepSummary(list):
         return pd.DataFrame(list(self), columns=self.columns).set_index("model")
 
     def _table(self) -> tuple[list[str], list[list[str]]]:
-        """Header and cells: each score as 'mean [low, high]', and only the columns some model has a value in."""
+        """Header and cells of what a table shows (``SHOWN``): the counts, each score as 'mean [low, high] n=N',
+        median latency and tokens, cost per trial. Optional columns no model has a value in are left out; the
+        rest of the summary (p90s, time to first token, token and cost totals) is in ``to_pandas()``."""
         header, getters = [], []
-        for column in self.columns:
-            if column.startswith("score_") and column[6:] in self.scorers:
-                name = column[6:]
-                header.append(f"{name} [95% CI]")
-                getters.append(lambda row, name=name: _format_score(row, name))
-            elif not any(column.startswith(f"score_{name}_") for name in self.scorers):
-                if column in _ALWAYS_SHOWN or any(row.get(column) is not None for row in self):
-                    header.append(column)
-                    getters.append(lambda row, column=column: _format(column, row.get(column)))
+        for column, label in SHOWN:
+            if column == "scores":
+                for name in self.scorers:
+                    header.append(f"{name} [95% CI]")
+                    getters.append(lambda row, name=name: _format_score(row, name))
+            elif column in _ALWAYS_SHOWN or any(row.get(column) not in (None, 0) for row in self):
+                header.append(label)
+                getters.append(lambda row, column=column: _format(column, row.get(column), row))
         return header, [[get(row) for get in getters] for row in self]
 
     def text(self, columns: int | None = None) -> str:
@@ -108,12 +110,20 @@ class SweepSummary(list):
 
     def _repr_html_(self) -> str:
         header, cells = self._table()
+        # nowrap on every value (JupyterLab's own table rules win over a style inherited from the table): an
+        # interval is one figure, never broken at its spaces, and a model id stays whole. Headers may wrap.
+        cell = "style='white-space: nowrap'"
         head = "".join(f"<th>{escape(c)}</th>" for c in header)
-        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in line) + "</tr>" for line in cells)
+        body = "".join("<tr>" + "".join(f"<td {cell}>{escape(c)}</td>" for c in line) + "</tr>" for line in cells)
         return f"<table class='acp-sweep-summary'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-_ALWAYS_SHOWN = frozenset({"model", "trials", "ok", "errors", "latency_median_s", "latency_p90_s"})
+# (summary key, table header) of the columns a printed or HTML summary shows, in order; "scores" stands for
+# every scorer's column. Narrow enough for a 1280 px notebook with three scorers.
+SHOWN = (("model", "model"), ("trials", "trials"), ("ok", "ok"), ("errors", "errors"), ("timeouts", "timeouts"),
+         ("scores", ""), ("latency_median_s", "median_s"), ("tokens_median", "median_tokens"),
+         ("cost_per_trial", "cost/trial"))
+_ALWAYS_SHOWN = frozenset({"model", "trials", "ok", "errors", "latency_median_s"})
 
 
 def _format_score(row: Mapping[str, Any], name: str) -> str:
@@ -125,12 +135,13 @@ def _format_score(row: Mapping[str, Any], name: str) -> str:
     return f"{value:.3f}{interval} n={row.get(f'score_{name}_n')}"
 
 
-def _format(column: str, value: Any) -> str:
+def _format(column: str, value: Any, row: Mapping[str, Any] | None = None) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
         if column.startswith("cost"):
-            return f"{value:.6g}"
+            currency = (row or {}).get("currency")
+            return f"{value:.6g}" + (f" {currency}" if currency else "")
         if column.endswith("_s"):
             return f"{value:.3f}"
         return str(int(value)) if value.is_integer() else f"{value:.1f}"
@@ -252,14 +263,7 @@ def compare(rows: Sequence[Mapping[str, Any]], a: str, b: str, scorer: str) -> C
 
 
 def _require_pandas():
-    try:
-        import pandas as pd
-    except ImportError as exc:
-        raise ImportError(
-            "SweepResult.to_pandas() needs pandas, which is not installed. Install it with "
-            "`pip install 'acp-notebook[pandas]'`; result.rows, summary(), to_csv() and to_json() work without it."
-        ) from exc
-    return pd
+    return require("pandas", "SweepResult.to_pandas()", "pandas")
 
 
 def _when(text: Any) -> str:
