@@ -1,13 +1,15 @@
-"""Every kernel tool result carries a ``structuredContent`` object beside its text, through the real bridge
-and the official MCP client, as an agent's MCP client receives it.
+"""Every kernel tool result of text carries a ``structuredContent`` object beside its text, through the real
+bridge and the official MCP client, as an agent's MCP client receives it; a result with an image carries
+none, and never starts with text that reads as JSON but not as an object.
 
 Why (structured.py): Gemini CLI reads the first text block of a result without one as JSON and fails the
 call when that is not an object (run_code printing ``1491``); Claude Code and Codex show their model the
-structured content instead of the text, so it must carry the output itself.
+structured content instead of the blocks, so it must carry the output itself, and it would hide an image.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -21,7 +23,7 @@ from acp_notebook import _loop
 from acp_notebook.kernel_tools import KernelTools
 from acp_notebook.kernel_tools.answers import Answer
 from acp_notebook.kernel_tools.client import open_kernel_tools
-from acp_notebook.kernel_tools.structured import structured_content
+from acp_notebook.kernel_tools.structured import result_parts, structured_content
 
 pd = pytest.importorskip("pandas")
 
@@ -105,8 +107,9 @@ def test_errors_and_refusals_carry_their_reason_in_the_object(tools: KernelTools
     assert refused.structured_content["error"].startswith("refused: the kernel tools are read-only")
 
 
-def test_an_image_is_named_in_the_object_and_sent_as_image_content(tools: KernelTools,
-                                                                   namespace: dict[str, Any]) -> None:
+def test_an_answer_with_an_image_carries_no_object_so_the_model_sees_the_image(tools: KernelTools,
+                                                                               namespace: dict[str, Any]) -> None:
+    """Claude Code and Codex show their model the structured content instead of the blocks, images dropped."""
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
 
@@ -114,10 +117,23 @@ def test_an_image_is_named_in_the_object_and_sent_as_image_content(tools: Kernel
     figure.add_subplot().plot([1, 3, 2])
     namespace["fig"] = figure
     (inspected,) = call(tools, ("inspect_variable", {"name": "fig"}))
-    (image,) = [block for block in inspected.content if block.type == "image"]
-    (entry,) = inspected.structured_content["images"]
-    assert entry == {"mime_type": "image/png", "size_bytes": len(__import__("base64").b64decode(image.data))}
-    assert inspected.structured_content["text"] == text(inspected) and text(inspected).startswith("matplotlib Figure")
+    assert [block.type for block in inspected.content] == ["text", "image"]
+    assert text(inspected).startswith("matplotlib Figure") and inspected.structured_content is None
+    assert base64.b64decode(inspected.content[1].data).startswith(b"\x89PNG")
+
+
+def test_a_plot_after_printed_json_comes_image_first_so_no_client_reads_the_text_as_the_answer(
+        tools: KernelTools) -> None:
+    """Gemini CLI would read a first text block `7` as the structured content (a number: the call fails)."""
+    pytest.importorskip("matplotlib")
+    code = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "print(7)\nplt.figure(figsize=(1, 1), dpi=20)\nlines = plt.plot([1, 2])")
+    (ran,) = call(tools, ("run_code", {"code": code}))
+    assert not ran.is_error and ran.structured_content is None
+    assert [block.type for block in ran.content] == ["image", "text"]
+    assert text(ran) == "7\n"  # figures come back after the output: the plot is the first image
+    (labelled,) = call(tools, ("run_code", {"code": code.replace("print(7)", "print('seven')")}))
+    assert [block.type for block in labelled.content] == ["text", "image"]  # not JSON: the order is kept
 
 
 def test_an_answer_s_own_object_is_used_when_it_is_plain_json_and_derived_when_not() -> None:
@@ -132,3 +148,14 @@ def test_an_answer_s_own_object_is_used_when_it_is_plain_json_and_derived_when_n
     # No tool name (an in-process caller): still an object.
     assert structured_content(Answer.error("nope")) == {"error": "nope"}
     assert structured_content(Answer([]), None) == {"text": ""}
+
+
+def test_result_parts_move_an_image_first_only_before_text_that_parses_as_json_but_not_an_object() -> None:
+    image = {"type": "image", "data": "aVZCT1I=", "mimeType": "image/png"}
+    for first, moved in (("[1, 2]\n", True), ("null", True), (" -3.5 ", True), ('{"a": 1}', False),
+                         ("rows 3", False), ("[" * 100_000, False)):
+        blocks, structured = result_parts(Answer([{"type": "text", "text": first}, image]), "run_code")
+        assert structured is None
+        assert [b["type"] for b in blocks] == (["image", "text"] if moved else ["text", "image"]), first
+    blocks, structured = result_parts(Answer([{"type": "text", "text": "1491"}]), "run_code")
+    assert structured == {"output": "1491", "error": None} and blocks == [{"type": "text", "text": "1491"}]

@@ -258,20 +258,20 @@ def _version() -> str:
 
 
 def to_mcp_result(answer: Answer, tool: str | None = None) -> Any:
-    """The MCP result of ``tool``'s answer: its text and images, and always a ``structuredContent`` object
-    (structured.py says why each client needs one and what it holds)."""
+    """The MCP result of ``tool``'s answer: its text and images, and a ``structuredContent`` object whenever
+    that hides no image from the model (structured.py says why each client needs it and what it holds)."""
     import mcp.types as types
 
-    from .structured import structured_content
+    from .structured import result_parts
 
+    blocks, structured = result_parts(answer, tool)
     content: list[Any] = []
-    for block in answer.content:
+    for block in blocks:
         if block["type"] == "image":
             content.append(types.ImageContent(data=block["data"], mime_type=block["mimeType"]))
         else:
             content.append(types.TextContent(text=block["text"]))
-    return types.CallToolResult(content=content, is_error=answer.is_error,
-                                structured_content=structured_content(answer, tool))
+    return types.CallToolResult(content=content, is_error=answer.is_error, structured_content=structured)
 
 
 async def start_kernel_tools(policy: str = "ask", *, ask: Ask | None = None, on_event: OnEvent | None = None,

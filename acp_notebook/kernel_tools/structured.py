@@ -1,27 +1,34 @@
-"""The ``structuredContent`` object of a kernel tool's answer.
+"""What a kernel tool's answer looks like on the wire: its content blocks and its ``structuredContent``.
 
-Why every answer carries one: MCP clients read a tool result differently. Gemini CLI (0.61.0), given a
-result without ``structuredContent``, parses the first text block as JSON and stores whatever it finds
-there as the structured content; the MCP SDK then rejects anything that is not an object (run_code
-printing ``1491`` failed inside Gemini). Claude Code and Codex show their model the structured
-content, serialized, in place of the text when there is one; Gemini CLI and OpenCode show the text.
-So the object carries what the model needs (the output itself, not a summary of it), the text stays
-for the clients that read text, and both say the same thing.
+MCP clients read a tool result differently (measured with the pinned agents, tests/interop/FINDINGS.md):
 
-Shapes:
+- Gemini CLI (0.61.0), given a result without ``structuredContent`` whose first block is text, parses that
+  text as JSON and keeps what it finds as the structured content; its MCP SDK then refuses anything that
+  is not an object, and the call fails (run_code printing ``1491`` failed inside Gemini). Its model is
+  shown the content blocks.
+- Claude Code (in claude-agent-acp 0.23.1) and Codex (codex-acp 0.16.0) show their model the structured
+  content, serialized as JSON, in place of the content blocks whenever there is one: the images are
+  then dropped. Without one they show the text and the images.
+- OpenCode shows its model the content blocks.
 
-- run_code: ``{"output": <printed output and the last expression's value, in order>, "error": <the
-  traceback or refusal, or null>}``, plus any fields the answer carries itself (a ``result``).
+So an answer of text only carries a structured object beside its text, and the object holds what the
+model needs, the output itself:
+
+- run_code: ``{"output": <printed output, displays and the last expression's value, in order>,
+  "error": <the traceback or refusal, or null>}``, plus any fields the answer carries itself.
 - an answer that carries its own object (list_variables: ``{"variables": [...]}``): that object.
 - any other answer: ``{"text": <its text>}``; an error: ``{"error": <its text>}``.
-- images in the answer are listed as ``{"images": [{"mime_type", "size_bytes"}]}``: a client that shows
-  the structured content shows its model that an image came back.
+
+An answer with an image (a figure from inspect_variable or run_code) carries no structured content, so
+that Claude's and Codex's models see the image; should its first block be text that reads as JSON but
+not as an object (``7`` printed before a plot), the first image goes first, so Gemini CLI never reads
+the text as the answer's structured content.
 
 The tools declare no ``outputSchema``: the SDK's low-level Server checks nothing against one, while every
 client we support (the MCP SDKs' clients in Claude Code, Gemini CLI, OpenCode; the Python client) fails a
-call whose structured content does not match it, and Gemini CLI forwards it to its model API as the
-function's response schema. A schema would turn a harmless change of shape into failed calls, and no
-client shows its model anything better for it.
+call whose structured content is missing or does not match one, and Gemini CLI hands it to its model
+API as the function's response schema. A schema would turn a harmless change of shape into failed
+calls, and no client shows its model anything better for it.
 
 Pure functions over an ``Answer``; any thread (called on the background loop).
 """
@@ -33,28 +40,35 @@ from typing import Any
 
 from .answers import Answer
 
-__all__ = ["structured_content"]
+__all__ = ["result_parts", "structured_content"]
+
+
+def result_parts(answer: Answer, tool: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The content blocks to send, in order, and the ``structuredContent`` (None: left out, for the images)."""
+    blocks = list(answer.content)
+    images = [index for index, block in enumerate(blocks) if block.get("type") == "image"]
+    if not images:
+        return blocks, structured_content(answer, tool)
+    if blocks[0].get("type") == "text" and _json_but_no_object(blocks[0].get("text", "")):
+        blocks.insert(0, blocks.pop(images[0]))
+    return blocks, None
 
 
 def structured_content(answer: Answer, tool: str | None = None) -> dict[str, Any]:
-    """The object to send as the answer's ``structuredContent``: always a JSON object."""
+    """The answer's text as a JSON object (see the module docstring for its shape per tool)."""
     texts = [block["text"] for block in answer.content if block.get("type") == "text"]
     error = texts[-1] if answer.is_error and texts else None
-    before_error = texts[:-1] if error is not None else texts
     if tool == "run_code":
-        derived: dict[str, Any] = {"output": "".join(before_error), "error": error}
+        derived: dict[str, Any] = {"output": "".join(texts[:-1] if error is not None else texts), "error": error}
     elif answer.is_error:
         derived = {"error": "\n".join(texts)}
     else:
         derived = {"text": "\n".join(texts)}
     own = _json_object(answer.structured)
-    if own is not None:
-        # The answer's own fields win; run_code keeps its output and error beside them.
-        derived = {**derived, **own} if tool == "run_code" else own
-    images = [_image_entry(block) for block in answer.content if block.get("type") == "image"]
-    if images:
-        derived["images"] = images
-    return derived
+    if own is None:
+        return derived
+    # The answer's own fields win; run_code keeps its output and error beside them.
+    return {**derived, **own} if tool == "run_code" else own
 
 
 def _json_object(value: Any) -> dict[str, Any] | None:
@@ -68,8 +82,10 @@ def _json_object(value: Any) -> dict[str, Any] | None:
     return plain if isinstance(plain, dict) else None
 
 
-def _image_entry(block: dict[str, Any]) -> dict[str, Any]:
-    data = str(block.get("data", ""))
-    size = len(data) * 3 // 4 - data[-2:].count("=")  # bytes behind the base64 text
-    return {"mime_type": str(block.get("mimeType", "")), "size_bytes": max(0, size)}
-
+def _json_but_no_object(text: str) -> bool:
+    """Whether a client that parses ``text`` as JSON gets a value that is not an object (a number, a list...)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON; or nested too deep for us, and so for the client
+        return False
+    return not isinstance(value, dict)
