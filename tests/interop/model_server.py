@@ -6,7 +6,10 @@ It speaks just enough of four wire formats for the pinned agents to complete tur
   `/v1/messages/count_tokens`), for claude-agent-acp via `ANTHROPIC_BASE_URL`;
 - OpenAI chat completions (`POST /v1/chat/completions`), for opencode's
   `@ai-sdk/openai-compatible` provider;
-- OpenAI Responses (`POST /v1/responses`), for codex with `wire_api = "responses"`;
+- OpenAI Responses (`POST /v1/responses`), for codex with `wire_api = "responses"`: its tools
+  of type `namespace` too (codex offers an MCP server's tools as one, `mcp__kernel`), whose tools
+  a script sees as `<namespace>__<tool>` (`mcp__kernel__run_code`) and whose calls go back with
+  the `namespace` field;
 - Gemini (`POST /v1beta/models/<model>:streamGenerateContent` / `:generateContent` /
   `:countTokens`), for gemini-cli via `GOOGLE_GEMINI_BASE_URL`.
 
@@ -106,6 +109,8 @@ class ModelRequest:
     json_schema: dict[str, Any] | None = None
     # Names of the tools the model called so far in the conversation, oldest first.
     called_tools: list[str] = field(default_factory=list)
+    # A tool offered inside a namespace (Responses API), by its name in `tools`: (namespace, name).
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -197,7 +202,8 @@ def sample_for_schema(schema: dict[str, Any]) -> Any:
 
 def kernel_tool(tools: dict[str, dict[str, Any]], tool: str) -> str | None:
     """The name an agent gives one of the notebook's kernel tools: claude-agent-acp calls an MCP tool
-    `mcp__<server>__<tool>`, opencode `<server>_<tool>`; the server is named `kernel`."""
+    `mcp__<server>__<tool>`, opencode `<server>_<tool>`, gemini-cli `mcp_<server>_<tool>`; codex offers
+    the tools in a namespace `mcp__<server>`, seen here as `mcp__<server>__<tool>`. The server is `kernel`."""
     for name in tools:
         if name.endswith(tool) and "kernel" in name[: -len(tool)]:
             return name
@@ -343,9 +349,29 @@ def _parse_openai_responses(body: dict[str, Any]) -> tuple[str, list[str], dict[
     for tool in body.get("tools") or []:
         if tool.get("type") == "function" and "name" in tool:
             tools[tool["name"]] = tool.get("parameters") or {}
-        elif "name" in tool:
+        elif tool.get("type") != "namespace" and "name" in tool:
             tools[tool["name"]] = {}
+    for qualified, (namespace, name) in _namespaced_tools("openai-responses", body).items():
+        tool = next(t for t in body["tools"] if t.get("name") == namespace)
+        inner = next(t for t in tool["tools"] if t.get("name") == name)
+        tools[qualified] = inner.get("parameters") or {}
     return last_user_text, tool_results, tools, str(body.get("instructions") or "")
+
+
+NAMESPACE_JOIN = "__"  # mcp__kernel + run_code -> mcp__kernel__run_code: codex's own flat spelling
+
+
+def _namespaced_tools(api: Api, body: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """The tools offered inside namespaces (Responses API): qualified name -> (namespace, name)."""
+    if api != "openai-responses":
+        return {}
+    found = {}
+    for tool in body.get("tools") or []:
+        if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+            for inner in tool["tools"]:
+                if isinstance(inner, dict) and "name" in inner:
+                    found[f"{tool['name']}{NAMESPACE_JOIN}{inner['name']}"] = (str(tool["name"]), str(inner["name"]))
+    return found
 
 
 def _parse_gemini(body: dict[str, Any]) -> tuple[str, list[str], dict[str, dict[str, Any]], str]:
@@ -409,7 +435,8 @@ def _called_tools(api: Api, body: dict[str, Any]) -> list[str]:
                 names += [(c.get("function") or {}).get("name", "") for c in message.get("tool_calls") or []]
     elif api == "openai-responses":
         items = body.get("input") if isinstance(body.get("input"), list) else []
-        names += [i.get("name", "") for i in items if i.get("type") in ("function_call", "custom_tool_call")]
+        names += [f"{i['namespace']}{NAMESPACE_JOIN}{i.get('name', '')}" if i.get("namespace") else i.get("name", "")
+                  for i in items if i.get("type") in ("function_call", "custom_tool_call")]
     else:
         for content in body.get("contents") or []:
             if content.get("role") == "model":
@@ -563,7 +590,7 @@ def _openai_chat_message(request: ModelRequest, reply: Reply) -> dict[str, Any]:
     }
 
 
-def _responses_output(reply: Reply) -> list[dict[str, Any]]:
+def _responses_output(request: ModelRequest, reply: Reply) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if reply.thinking:
         items.append({"type": "reasoning", "id": _new_id("rs"),
@@ -572,8 +599,11 @@ def _responses_output(reply: Reply) -> list[dict[str, Any]]:
         items.append({"type": "message", "id": _new_id("msg"), "status": "completed", "role": "assistant",
                       "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
     for call in reply.tool_calls:
-        items.append({"type": "function_call", "id": _new_id("fc"), "call_id": _new_id("call"),
-                      "name": call.name, "arguments": json.dumps(call.arguments), "status": "completed"})
+        item = {"type": "function_call", "id": _new_id("fc"), "call_id": _new_id("call"), "name": call.name,
+                "arguments": json.dumps(call.arguments), "status": "completed"}
+        if call.name in request.namespaced:  # a namespace's tool is called by its own name, in its namespace
+            item["namespace"], item["name"] = request.namespaced[call.name]
+        items.append(item)
     return items
 
 
@@ -599,7 +629,7 @@ def _openai_responses_stream(request: ModelRequest, reply: Reply) -> Iterator[tu
         return _sse(kind, {"type": kind, "sequence_number": next(sequence), **data})
 
     yield event("response.created", response=_responses_object(request, reply, [], "in_progress", response_id)), 0.0
-    output = _responses_output(reply)
+    output = _responses_output(request, reply)
     for index, item in enumerate(output):
         if item["type"] == "message":
             opened = {**item, "status": "in_progress", "content": []}
@@ -767,7 +797,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(record, "openai-chat", path, body, _openai_chat_stream, _openai_chat_message)
         elif path.endswith("/responses"):
             self._answer(record, "openai-responses", path, body, _openai_responses_stream,
-                         lambda request, reply: _responses_object(request, reply, _responses_output(reply),
+                         lambda request, reply: _responses_object(request, reply, _responses_output(request, reply),
                                                                   "completed", _new_id("resp")))
         elif ":countTokens" in path:
             self._send_json(record, 200, {"totalTokens": _token_estimate(body.get("contents"))})
@@ -847,7 +877,8 @@ class ModelServer:
             stream = bool(body.get("stream"))
         return ModelRequest(api=api, path=path, model=model, stream=stream, body=body,
                             last_user_text=last_user_text, tool_results=tool_results, tools=tools, system=system,
-                            json_schema=_json_schema_of(api, body), called_tools=_called_tools(api, body))
+                            json_schema=_json_schema_of(api, body), called_tools=_called_tools(api, body),
+                            namespaced=_namespaced_tools(api, body))
 
     def decide(self, request: ModelRequest, record: RequestRecord) -> Reply:
         reply = self.script(request)

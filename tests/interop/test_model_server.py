@@ -240,3 +240,43 @@ def test_kernel_command_lists_variables_then_runs_code_then_answers(model_server
     # Without the kernel's tools on offer the model says so instead of calling something else.
     assert model_server.script(model_server.parse(api, "/v1/x", {**body(), "tools": tools[:1]})).text == \
         "No kernel tools were offered."
+
+
+def test_responses_namespaced_tools_are_offered_by_qualified_name_and_called_in_their_namespace(model_server):
+    """codex-acp offers an MCP server's tools as one tool of type `namespace` and expects calls back in it."""
+    kernel = {"type": "namespace", "name": "mcp__kernel", "description": "the kernel tools", "tools": [
+        {"type": "function", "name": name, "strict": False, "parameters": KERNEL_SCHEMA}
+        for name in ("list_variables", "run_code")]}
+    exec_command = {"type": "function", "name": "exec_command", "parameters": KERNEL_SCHEMA}
+
+    def body(*steps):
+        items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "kernel 6 * 7"}]}]
+        for number, (name, output) in enumerate(steps):
+            items.append({"type": "function_call", "name": name, "namespace": "mcp__kernel", "arguments": "{}",
+                          "call_id": f"c{number}"})
+            items.append({"type": "function_call_output", "call_id": f"c{number}", "output": output})
+        return {"model": "gpt-5.4", "stream": True, "tools": [exec_command, kernel, {"type": "web_search"}],
+                "input": items}
+
+    request = model_server.parse("openai-responses", "/v1/responses", body())
+    assert set(request.tools) == {"exec_command", "mcp__kernel__list_variables", "mcp__kernel__run_code"}
+    assert request.namespaced["mcp__kernel__run_code"] == ("mcp__kernel", "run_code")
+    assert request.tools["mcp__kernel__run_code"] == KERNEL_SCHEMA
+
+    def called(*steps):
+        _, raw = post(model_server, "/v1/responses", body(*steps))
+        events = sse_events(raw)
+        return [data["item"] for name, data in events if name == "response.output_item.done"], events
+
+    items, _ = called()
+    (call,) = [item for item in items if item["type"] == "function_call"]
+    assert (call["namespace"], call["name"], json.loads(call["arguments"])) == ("mcp__kernel", "list_variables", {})
+    items, _ = called(("list_variables", '{"variables": []}'))
+    (call,) = [item for item in items if item["type"] == "function_call"]
+    assert (call["namespace"], call["name"], json.loads(call["arguments"])) == ("mcp__kernel", "run_code",
+                                                                                {"code": "6 * 7"})
+    # The whole output, as codex hands it to its model, comes back in the answer.
+    items, events = called(("list_variables", "[]"), ("run_code", 'Output:\n{"output":"42\\n","error":null}'))
+    assert [item["type"] for item in items] == ["message"]
+    assert events[-1][1]["response"]["output"][0]["content"][0]["text"] == \
+        'Kernel answered: Output:\n{"output":"42\\n","error":null}'
