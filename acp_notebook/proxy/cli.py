@@ -1,4 +1,9 @@
-"""`acp-notebook proxy --agent NAME=SPEC ...`: argument parsing, agent spec decoding, serving on stdio."""
+"""`acp-notebook proxy --agent NAME=SPEC ...`: argument parsing, agent spec decoding, serving on stdio.
+
+The agents' environments (their keys) come in the proxy's own environment, never on its command line:
+``$ACPNB_PROXY_AGENT_ENV`` (``encode_agent_env``) maps agent names to variables. ``main`` removes it
+from the environment before anything starts, so no agent inherits another agent's keys. A user who
+types ``--agent NAME={"command": ..., "env": {...}}`` still may: that line is theirs to give."""
 
 from __future__ import annotations
 
@@ -12,8 +17,8 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -21,7 +26,7 @@ from acp.connection import Connection, StreamDirection, StreamEvent
 
 from .._argtypes import number
 from .._loop import run_main
-from .._redact import Redactor
+from .._redact import Redactor, secret_values
 from .._stdio import StdioError, open_stdio
 from ..errors import AcpError
 from ..launch import AgentSpec, did_you_mean, known_names, registered, resolve_spec
@@ -29,7 +34,34 @@ from .backend import BackendConfig
 from .client_link import ClientLink
 from .server import DEFAULT_PROBE_TIMEOUT, DEFAULT_START_TIMEOUT, ProxyServer
 
-__all__ = ["build_parser", "decode_spec", "encode_spec", "main", "parse_agent", "serve"]
+__all__ = ["AGENT_ENV_VARIABLE", "build_parser", "decode_spec", "encode_agent_env", "encode_spec", "main",
+           "parse_agent", "serve", "take_agent_env"]
+
+# The proxy's environment variable that carries its agents' environments: {"agent name": {"VAR": "value"}}.
+AGENT_ENV_VARIABLE = "ACPNB_PROXY_AGENT_ENV"
+
+
+def encode_agent_env(envs: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The proxy's environment entry for its agents' environments (``take_agent_env`` reads it back)."""
+    return {AGENT_ENV_VARIABLE: json.dumps({name: dict(env) for name, env in envs.items()})}
+
+
+def take_agent_env(environ: MutableMapping[str, str]) -> dict[str, dict[str, str]]:
+    """The agents' environments from ``environ``, removed from it (so the agents, which inherit it, never
+    see each other's keys); ValueError when it is malformed (naming no value: they are keys)."""
+    text = environ.pop(AGENT_ENV_VARIABLE, None)
+    if text is None:
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(f"${AGENT_ENV_VARIABLE} is not valid JSON") from None
+    valid = isinstance(data, dict) and all(
+        isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        for env in data.values())
+    if not valid:
+        raise ValueError(f"${AGENT_ENV_VARIABLE} must map agent names to objects of string values")
+    return data
 
 
 def encode_spec(spec: str | Sequence[str] | AgentSpec | Mapping[str, Any]) -> str:
@@ -151,10 +183,10 @@ class FrameTrace:
     """Writes each frame the proxy sends or receives as one JSON line: link is "client" or an agent name,
     dir is "in" (received by the proxy) or "out" (sent by it)."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], secrets: Sequence[tuple[str, str]] = ()) -> None:
         self.stream = stream
-        # What the agents are given (keys in the proxy's environment) must not land in the file.
-        self.redactor = Redactor.from_env(os.environ)
+        # What the agents are given (keys in the proxy's environment, their own env) must not land in the file.
+        self.redactor = Redactor([*secret_values(os.environ), *secrets])
 
     def __call__(self, link: str, direction: str, message: dict[str, Any]) -> None:
         record = {"link": link, "dir": direction, "t": time.time(), "msg": message}
@@ -172,7 +204,8 @@ async def serve(agents: Sequence[BackendConfig], *, probe_timeout: float = DEFAU
                 start_timeout: float = DEFAULT_START_TIMEOUT, trace: str | None = None, cwd: str | None = None,
                 state_dir: str | None = None) -> None:
     """Speak ACP on stdin/stdout until the client closes stdin (or SIGTERM), then end every agent."""
-    tracer = FrameTrace(open(trace, "a", encoding="utf-8")) if trace else None  # noqa: SIM115 - closed below
+    secrets = [pair for config in agents for pair in secret_values(config.env)]
+    tracer = FrameTrace(open(trace, "a", encoding="utf-8"), secrets) if trace else None  # noqa: SIM115 - closed below
     server = ProxyServer(agents, cwd=cwd or os.getcwd(), probe_timeout=probe_timeout, start_timeout=start_timeout,
                          tracer=tracer, state_dir=Path(state_dir) if state_dir else None)
     reader, writer = await open_stdio("the proxy", "such as acpnb.start_proxy or Zed")
@@ -206,7 +239,13 @@ async def serve(agents: Sequence[BackendConfig], *, probe_timeout: float = DEFAU
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `acp-notebook proxy` and `python -m acp_notebook.proxy`."""
+    try:  # taken out of the environment before anything starts, whatever happens next
+        agent_env = take_agent_env(os.environ)
+    except ValueError as exc:
+        print(f"acp-notebook proxy: {exc}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
+    args.agents = [replace(config, env={**config.env, **agent_env.get(config.name, {})}) for config in args.agents]
     names = [config.name for config in args.agents]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:

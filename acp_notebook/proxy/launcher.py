@@ -1,4 +1,9 @@
-"""`start_proxy`: run the multi-agent proxy as a subprocess and connect to it as an ordinary Agent."""
+"""`start_proxy`: run the multi-agent proxy as a subprocess and connect to it as an ordinary Agent.
+
+The agents' own environments (an AgentSpec's ``env``: API keys) never go on the proxy's command line,
+where any local user reads them (``ps``, /proc/PID/cmdline): ``proxy_command`` leaves them out and
+``proxy_environment`` carries them in one variable of the proxy's own environment, which only the user
+(and root) can read and which the proxy removes before it starts any agent (cli.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Union
 
 from .._facade import twins
@@ -13,28 +19,56 @@ from .._redact import secret_values
 from ..client import Agent
 from ..launch import AgentSpec, SpecLike, registered, unknown_agent
 
-__all__ = ["agents_left_out", "astart_proxy", "proxy_command", "start_proxy"]
+__all__ = ["agents_left_out", "astart_proxy", "proxy_command", "proxy_environment", "start_proxy"]
 
 AgentsLike = Union[Mapping[str, SpecLike], Sequence[tuple[str, SpecLike]]]
 
 
-def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, start_timeout: float | None = None,
-                  trace: str | os.PathLike[str] | None = None) -> list[str]:
-    """The argv that runs the proxy in front of `agents` ({"name": spec}, in order)."""
-    from .cli import encode_spec  # here, not at import: the proxy's modules bring in the SDK
-
+def _agent_pairs(agents: AgentsLike) -> list[tuple[str, SpecLike]]:
+    """``(name, spec)`` in order, names checked, registry names resolved here (see ``_portable``)."""
     pairs = list(agents.items()) if isinstance(agents, Mapping) else [tuple(p) for p in agents]
     if not pairs:
         raise ValueError("start_proxy needs at least one agent, e.g. {'demo': 'demo'}")
-    argv = [sys.executable, "-m", "acp_notebook.proxy"]
     seen: set[str] = set()
+    checked = []
     for name, spec in pairs:
         if not isinstance(name, str) or not name or ":" in name or "/" in name or any(c.isspace() for c in name):
             raise ValueError(f"agent names are single words without ':' or '/' (got {name!r})")
         if name in seen:
             raise ValueError(f"agent name {name!r} is given twice")
         seen.add(name)
-        argv += ["--agent", f"{name}={encode_spec(_portable(name, spec))}"]
+        checked.append((name, _portable(name, spec)))
+    return checked
+
+
+def _env_of(spec: Any) -> dict[str, str]:
+    """The environment a spec gives its agent (an AgentSpec's, or a mapping's ``env``)."""
+    if isinstance(spec, AgentSpec):
+        return dict(spec.env)
+    if isinstance(spec, Mapping):
+        return {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+    return {}
+
+
+def _without_env(spec: Any) -> Any:
+    if isinstance(spec, AgentSpec) and spec.env:
+        return replace(spec, env={})
+    if isinstance(spec, Mapping) and "env" in spec:
+        return {key: value for key, value in spec.items() if key != "env"}
+    return spec
+
+
+def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, start_timeout: float | None = None,
+                  trace: str | os.PathLike[str] | None = None) -> list[str]:
+    """The argv that runs the proxy in front of `agents` ({"name": spec}, in order).
+
+    It holds no agent's environment: whoever runs it passes ``proxy_environment(agents)`` in the proxy's
+    environment (``start_proxy`` does)."""
+    from .cli import encode_spec  # here, not at import: the proxy's modules bring in the SDK
+
+    argv = [sys.executable, "-m", "acp_notebook.proxy"]
+    for name, spec in _agent_pairs(agents):
+        argv += ["--agent", f"{name}={encode_spec(_without_env(spec))}"]
     if probe_timeout is not None:
         argv += ["--probe-timeout", f"{float(probe_timeout):g}"]
     if start_timeout is not None:
@@ -42,6 +76,15 @@ def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, sta
     if trace is not None:
         argv += ["--trace", os.fspath(trace)]
     return argv
+
+
+def proxy_environment(agents: AgentsLike) -> dict[str, str]:
+    """The variables to add to the environment of the proxy ``proxy_command(agents)`` runs: the agents'
+    own environments, by agent name ({} when no agent has one)."""
+    from .cli import encode_agent_env
+
+    envs = {name: env for name, spec in _agent_pairs(agents) if (env := _env_of(spec))}
+    return encode_agent_env(envs) if envs else {}
 
 
 def _portable(name: str, spec: SpecLike) -> SpecLike:
@@ -65,11 +108,12 @@ async def _start_proxy(agents: AgentsLike, *, probe_timeout: float | None = None
     start before it is left out. ``start_kwargs`` go to ``acpnb.start`` (cwd, env, timeout, permission...)."""
     start_kwargs.setdefault("name", "proxy")
     command = proxy_command(agents, probe_timeout=probe_timeout, start_timeout=start_timeout, trace=trace)
+    # The agents' own env (keys) reaches the proxy in its environment, never on its command line.
+    start_kwargs["env"] = {**(start_kwargs.get("env") or {}), **proxy_environment(agents)}
     agent = Agent(command, **start_kwargs)
-    # The agents' own env (an AgentSpec's keys) travels on the proxy's command line: tell the client these
-    # values are secret, so it masks them wherever it shows them (the command, the log, errors).
-    specs = agents.values() if isinstance(agents, Mapping) else [spec for _, spec in agents]
-    agent.extra_secrets = [pair for spec in specs if isinstance(spec, AgentSpec) for pair in secret_values(spec.env)]
+    # An agent may repeat its key (an error, a log line) and the proxy passes it on: the client masks these
+    # values wherever it shows them (the log, errors), as it masks its own environment's.
+    agent.extra_secrets = [pair for _, spec in _agent_pairs(agents) for pair in secret_values(_env_of(spec))]
     return await agent._start()
 
 
