@@ -27,7 +27,8 @@ The default script understands a tiny command language in the last user message:
     kernel <python code>                   -> the notebook's kernel tools (the MCP server named
                                               `kernel`): list_variables, then after its result
                                               run_code with the code, then "Kernel answered:"
-                                              and run_code's result
+                                              and run_code's output (kernel_output: read
+                                              out of each agent's wrapping)
     think <text>                           -> a thinking block, then text
     slow <text>                            -> text streamed word by word, 0.3 s apart
     anything else                          -> "Hello from the interop model. You said: ..."
@@ -220,7 +221,24 @@ def kernel_reply(request: ModelRequest, code: str) -> Reply:
         return Reply(text="I will look at the kernel's variables.", tool_calls=[ToolCall(list_tool, {})])
     if last == list_tool:
         return Reply(text="I will run the code.", tool_calls=[ToolCall(run_tool, {"code": code})])
-    return Reply(text=f"Kernel answered: {request.tool_results[-1].strip()}")
+    return Reply(text=f"Kernel answered: {kernel_output(request.tool_results[-1])}")
+
+
+_UNTRUSTED = re.compile(r"</?untrusted_context>")
+
+
+def kernel_output(result: str) -> str:
+    """run_code's output as a model reads it from what its agent hands over: the text (claude-agent-acp
+    before structured content, opencode), `{"output", "error"}` (claude-agent-acp, codex after its
+    "Wall time ... Output:" header), gemini-cli's `{"output": "<untrusted_context>...</untrusted_context>"}`."""
+    text = result.split("Output:\n", 1)[1] if result.startswith("Wall time:") and "Output:\n" in result else result
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("output"), str):
+        text = answer["output"] + (answer.get("error") or "")
+    return _UNTRUSTED.sub("", text).strip()
 
 
 _KERNEL_RE = re.compile(r"^kernel\s+(.+)", re.IGNORECASE | re.DOTALL)

@@ -275,8 +275,22 @@ def test_responses_namespaced_tools_are_offered_by_qualified_name_and_called_in_
     (call,) = [item for item in items if item["type"] == "function_call"]
     assert (call["namespace"], call["name"], json.loads(call["arguments"])) == ("mcp__kernel", "run_code",
                                                                                 {"code": "6 * 7"})
-    # The whole output, as codex hands it to its model, comes back in the answer.
-    items, events = called(("list_variables", "[]"), ("run_code", 'Output:\n{"output":"42\\n","error":null}'))
+    # The output, read out of what codex hands its model, comes back in the answer.
+    items, events = called(("list_variables", "[]"),
+                           ("run_code", 'Wall time: 0.1 seconds\nOutput:\n{"output":"42\\n","error":null}'))
     assert [item["type"] for item in items] == ["message"]
-    assert events[-1][1]["response"]["output"][0]["content"][0]["text"] == \
-        'Kernel answered: Output:\n{"output":"42\\n","error":null}'
+    assert events[-1][1]["response"]["output"][0]["content"][0]["text"] == "Kernel answered: 42"
+
+
+@pytest.mark.parametrize("result, output", [
+    ("1491\n", "1491"),  # opencode: the text
+    ('{"output":"1491\\n","error":null}', "1491"),  # claude-agent-acp: the structured content
+    ('Wall time: 0.0241 seconds\nOutput:\n{"output":"1491\\n","error":null}', "1491"),  # codex
+    ('{"output": "<untrusted_context>\\n1491\\n\\n</untrusted_context>"}', "1491"),  # gemini-cli
+    ('{"output":"","error":"refused: no"}', "refused: no"),
+    ("[1, 2]", "[1, 2]"),
+])
+def test_the_kernel_output_is_read_out_of_each_agent_s_wrapping(result, output):
+    from model_server import kernel_output
+
+    assert kernel_output(result) == output
