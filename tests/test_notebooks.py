@@ -159,6 +159,17 @@ def test_teaching_notebook_shows_each_step_of_the_protocol(teaching):
     assert table.count('<details class="acpnb-frame') == 2 and "2 of " in table
 
 
+def test_teaching_notebook_shows_notices_a_compaction_and_tool_names(teaching):
+    notices = texts(code_cell(teaching, 'turn = session.prompt("notices")'))
+    assert "warning  Rate limited:" in notices and "error    The search tool failed:" in notices
+    assert notices.count('<details class="acpnb-frame') == 3 and "severity" in notices
+    compaction = texts(code_cell(teaching, 'turn = session.prompt("compact'))
+    assert "status:  completed" in compaction and 'summary: 4 earlier exchanges. You first said: "What does a ' \
+        'client do?"' in compaction
+    assert "compaction_summary_chunk" in compaction and "tokens in use" in compaction
+    assert "Read notes.txt | name: read_text_file | read completed" in texts(code_cell(teaching, "print(turn.text)"))
+
+
 def test_teaching_notebook_talks_to_an_agent_written_in_a_cell(teaching):
     from_code = texts(code_cell(teaching, "tutor_agent = acpnb.start(tutor)"))
     assert "session: one conversation in a working directory" in from_code and "tutor-1" in from_code

@@ -31,6 +31,7 @@ from .._protocol import (
 )
 from ..kernel_link import kernel_entry
 from .dispatch import PromptTurn
+from .notices import AfterAnswers
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
 from .replies import text_content
 from .session import DemoSession, Exchange, RunningTurn, TurnCancelled, new_session_id
@@ -110,6 +111,9 @@ class DemoAgent:
         self.client_writes = False
         self._client_booleans = False
         self.client_forms = False
+        self.client_notices = False  # session.notices: the client shows notices
+        self.client_compaction = False  # session.compaction: the client follows context compactions
+        self.after_answers = AfterAnswers(self)  # notices asked for "later": sent once a prompt's answer is out
 
     # ----------------------------------------------------------------- connection
 
@@ -120,6 +124,7 @@ class DemoAgent:
 
     def on_connect(self, conn: Connection) -> None:
         self.client = conn
+        conn.add_observer(self.after_answers)
 
     def wire(self) -> Connection:
         """The connection to the client: frames go out as our own dicts, unchanged."""
@@ -144,8 +149,10 @@ class DemoAgent:
         fs = _object(caps, "fs")
         self.client_reads = fs.get("readTextFile") is True
         self.client_writes = fs.get("writeTextFile") is True
-        config_caps = _object(_object(caps, "session"), "configOptions")
-        self._client_booleans = config_caps.get("boolean") is not None
+        session_caps = _object(caps, "session")
+        self._client_booleans = _object(session_caps, "configOptions").get("boolean") is not None
+        self.client_notices = session_caps.get("notices") is not None
+        self.client_compaction = session_caps.get("compaction") is not None
         self.client_forms = _object(caps, "elicitation").get("form") is not None
         auth_methods = []
         if self.require_auth:

@@ -6,13 +6,18 @@ Which work a prompt gets, the first of these that matches (case is ignored; the 
 1. "read PATH" / "write TEXT to PATH": file work through the client (`filework`: plan, tool_call,
    session/request_permission, fs/*);
 2. a prompt starting with "ask me": the form (elicitation/create; its questions are in `elicitation`);
-3. a kernel command ("what is in NAME?", "run CODE", "compute EXPR", "plot NAME"...): the session's
+3. "notices", "notice SEVERITY: TEXT", "notice later SEVERITY: TEXT": session notices; a prompt starting
+   with "compact": a context compaction with its summary (`notices`);
+4. a kernel command ("what is in NAME?", "run CODE", "compute EXPR", "plot NAME"...): the session's
    `kernel` MCP server (`kernelwork`);
-4. "what did I say first?": answered from the session's history (also after a load in a new process);
-5. a file edit ("In PATH, replace `OLD` with `NEW`", "Create PATH containing `TEXT`"): file work by the
+5. "what did I say first?": answered from the session's history (also after a load in a new process);
+6. a file edit ("In PATH, replace `OLD` with `NEW`", "Create PATH containing `TEXT`"): file work by the
    edit contract in `tasks`;
-6. "What is A OP B?": the arithmetic contract in `tasks` (last line ``Answer: N``);
-7. otherwise the ordinary chat reply.
+7. "What is A OP B?": the arithmetic contract in `tasks` (last line ``Answer: N``);
+8. otherwise the ordinary chat reply.
+
+Tool calls carry the tool's programmatic `name` besides their title: "read_text_file" and
+"write_text_file" for file work, "mcp__kernel__TOOL" for the kernel tools (as agents name MCP tools).
 
 Around that work a turn runs the same way every time: a prompt containing "fallback" while the model
 is smart switches to fast first (saved, and pushed as config_option_update); the thoughts stream, then
@@ -32,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from acp.exceptions import RequestError
 from acp.meta import CLIENT_METHODS
 
-from . import elicitation, replies, tasks
+from . import elicitation, notices, replies, tasks
 from .filework import FileWork, client_error, parse_file_command, run_edit
 from .kernelwork import KernelWork, parse_kernel_command
 from .session import DemoSession, RunningTurn
@@ -89,6 +94,10 @@ class PromptTurn:
             sentence = await FileWork(self.agent, session, command, turn).run()
         elif elicitation.asks_for_form(text):
             sentence = await self._ask()
+        elif (notice_command := notices.parse_notice_command(text)) is not None:
+            sentence = await notices.send_notices(self.agent, session, notice_command, turn)
+        elif notices.asks_to_compact(text):
+            sentence = await notices.compact(self.agent, session, turn)
         elif (kernel_command := parse_kernel_command(text)) is not None:
             sentence = await KernelWork(self.agent, session, kernel_command, turn).run()
         elif replies.asks_what_was_said_first(text):

@@ -131,6 +131,7 @@ class FileWork:
             "sessionUpdate": "tool_call",
             "toolCallId": self.call_id,
             "title": self.title,
+            "name": "read_text_file" if self.reading else "write_text_file",
             "kind": self.kind,
             "status": "pending",
             "locations": [{"path": self.path}],

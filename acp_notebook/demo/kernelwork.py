@@ -133,7 +133,8 @@ class KernelWork:
         session.tool_calls += 1
         call_id = f"call-{session.tool_calls}"
         await self.agent.update(session, {"sessionUpdate": "tool_call", "toolCallId": call_id,
-                                          "title": f"kernel: {tool}", "kind": _KINDS[tool], "status": "in_progress",
+                                          "title": f"kernel: {tool}", "name": f"mcp__kernel__{tool}",
+                                          "kind": _KINDS[tool], "status": "in_progress",
                                           "rawInput": arguments})
         try:
             result = await self.turn.unless_cancelled(client.call_tool(tool, arguments))
