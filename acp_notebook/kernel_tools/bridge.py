@@ -3,7 +3,8 @@
 It connects to the kernel's private channel (``ACPNB_KERNEL_CHANNEL``, a Unix socket path),
 presents ``ACPNB_KERNEL_TOKEN``, and then relays bytes both ways between its stdio and the
 socket: the MCP server itself runs in the kernel, so nothing here speaks MCP. Without a channel,
-with an unreachable socket or a refused token it prints one line to stderr and exits 1; when the
+with an unreachable socket, a refused token or a kernel whose tools cannot start now (the MCP
+SDK failed to import: the kernel says why) it prints one line to stderr and exits 1; when the
 kernel's side closes while the agent is still there (the kernel restarted, the session closed)
 likewise, so the agent's MCP client sees its server end instead of waiting.
 
@@ -21,6 +22,8 @@ import threading
 CHANNEL_ENV = "ACPNB_KERNEL_CHANNEL"
 TOKEN_ENV = "ACPNB_KERNEL_TOKEN"
 HANDSHAKE_OK = b"ok\n"
+HANDSHAKE_REFUSED = b"refused: "  # then why (a wrong token)
+HANDSHAKE_FAILED = b"failed: "  # then why the kernel's side cannot serve now (the next bridge tries again)
 _CHUNK = 256 * 1024
 _PREFIX = "acp-notebook kernel bridge: "
 
@@ -45,6 +48,9 @@ def connect(path: str | None, token: str | None) -> socket.socket:
                           "(its kernel or session has ended)") from None
     if reply != HANDSHAKE_OK:
         sock.close()
+        if reply.startswith(HANDSHAKE_FAILED):
+            why = reply[len(HANDSHAKE_FAILED):].decode("utf-8", "replace").strip()
+            raise BridgeError(f"the kernel tools could not start: {why}")
         said = reply.decode("utf-8", "replace").strip() or "the channel closed without an answer"
         raise BridgeError(f"the kernel refused this bridge: {said}")
     return sock

@@ -7,9 +7,18 @@ the user's objects where they are: a tool answer is built on the kernel thread a
 text or PNG crosses to the agent. The handlers never touch the namespace themselves: they hand
 work to the kernel thread (``_loop.on_kernel_thread``) and await it, so the loop never blocks.
 
-Threads: KernelTools' fields change on the background loop (start, close, the handlers), except
-``policy`` which any thread may set (one attribute store; read once per call). ``ask`` and
-``on_event`` are called on the background loop.
+Every answer is made safe to send before the SDK serializes it (``safe_answer``): its text, structured
+content and error messages go through ``_visible.visible``, so a lone surrogate (an undecodable file
+name), a NUL or a bidi control in a value can never end the connection (the SDK's serializer refuses
+lone surrogates, and the whole connection went with it).
+
+A failure to get the SDK (its import failed, e.g. out of file descriptors) is not kept: the next bridge
+connection tries again. Until one succeeds, ``problem`` says what failed, observers of
+``observe_problem`` (the session panel) hear of it, and each bridge turned away prints it on its stderr.
+
+Threads: KernelTools' fields change on the background loop (start, close, the handlers, ``problem``),
+except ``policy`` which any thread may set (one attribute store; read once per call). ``ask``,
+``on_event`` and problem observers are called on the background loop.
 """
 
 from __future__ import annotations
@@ -23,12 +32,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .. import _loop
+from .._visible import visible
 from .answers import Answer, busy_message
 from .channel import CHANNEL_ENV, TOKEN_ENV, Channel, LineReader, LineWriter
 from .policy import READ_ONLY_REFUSAL, REJECTED, KernelToolEvent, RunRequest, parse_policy
 from .tools import TOOLS, ArgumentError, argument
 
-__all__ = ["READ_TIMEOUT_S", "KernelTools", "start_kernel_tools"]
+__all__ = ["READ_TIMEOUT_S", "KernelTools", "safe_answer", "start_kernel_tools"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +48,7 @@ BRIDGE_MODULE = "acp_notebook.kernel_tools.bridge"
 
 Ask = Callable[[RunRequest], Awaitable["bool | str"]]  # True runs; a str is the refusal's reason
 OnEvent = Callable[[KernelToolEvent], None]
+OnProblem = Callable[[str], None]
 
 
 class KernelTools:
@@ -60,6 +71,8 @@ class KernelTools:
         self._server: Any = None
         self._sdk_imported: asyncio.Future[None] | None = None
         self._closed = False
+        self.problem = ""  # what keeps the tools from serving now ("" when nothing does); see observe_problem
+        self._problem_observers: list[OnProblem] = []
 
     @property
     def policy(self) -> str:
@@ -77,11 +90,11 @@ class KernelTools:
             raise RuntimeError("these KernelTools were closed; make new ones")
         if self.entry is not None:
             return self.entry
-        channel = Channel(self._serve)
+        channel = Channel(self._serve, ready=self._mcp_server)
         path = await channel.open()
         # The agent connects as soon as it has the entry: the SDK's import (most of a second) starts now,
         # in a worker thread, so the first tool call need not wait for all of it.
-        self._sdk_imported = asyncio.get_running_loop().run_in_executor(None, _import_sdk)
+        self._import_sdk()
         self._channel = channel
         _loop.on_shutdown(self.close)
         self.entry = {"name": SERVER_NAME, "command": sys.executable, "args": ["-m", BRIDGE_MODULE],
@@ -106,16 +119,56 @@ class KernelTools:
         async with stdio_server(stdin=lines_in, stdout=lines_out) as (read, write):  # type: ignore[arg-type]
             await server.run(read, write, server.create_initialization_options())
 
+    def observe_problem(self, observer: OnProblem) -> Callable[[], None]:
+        """Call ``observer(problem)`` on the loop each time ``problem`` changes; returns the unsubscribe."""
+        self._problem_observers.append(observer)
+
+        def unsubscribe() -> None:
+            if observer in self._problem_observers:
+                self._problem_observers.remove(observer)
+
+        return unsubscribe
+
+    def _set_problem(self, problem: str) -> None:
+        if problem == self.problem:
+            return
+        self.problem = problem
+        for observer in list(self._problem_observers):
+            try:
+                observer(problem)
+            except Exception:  # noqa: BLE001 - a view's failure must not fail the channel
+                log.exception("a kernel tools problem observer failed")
+
+    def _import_sdk(self) -> asyncio.Future[None]:
+        """The SDK's import in a worker thread (most of a second, off the loop); a failure is noted at once."""
+        imported = asyncio.get_running_loop().run_in_executor(None, _import_sdk)
+        self._sdk_imported = imported
+
+        def noted(future: asyncio.Future[None]) -> None:
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                self._set_problem(sdk_problem(error))
+
+        imported.add_done_callback(noted)  # also keeps "exception never retrieved" out of the log
+        return imported
+
     async def _mcp_server(self) -> Any:
+        """The SDK's Server, made on first use; a failed import is tried again by the next caller."""
         if self._server is None:
-            # The SDK's first import takes a while: off the loop thread, so other sessions keep streaming.
-            await (self._sdk_imported or asyncio.get_running_loop().run_in_executor(None, _import_sdk))
+            imported = self._sdk_imported
+            if imported is None or (imported.done() and (imported.cancelled() or imported.exception() is not None)):
+                imported = self._import_sdk()
+            try:
+                await asyncio.shield(imported)  # one caller giving up does not cancel the import for the others
+            except Exception as exc:  # noqa: BLE001 - said to the bridge turned away, in the panel's words
+                raise RuntimeError(sdk_problem(exc)) from exc
             from mcp.server.lowlevel import Server
 
             self._server = Server(SERVER_NAME, version=_version(), on_list_tools=self._on_list_tools,
                                   on_call_tool=self._on_call_tool,
                                   instructions="Tools over the user's live Jupyter kernel: read variables, "
                                                "run code (as the user allows), propose cells.")
+            self._set_problem("")
         return self._server
 
     async def _on_list_tools(self, _ctx: Any, _params: Any) -> Any:
@@ -126,8 +179,11 @@ class KernelTools:
                                             for name, spec in TOOLS.items()])
 
     async def _on_call_tool(self, _ctx: Any, params: Any) -> Any:
-        answer = await self.call(params.name, dict(params.arguments or {}))
-        return to_mcp_result(answer, params.name)
+        try:
+            answer = await self.call(params.name, dict(params.arguments or {}))
+        except Exception as exc:  # noqa: BLE001 - a tool's bug is its call's error, said in words the wire carries
+            answer = Answer.error(f"the tool failed: {type(exc).__name__}: {exc}")
+        return to_mcp_result(safe_answer(answer), params.name)
 
     # -- the tools -----------------------------------------------------------------------------
 
@@ -249,6 +305,33 @@ def _import_sdk() -> None:
     with _SDK_IMPORT_LOCK:
         for module in ("mcp.types", "mcp.server.lowlevel", "mcp.server.stdio"):
             importlib.import_module(module)
+
+
+def sdk_problem(error: BaseException) -> str:
+    """What the panel and a turned-away bridge say when the SDK could not be imported."""
+    return (f"the MCP SDK failed to import ({type(error).__name__}: {error}); "
+            "the agent's next connection to the kernel tools tries again")
+
+
+def _safe(value: Any) -> Any:
+    """``value`` with every string in it (mapping keys too) made visible, so any serializer can send it."""
+    if isinstance(value, str):
+        return visible(value, keep_cr=True)
+    if isinstance(value, Mapping):
+        return {_safe(key): _safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe(item) for item in value]
+    return value
+
+
+def safe_answer(answer: Answer) -> Answer:
+    """``answer`` with its text and structured content made visible (image data is base64: left as it is).
+
+    The answers' own text is escaped where it is made; this is the last line of defence before the SDK's
+    serializer, which fails the whole connection on a lone surrogate."""
+    content = [block if block.get("type") == "image" else _safe(block) for block in answer.content]
+    structured = _safe(answer.structured) if answer.structured is not None else None
+    return Answer(content, is_error=answer.is_error, structured=structured)
 
 
 def _version() -> str:

@@ -51,6 +51,17 @@ DESCRIPTION_STYLE = {"description_width": "initial"}
 PANEL_REFRESH_INTERVAL = 1.0
 
 
+def _kernel_tools_of(session: Any) -> Any:
+    """The session's KernelTools (its link's ``tools``), or None when it was offered none."""
+    return getattr(getattr(session, "kernel_tools", None), "tools", None)
+
+
+def kernel_tools_problem(session: Any) -> str:
+    """What keeps the session's kernel tools from serving (a failed MCP SDK import), in words; "" if nothing."""
+    problem = getattr(_kernel_tools_of(session), "problem", "")
+    return f"kernel tools not working: {problem}" if problem else ""
+
+
 def binding_note(session: Any, proxy_agents: Sequence[str]) -> str:
     """What the panel says when a proxy session can no longer switch agents; "" otherwise."""
     agent = bound_agent(session, proxy_agents)
@@ -109,6 +120,8 @@ class SessionPanel:
         self.render_header()
         self.render_footer()  # a reopened session may have reported its usage already
         self._unobserve = session.state.observe(self._on_event)
+        tools = _kernel_tools_of(session)  # a failure of the kernel tools shows in the note, and its end too
+        self._unobserve_tools = tools.observe_problem(self._on_tools_problem) if tools is not None else None
 
     # --- display ---------------------------------------------------------
     def show(self) -> LiveDisplay:
@@ -162,6 +175,8 @@ class SessionPanel:
                 return
             self.closed_reason = reason
             self._unobserve()
+            if self._unobserve_tools is not None:
+                self._unobserve_tools()
             for control in self._controls.values():
                 control.widget.disabled = True
             self.render_header()
@@ -184,6 +199,10 @@ class SessionPanel:
             return
         self._refresh_displays()
 
+    def _on_tools_problem(self, _problem: str) -> None:
+        self.render_header()
+        self._refresh_displays()
+
     def _header_info(self) -> Any:
         if self.closed_reason is not None:
             return session_header_info(self.session, status="closed", detail="", title_hint=self.title_hint)
@@ -191,8 +210,8 @@ class SessionPanel:
 
     def _note(self) -> str:
         """The proxy's binding and the session's kernel tools, in words."""
-        return " · ".join(n for n in (binding_note(self.session, self.proxy_agents),
-                                      kernel_tools_note(self.session)) if n)
+        return " · ".join(n for n in (binding_note(self.session, self.proxy_agents), kernel_tools_note(self.session),
+                                      kernel_tools_problem(self.session)) if n)
 
     def render_header(self) -> None:
         with self._lock:
