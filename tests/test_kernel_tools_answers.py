@@ -94,7 +94,7 @@ def test_secret_values_are_masked_wherever_they_appear() -> None:
     assert namespace.inspect_variable(found, "DB_PASSWORD").text_of().startswith("DB_PASSWORD = *** (masked")
     settings = {"settings": {"region": "eu", "api_key": "k-1", "nested": [{"password": "p"}]}}
     assert namespace.inspect_variable(settings, "settings").text_of() == (
-        "settings: dict\n{'api_key': '***', 'nested': [{'password': '***'}], 'region': 'eu'}")
+        "settings: dict\n{'region': 'eu', 'api_key': '***', 'nested': [{'password': '***'}]}")
     assert settings["settings"]["api_key"] == "k-1"  # the user's own object is left as it was
 
 

@@ -1,28 +1,43 @@
 """The reading tools over the user's namespace: list_variables, inspect_variable, notebook_history.
 
-Every function here runs on the kernel thread (through ``_loop.on_kernel_thread``) and never
-copies a big object whole: sizes come from nbytes / memory_usage(deep=False) / getsizeof, a
-DataFrame is summarised from its head, a column sample and per-column counts.
+Every function here runs on the kernel thread (through ``_loop.on_kernel_thread``), never copies a
+big object whole, and runs none of the user's code but the ``repr()`` of a plain object that
+inspect_variable documents (answers.py says how objects are looked at without it): a length only
+for exact builtin containers; sizes from nbytes / memory_usage(deep=False) for library types and
+from the builtin base's ``__sizeof__`` otherwise; a DataFrame is summarised from its head, a column
+sample and per-column counts, its cells, labels and odd objects shown through answers.MaskedView
+(secret-named columns, rows and Series masked), and described only where its values are numbers,
+dates or plain strings (describe() hashes and compares values). Every text is masked with the
+kernel's memory of secrets (secrets.py), fed at each call.
 """
 
 from __future__ import annotations
 
 import difflib
-import reprlib
+import itertools
 import sys
 import types
-from collections import deque
+import warnings
+from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Mapping
 from typing import Any
 
-from .answers import Answer, cap_text, masked_value, namespace_redactor, secret_name
+from .._redact import MASK
+from . import secrets
+from .answers import (Answer, Caps, MaskedView, builtin_base, cap_text, current_shell, has_base, is_library, library,
+                      masked_value, namespace_redactor, render, secret_name, type_name)
 from .pictures import picture
+from .secrets import MEMORY, mask_source
 
 __all__ = ["HIDDEN_NAMES", "current_shell", "inspect_variable", "list_variables", "notebook_history", "user_variables"]
 
 HIDDEN_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
-_LENGTH_TYPES = (str, bytes, bytearray, list, tuple, dict, set, frozenset, range, deque)
-_ARRAY_MODULES = frozenset({"numpy", "pandas", "polars", "torch", "xarray", "jax", "pyarrow", "dask", "tensorflow"})
+# Only these exact types are asked their length (len() of anything else may run the user's __len__).
+_LENGTH_TYPES = {id(kind): kind for kind in (str, bytes, bytearray, list, tuple, dict, set, frozenset, range, deque,
+                                             OrderedDict, defaultdict, Counter)}
+_ARRAY_MODULES = frozenset({"numpy", "pandas", "polars", "torch", "xarray", "jax", "jaxlib", "pyarrow", "dask",
+                            "tensorflow"})
+MAX_LISTED = 2_000  # variables in one listing
 MAX_COLUMNS = 60  # columns described one by one
 MAX_ROWS = 100  # rows a head may show
 # describe() of a bigger frame (and its null counts past FULL_SCAN_BYTES) use a seeded sample of this many
@@ -30,50 +45,42 @@ MAX_ROWS = 100  # rows a head may show
 SAMPLE_ROWS = 50_000
 FULL_SCAN_BYTES = 1 << 30  # null counts scan the whole frame up to this size
 OUTPUT_CHARS = 500  # of one history entry's output
-MASKED_ITEMS = 10_000  # dicts and lists up to this length are searched for secret-named keys
+SOURCE_CHARS = 4_000  # of one history entry's source
 SECTION_CHARS = 7_000  # of a frame's head and of its describe(), so that both fit in one answer
-
-
-def current_shell() -> Any:
-    """The IPython shell this process runs, or None (a plain script)."""
-    ipython = sys.modules.get("IPython")
-    return ipython.get_ipython() if ipython is not None else None
+CELL_CAPS = Caps(items=5, depth=2, nodes=40, chars=200, string=200)  # one table cell, one label
+OUTPUT_CAPS = Caps(items=20, depth=4, nodes=400, chars=OUTPUT_CHARS, string=OUTPUT_CHARS)
 
 
 def user_variables(namespace: Mapping[str, Any], hidden: Any = ()) -> dict[str, Any]:
     """The names a user defined: no modules, no IPython internals, no ``_`` names."""
     return {name: value for name, value in list(namespace.items())
-            if not name.startswith("_") and name not in HIDDEN_NAMES and name not in hidden
-            and not isinstance(value, types.ModuleType)}
-
-
-def _type_name(value: Any) -> str:
-    kind = type(value)
-    module = kind.__module__.split(".")[0]
-    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+            if type(name) is str and not name.startswith("_") and name not in HIDDEN_NAMES and name not in hidden
+            and not has_base(type(value), types.ModuleType)}
 
 
 def _shape(value: Any) -> list[int] | None:
-    if type(value).__module__.split(".")[0] not in _ARRAY_MODULES:
+    if library(type(value)) not in _ARRAY_MODULES:
         return None
     try:
-        shape = value.shape
-        return [int(n) for n in shape]
+        return [int(n) for n in value.shape]
     except Exception:  # noqa: BLE001 - a shape we cannot read is left out
         return None
 
 
 def _size(value: Any) -> int | None:
-    """Approximate bytes in memory, never by walking the object."""
+    """Approximate bytes in memory, never by walking the object nor by asking the user's code."""
+    kind = type(value)
     try:
-        memory_usage = getattr(type(value), "memory_usage", None)
-        if memory_usage is not None and type(value).__module__.startswith("pandas"):
-            used = value.memory_usage(index=True, deep=False)
-            return int(used.sum()) if hasattr(used, "sum") else int(used)
-        nbytes = getattr(value, "nbytes", None) if type(value).__module__.split(".")[0] in _ARRAY_MODULES else None
-        if isinstance(nbytes, int):
-            return nbytes
-        return sys.getsizeof(value)
+        if is_library(value, "pandas", "DataFrame"):
+            return int(value.memory_usage(index=True, deep=False).sum())
+        if is_library(value, "pandas", "Series"):
+            return int(value.memory_usage(index=True, deep=False))
+        if library(kind) in _ARRAY_MODULES:
+            nbytes = getattr(value, "nbytes", None)
+            if type(nbytes) is int:
+                return nbytes
+        base = builtin_base(kind)
+        return sys.getsizeof(value) if base is kind else int(base.__sizeof__(value))
     except Exception:  # noqa: BLE001 - an object that cannot say its size is listed without one
         return None
 
@@ -89,26 +96,32 @@ def human_bytes(size: int | None) -> str:
 
 
 def describe_variable(name: str, value: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": name, "type": _type_name(value)}
+    entry: dict[str, Any] = {"name": name, "type": type_name(value)}
     shape = _shape(value)
     if shape is not None:
         entry["shape"] = shape
-    elif isinstance(value, _LENGTH_TYPES):
-        entry["length"] = len(value)
+    elif _LENGTH_TYPES.get(id(type(value))) is type(value):
+        try:
+            entry["length"] = len(value)
+        except OverflowError:  # range(10**30)
+            pass
     entry["size_bytes"] = _size(value)
     return entry
 
 
 def list_variables(namespace: Mapping[str, Any], hidden: Any = ()) -> Answer:
-    entries = [describe_variable(name, value) for name, value in user_variables(namespace, hidden).items()]
+    found = user_variables(namespace, hidden)
+    entries = [describe_variable(name, value) for name, value in itertools.islice(found.items(), MAX_LISTED)]
     if not entries:
         return Answer.text("No user variables are defined yet.", structured={"variables": []})
-    lines = [f"{len(entries)} variable{'s' if len(entries) != 1 else ''} (name, type, shape or length, memory):"]
+    lines = [f"{len(found)} variable{'s' if len(found) != 1 else ''} (name, type, shape or length, memory):"]
     for entry in entries:
         extent = ("shape " + "x".join(str(n) for n in entry["shape"]) if "shape" in entry
                   else f"length {entry['length']}" if "length" in entry else "")
         lines.append(f"- {entry['name']}: {entry['type']}{', ' + extent if extent else ''}, "
                      f"{human_bytes(entry['size_bytes'])}")
+    if len(found) > MAX_LISTED:
+        lines.append(f"[cut: the first {MAX_LISTED:,} of {len(found):,} variables are listed]")
     return Answer.text("\n".join(lines), structured={"variables": entries})
 
 
@@ -119,78 +132,137 @@ def unknown_variable(name: str, namespace: Mapping[str, Any], hidden: Any = ()) 
 
 
 def inspect_variable(namespace: Mapping[str, Any], name: str, rows: int = 10, hidden: Any = ()) -> Answer:
-    if not isinstance(name, str) or name not in namespace or name not in user_variables({name: namespace[name]},
-                                                                                         hidden):
+    if type(name) is not str or name not in namespace or name not in user_variables({name: namespace[name]},
+                                                                                   hidden):
         return unknown_variable(str(name), namespace, hidden)
     value = namespace[name]
+    redactor = namespace_redactor(namespace)  # feeds the kernel's memory of secrets first
     if secret_name(name):
-        return Answer.text(f"{masked_value(name)}; type {_type_name(value)}")
+        return Answer.text(f"{masked_value(name)}; type {type_name(value)}")
     rows = max(0, min(int(rows), MAX_ROWS))
     image = picture(value)
     if image is not None:
         return image
-    redactor = namespace_redactor(namespace)
-    if type(value) in (dict, list) and len(value) <= MASKED_ITEMS:
-        value = redactor.masked(value)  # a copy only when it holds a secret: {"api_key": ...} shows ***
     return Answer.text(redactor.text(_describe_text(name, value, rows)))
 
 
 def _describe_text(name: str, value: Any, rows: int) -> str:
-    module = type(value).__module__
-    if module.startswith("pandas") and type(value).__name__ == "DataFrame":
+    if is_library(value, "pandas", "DataFrame"):
         return _frame_text(name, value, rows)
-    if module.startswith("pandas") and type(value).__name__ == "Series":
+    if is_library(value, "pandas", "Series"):
         return _series_text(name, value, rows)
-    if module.startswith("numpy") and type(value).__name__ == "ndarray":
+    if is_library(value, "numpy", "ndarray"):
         return _array_text(name, value)
-    return f"{name}: {_type_name(value)}\n{_repr(value)}"
+    return f"{name}: {type_name(value)}\n{render(value)}"
 
 
-class _Repr(reprlib.Repr):
-    """reprlib's shortening, but a repr that raises is reported as such (reprlib hides it)."""
+# -- tables ------------------------------------------------------------------------------------
 
-    def repr_instance(self, value: Any, level: int) -> str:
-        try:
-            text = repr(value)
-        except Exception as exc:  # noqa: BLE001 - a broken repr is reported, not raised
-            return f"<its repr raised {type(exc).__name__}: {exc}>"
-        return text if len(text) <= self.maxother else text[:self.maxother] + f"... [{len(text):,} characters]"
-
-
-_REPR = _Repr()
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 4, 50, 50, 50, 50
-_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 5_000, 5_000, 200
+def _label(label: Any) -> str:
+    """A column or row label as text: strings as they are, tuples (MultiIndex) joined, the rest shown."""
+    if type(label) is tuple:
+        return " / ".join(_label(part) for part in label[:8])
+    if type(label) is str:
+        return MaskedView(CELL_CAPS).text(label)
+    return render(label, CELL_CAPS)
 
 
-def _repr(value: Any) -> str:
+def _cell(value: Any) -> Any:
+    if value is None or type(value) is float:
+        return value
+    if type(value) is str:
+        return MaskedView(CELL_CAPS).text(value)
+    return render(value, CELL_CAPS)
+
+
+def _table(frame: Any, labels: list[str], secret: list[bool]) -> Any:
+    """A frame's head to print: masked secret-named columns and rows, every other cell and label as text
+    made by us (pandas would call str() on odd objects), numbers and dates left to pandas."""
+    import pandas as pd
+
+    index = frame.index
+    plain_index = index.dtype.kind in "iufbmM"
+    secret_rows = [False] * len(index) if plain_index else [secret_name(label) for label in index]
+    columns = {}
+    for position in range(frame.shape[1]):
+        column = frame.iloc[:, position]
+        if secret[position]:
+            values: Any = [None if missing else MASK for missing in column.isna().to_numpy()]
+        elif column.dtype.kind not in "iufbmM" or any(secret_rows):
+            values = [_cell(value) for value in column]
+        else:
+            values = column.to_numpy()
+        if any(secret_rows):
+            values = [MASK if hidden else value for hidden, value in zip(secret_rows, values)]
+        columns[position] = values
+    table = pd.DataFrame(columns, index=index if plain_index else [_label(label) for label in index])
+    table.columns = labels
+    return table
+
+
+def _describable(column: Any) -> bool:
+    """Whether describe() of the column runs no user code: numbers, dates, plain strings."""
+    import pandas as pd
+
+    if column.dtype.kind in "iufcmM":
+        return True
     try:
-        return _REPR.repr(value)
-    except Exception as exc:  # noqa: BLE001 - a broken repr is reported, not raised
-        return f"<its repr raised {type(exc).__name__}: {exc}>"
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            return pd.api.types.infer_dtype(column.dtype.categories, skipna=True) == "string"
+        return pd.api.types.infer_dtype(column, skipna=True) in ("string", "empty", "boolean")
+    except Exception:  # noqa: BLE001 - a column pandas cannot type is not described
+        return False
+
+
+def _describe(sample: Any, labels: list[str], secret: list[bool]) -> str:
+    import numpy as np
+    import pandas as pd
+
+    columns, kept, left_out = {}, [], []
+    for position in range(sample.shape[1]):
+        column = sample.iloc[:, position]
+        if secret[position]:
+            columns[position] = pd.Series(np.where(column.isna().to_numpy(), None, MASK), dtype=object)
+        elif _describable(column):
+            columns[position] = column.reset_index(drop=True)
+        else:
+            left_out.append(labels[position])
+            continue
+        kept.append(labels[position])
+    note = f"\n(not described, their values are objects: {', '.join(left_out)})" if left_out else ""
+    if not columns:
+        return "(no column describe() can summarise)" + note
+    frame = pd.DataFrame(columns)
+    frame.columns = kept
+    try:
+        return cap_text(frame.describe().to_string(max_cols=30, line_width=150), SECTION_CHARS) + note
+    except Exception as exc:  # noqa: BLE001 - columns describe() cannot handle are reported
+        return f"(describe() failed: {type(exc).__name__}: {exc})" + note
 
 
 def _frame_text(name: str, df: Any, rows: int) -> str:
     total_rows, total_cols = df.shape
     shown = df.iloc[:, :MAX_COLUMNS]
+    labels = [_label(label) for label in shown.columns]
+    secret = [secret_name(label) for label in shown.columns]
     sampled = total_rows > SAMPLE_ROWS
     sample = _sample(shown) if sampled else shown
-    nulls_from = shown if _size(df) is not None and (_size(df) or 0) <= FULL_SCAN_BYTES else sample
-    parts = [f"{name}: pandas.DataFrame, {total_rows:,} rows x {total_cols:,} columns, "
-             f"{human_bytes(_size(df))} (shallow)"]
+    size = _size(df)
+    nulls_from = shown if size is not None and size <= FULL_SCAN_BYTES else sample
+    nulls = nulls_from.isna().sum().to_numpy()
+    dtypes = list(shown.dtypes)
+    parts = [f"{name}: pandas.DataFrame, {total_rows:,} rows x {total_cols:,} columns, {human_bytes(size)} (shallow)"]
     more = f" (the first {MAX_COLUMNS} of {total_cols})" if total_cols > MAX_COLUMNS else ""
     in_sample = " (in a sample)" if nulls_from is sample and sampled else ""
     parts.append(f"\ncolumns{more}: name, dtype, nulls{in_sample}")
-    for column in shown.columns:
-        nulls = int(nulls_from[column].isna().sum()) if shown.columns.is_unique else "?"
-        parts.append(f"- {column}: {shown[column].dtype}, {nulls}")
+    for position, label in enumerate(labels):
+        masked = " (its name marks it a secret: values masked)" if secret[position] else ""
+        parts.append(f"- {label}: {dtypes[position]}, {int(nulls[position])}{masked}")
     if rows:
-        head = shown.head(rows).to_string(max_colwidth=40, max_cols=30, line_width=150)
+        head = _table(shown.head(rows), labels, secret).to_string(max_colwidth=40, max_cols=30, line_width=150)
         parts.append(f"\nhead({rows}):\n{cap_text(head, SECTION_CHARS)}")
     parts.append("\ndescribe()" + (f" over a sample of {SAMPLE_ROWS:,} rows" if sampled else "") + ":")
-    try:
-        parts.append(cap_text(sample.describe().to_string(max_cols=30, line_width=150), SECTION_CHARS))
-    except Exception as exc:  # noqa: BLE001 - columns describe() cannot handle are reported
-        parts.append(f"(describe() failed: {type(exc).__name__}: {exc})")
+    parts.append(_describe(sample, labels, secret))
     return "\n".join(parts)
 
 
@@ -206,11 +278,14 @@ def _sample(data: Any) -> Any:
 def _series_text(name: str, series: Any, rows: int) -> str:
     sampled = len(series) > SAMPLE_ROWS
     sample = _sample(series) if sampled else series
-    parts = [f"{name}: pandas.Series {series.name!r}, {len(series):,} values, dtype {series.dtype}, "
-             f"{int(sample.isna().sum())} nulls" + (" in a sample" if sampled else "")]
+    label, secret = _label(series.name), secret_name(series.name)
+    masked = " (its name marks it a secret: values masked)" if secret else ""
+    parts = [f"{name}: pandas.Series {label}, {len(series):,} values, dtype {series.dtype}, "
+             f"{int(sample.isna().sum())} nulls" + (" in a sample" if sampled else "") + masked]
     if rows:
-        parts.append(f"\nhead({rows}):\n{cap_text(series.head(rows).to_string(max_rows=rows), SECTION_CHARS)}")
-    parts.append("\ndescribe():\n" + cap_text(sample.describe().to_string(), SECTION_CHARS))
+        head = _table(series.head(rows).to_frame(), [label], [secret]).to_string(max_colwidth=40, line_width=150)
+        parts.append(f"\nhead({rows}):\n{cap_text(head, SECTION_CHARS)}")
+    parts.append("\ndescribe():\n" + _describe(sample.to_frame(), [label], [secret]))
     return "\n".join(parts)
 
 
@@ -219,26 +294,47 @@ def _array_text(name: str, array: Any) -> str:
 
     parts = [f"{name}: numpy.ndarray, shape {'x'.join(map(str, array.shape)) or '()'}, dtype {array.dtype}, "
              f"{human_bytes(array.nbytes)}"]
+    fields = array.dtype.names or ()
+    hidden = [field for field in fields if secret_name(field)]
+    if hidden:
+        kept = [field for field in fields if field not in hidden]
+        parts.append(f"fields {', '.join(hidden)}: {MASK} (their names mark them secrets)")
+        if not kept:
+            return "\n".join(parts)
+        array = array[kept]
+    if array.dtype.kind == "O":
+        parts.append(render(list(array.flat[:Caps.items + 1])) if array.size else "[]")
+        return "\n".join(parts)
     if array.size and (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-        parts.append(f"min {np.nanmin(array)}, max {np.nanmax(array)}")
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")  # an all-NaN array: its min is nan, said without a warning
+            parts.append(f"min {np.nanmin(array)}, max {np.nanmax(array)}")
     parts.append(np.array2string(array, threshold=200, edgeitems=3, max_line_width=120))
     return "\n".join(parts)
 
 
+# -- history -----------------------------------------------------------------------------------
+
 def notebook_history(shell: Any, n: int = 10) -> Answer:
-    """The last ``n`` executed cells' sources and short outputs, from IPython's history."""
+    """The last ``n`` executed cells' sources and short outputs, from IPython's history, masked as the other
+    tools mask: literals in secret places (secrets.mask_source), every secret value the kernel has seen,
+    outputs shown by a MaskedView (or ``***`` when the cell's last expression names a secret)."""
     if shell is None or getattr(shell, "history_manager", None) is None:
         return Answer.error("notebook_history needs IPython: this Python is not running in a notebook kernel.")
     n = max(1, min(int(n), 100))
     inputs = shell.history_manager.input_hist_raw
     outputs = shell.history_manager.output_hist
-    redactor = namespace_redactor(shell.user_ns)
+    redactor = secrets.refresh(shell.user_ns, shell)
     first = max(1, len(inputs) - n)
     parts = []
     for number in range(first, len(inputs)):
-        parts.append(f"In [{number}]:\n{cap_text(inputs[number], 4_000)}")
+        source = inputs[number] if type(inputs[number]) is str else ""
+        masked, shows_a_secret = mask_source(source[:2 * SOURCE_CHARS])
+        parts.append(f"In [{number}]:\n{cap_text(redactor.text(masked), SOURCE_CHARS)}")
         if number in outputs:
-            parts.append(f"Out[{number}]: {cap_text(_repr(outputs[number]), OUTPUT_CHARS)}")
+            shown = f"{MASK} (the cell shows a secret-named value)" if shows_a_secret else render(outputs[number],
+                                                                                                 OUTPUT_CAPS)
+            parts.append(f"Out[{number}]: {shown}")
     if not parts:
         return Answer.text("No cells have run yet.")
-    return Answer.text(redactor.text("\n".join(parts)))
+    return Answer.text(MEMORY.redactor().text("\n".join(parts)))

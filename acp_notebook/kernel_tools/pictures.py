@@ -1,17 +1,18 @@
 """Figures and images as MCP image content (PNG), capped at IMAGE_LIMIT bytes.
 
 Runs on the kernel thread (it draws the user's figures). matplotlib and PIL are only looked at
-when the object is one of theirs: nothing here imports them otherwise.
+when the object is one of theirs: nothing here imports them otherwise. "One of theirs" means the
+library's own class (answers.is_library): a user's subclass of Figure or Image may override what
+drawing calls, so it is shown as any other object is, never drawn.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import sys
 from typing import Any
 
-from .answers import IMAGE_LIMIT, Answer
+from .answers import IMAGE_LIMIT, Answer, is_library
 
 __all__ = ["figure_png", "image_block", "picture"]
 
@@ -23,13 +24,11 @@ def image_block(png: bytes) -> dict[str, Any]:
 
 
 def _is_figure(value: Any) -> bool:
-    figure = sys.modules.get("matplotlib.figure")
-    return figure is not None and isinstance(value, figure.Figure)
+    return is_library(value, "matplotlib.figure", "Figure")
 
 
 def _is_pil_image(value: Any) -> bool:
-    image = sys.modules.get("PIL.Image")
-    return image is not None and isinstance(value, image.Image)
+    return is_library(value, "PIL.Image", "Image")
 
 
 def figure_png(figure: Any) -> bytes | None:
