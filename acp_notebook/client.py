@@ -97,6 +97,8 @@ class Agent:
         permission_timeout: float | None = None,
         notebook_writes: bool = False,
         kernel_tools: str | None = None,
+        sandbox: str | None = None,
+        network: bool = True,
     ) -> None:
         self.spec = spec
         # The kernel tools' policy for this agent's sessions (kernel_link.py): "ask", "read-only", "allow", "off".
@@ -130,7 +132,12 @@ class Agent:
         # Secret values the agent gets some other way than its environment (the proxy's agents' keys, which
         # travel on its command line): masked like the environment's.
         self.extra_secrets: list[tuple[str, str]] = []
-        resolved, transport, self._agent_env = transport_for(self.spec, cwd=self.cwd, env=self.extra_env,
+        launched = self.spec
+        if sandbox is not None or not network:  # acp_notebook/sandbox.py: the same spec, run under bwrap
+            from .sandbox import sandboxed_launch
+
+            launched = sandboxed_launch(self.spec, sandbox, network=network, cwd=self.cwd, env=self.extra_env)
+        resolved, transport, self._agent_env = transport_for(launched, cwd=self.cwd, env=self.extra_env,
                                                              inherit_env=self.inherit_env)
         self.name = name or resolved
         transport.stderr_listeners.append(self._fan_out_stderr)
@@ -561,7 +568,7 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
                  inherit_env: bool = True, fs: bool = True, name: str | None = None,
                  record: str | os.PathLike[str] | None = None, permission_timeout: float | None = None,
                  notebook_writes: bool = False, elicitation: ElicitationPolicy = "decline",
-                 kernel_tools: str | None = None) -> Agent:
+                 kernel_tools: str | None = None, sandbox: str | None = None, network: bool = True) -> Agent:
     """Start an agent: a registered name ("demo", "claude"...), a command line, an argv list, or an agent
     object with the SDK's agent methods (served in this process). ``timeout`` bounds the start and each
     request; ``permission`` answers permission requests ("allow", "deny" or a callable), and a callable that
@@ -571,11 +578,13 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
     answers the agent's forms: "decline", "cancel", a dict of answers or a callable (see acp_notebook.elicitation).
     ``kernel_tools``: the policy of the MCP server ``kernel`` every session is offered ("ask", "read-only",
     "allow", "off"); None is "ask" in a Jupyter kernel, where "ask" is answered by ``permission`` (in a
-    ``%%acp`` cell: Allow / Reject buttons), and "off" in plain Python."""
+    ``%%acp`` cell: Allow / Reject buttons), and "off" in plain Python. ``sandbox="bwrap"`` runs the agent's
+    process under bubblewrap, writable only in ``cwd``, /tmp and its own state folders (``network=False``: no
+    network either); see acp_notebook/sandbox.py."""
     agent = Agent(spec, cwd=cwd, env=env, timeout=timeout, permission=permission, inherit_env=inherit_env,
                   elicitation=elicitation,
                   fs=fs, name=name, record=record, permission_timeout=permission_timeout,
-                  notebook_writes=notebook_writes, kernel_tools=kernel_tools)
+                  notebook_writes=notebook_writes, kernel_tools=kernel_tools, sandbox=sandbox, network=network)
     return await agent._start()
 
 

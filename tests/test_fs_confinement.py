@@ -120,15 +120,22 @@ def test_notebooks_are_never_written_unless_allowed_and_the_kernels_own_never(di
 
 
 def test_a_file_with_other_hard_links_is_never_written(agent, dirs):
+    """Nor read: a hard link made inside the directory to a file outside would be a way out. Names that are all
+    in the file's own folder are fine."""
     outside = dirs["elsewhere"] / "shared.txt"
     outside.write_text("original")
     os.link(outside, dirs["work"] / "shared.txt")
     session = agent.new_session()
     path = dirs["work"] / "shared.txt"
-    assert ask(session, f"write {path} changed") == (f"error -32602: {path} has other hard links, which may be "
-                                                     "outside the session's directories")
+    refused = (f"error -32602: {path} has other hard links, which may be outside the session's directories "
+               "(only 1 of its 2 names are in its folder): it is not {} on an agent's behalf")
+    assert ask(session, f"write {path} changed") == refused.format("written")
+    assert ask(session, f"read {path}") == refused.format("read")
     assert outside.read_text() == "original"
-    assert ask(session, f"read {path}") == "ok: 8 chars: original"
+    os.link(dirs["work"] / "notes.txt", dirs["work"] / "notes-again.txt")
+    assert ask(session, f"read {dirs['work'] / 'notes-again.txt'}") == "ok: 8 chars: one\ntwo\n"
+    assert ask(session, f"write {dirs['work'] / 'notes.txt'} three").startswith("ok")
+    assert (dirs["work"] / "notes-again.txt").read_text() == "three"
 
 
 @pytest.mark.parametrize("via_proxy", [False, True], ids=["client", "proxy"])
