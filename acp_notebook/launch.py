@@ -58,6 +58,9 @@ class AgentSpec:
     # Extra environment that keeps the agent off the network when it only starts and opens a
     # session (`acp-notebook agents --check`): no telemetry, no self-update, no plugin installs.
     offline_env: Mapping[str, str] = field(default_factory=dict)
+    # Folders (and files) the agent keeps its own state in, writable inside a sandbox (acp_notebook/sandbox.py):
+    # ~ and $VAR are expanded, an entry naming an unset variable is skipped. Override with register().
+    state_dirs: tuple[str, ...] = ()
 
     @property
     def program(self) -> str:
@@ -280,6 +283,8 @@ def _builtin() -> dict[str, AgentSpec]:
         name="demo",
         command=(sys.executable, "-m", "acp_notebook.demo"),
         description="the built-in demo agent (offline, deterministic)",
+        state_dirs=("$ACP_NOTEBOOK_DEMO_STATE", "$XDG_DATA_HOME/acp-notebook/demo-sessions",
+                    "~/.local/share/acp-notebook/demo-sessions"),
     )
     claude = AgentSpec(
         name="claude",
@@ -296,6 +301,7 @@ def _builtin() -> dict[str, AgentSpec]:
         login_hint="set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN, from `claude setup-token`), "
                    "or log in once with Claude Code (`claude`, then /login)",
         offline_env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+        state_dirs=("~/.claude", "~/.claude.json", "$CLAUDE_CONFIG_DIR", "~/.npm"),
     )
     codex = AgentSpec(
         name="codex",
@@ -316,6 +322,7 @@ def _builtin() -> dict[str, AgentSpec]:
         login_files=(".codex/auth.json",),
         login_hint="set OPENAI_API_KEY or CODEX_API_KEY before starting it (acp-notebook authenticates with "
                    "the key when codex asks), or log in with ChatGPT (auth method 'chatgpt')",
+        state_dirs=("~/.codex", "$CODEX_HOME", "~/.npm"),
     )
     gemini = AgentSpec(
         name="gemini",
@@ -332,6 +339,7 @@ def _builtin() -> dict[str, AgentSpec]:
         key_vars=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         login_files=(".gemini/oauth_creds.json",),
         login_hint="set GEMINI_API_KEY, or log in with Google once in the gemini CLI (`gemini`)",
+        state_dirs=("~/.gemini", "~/.npm"),
     )
     opencode = AgentSpec(
         name="opencode",
@@ -349,6 +357,8 @@ def _builtin() -> dict[str, AgentSpec]:
                    "describe a provider in OPENCODE_CONFIG_CONTENT; its default free models need the network",
         offline_env={"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
                      "npm_config_registry": _DEAD_NPM_REGISTRY},
+        state_dirs=("~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode",
+                    "~/.npm"),
     )
     return {spec.name: spec for spec in (demo, claude, codex, gemini, opencode)}
 
@@ -456,6 +466,7 @@ def _spec_from_mapping(name: str, data: Mapping[str, Any]) -> AgentSpec:
         env_vars=tuple(data.get("env_vars") or ()),
         auth_methods=tuple(data.get("auth_methods") or ()),
         description=str(data.get("description") or ""),
+        state_dirs=tuple(str(d) for d in data.get("state_dirs") or ()),
     )
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suite needs beyond Python: Debian's chromium
-# (driven by Playwright in tests/browser/) and fonts so that screenshots are legible.
+# (driven by Playwright in tests/browser/), fonts so that screenshots are legible, and
+# bubblewrap (the sweeps' and agents' sandbox="bwrap", tests/test_sandbox.py).
 #
 # Playwright's own browser download (`playwright install`) is deliberately not used:
 # CI machines reach only the package registries, and Debian's chromium is a registry
@@ -15,6 +16,7 @@ declare -A required_packages=(
     [chromium]=/usr/bin/chromium
     [fonts-dejavu-core]=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
     [fonts-liberation]=/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf
+    [bubblewrap]=/usr/bin/bwrap
 )
 
 missing=()
@@ -25,7 +27,7 @@ for package in "${!required_packages[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "install-test-deps: chromium and fonts already present"
+    echo "install-test-deps: chromium, fonts and bubblewrap already present"
 else
     if [[ $(id -u) -eq 0 ]]; then
         as_root=()
@@ -43,3 +45,4 @@ fi
 
 # Fail here, with a clear message, rather than in the middle of a browser test.
 /usr/bin/chromium --version
+/usr/bin/bwrap --version

@@ -216,7 +216,8 @@ class Runner:
             alias = alias or g.default_alias(spec)
         agent = self._starting(alias or str(spec), command.timeout, lambda: start_agent(
             spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None, timeout=self._timeout(command.timeout),
-            name=alias, record=command.record, kernel_tools=self._kernel_tools(command.kernel_tools)))
+            name=alias, record=command.record, kernel_tools=self._kernel_tools(command.kernel_tools),
+            sandbox=command.sandbox))
         entry = self.agents.adopt(alias or agent.name, agent, launch_of(spec), env_names(command.env))
         self._note_own_kernel_tools(entry, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))

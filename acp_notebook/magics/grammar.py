@@ -42,6 +42,7 @@ class Start:
     replay: str | None = None  # --replay FILE: a recording answers in place of the agent
     speed: float | None = None  # --speed X: with --replay, X times the recorded pace
     kernel_tools: str | None = None  # --kernel-tools POLICY: this agent's kernel tools (None: AcpMagics.kernel_tools)
+    sandbox: str | None = None  # --sandbox bwrap: the agent's process runs under bubblewrap (acp_notebook/sandbox.py)
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ def _start_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", metavar="FILE")
     parser.add_argument("--replay", metavar="FILE")
     parser.add_argument("--speed", type=float, metavar="X")
+    parser.add_argument("--sandbox", choices=("bwrap",))
     _kernel_tools_option(parser)
 
 
@@ -249,7 +251,7 @@ def _build_start(args: argparse.Namespace) -> Start:
         raise UsageError(f"%acp start --speed: give a positive number (1 is the recorded pace), not {args.speed:g}")
     return Start(spec=spec, alias=args.alias, cwd=args.cwd, timeout=args.timeout,
                  env=_pairs(args.env, "KEY=VALUE", "start"), obj=args.obj, record=args.record,
-                 replay=args.replay, speed=args.speed, kernel_tools=args.kernel_tools)
+                 replay=args.replay, speed=args.speed, kernel_tools=args.kernel_tools, sandbox=args.sandbox)
 
 
 def _proxy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -432,7 +434,8 @@ OPTIONS_HELP = """\
 Options of %acp start / proxy: --name NAME, --cwd DIR, --timeout SECONDS, --env KEY=VALUE (start, resume),
 --object VARIABLE (start: an agent object of this notebook instead of a NAME or command), --record FILE,
 --replay FILE [--speed X] (start: write a recording; answer from one), --kernel-tools POLICY (start, proxy:
-what the agent may do in this kernel through the MCP server "kernel": ask | read-only | allow | off).
+what the agent may do in this kernel through the MCP server "kernel": ask | read-only | allow | off),
+--sandbox bwrap (start: the agent's process under bubblewrap, writable only in its cwd, /tmp and its state).
 Most commands take --agent NAME to act on an agent other than the current one.
 
 Configuration (%config AcpMagics.<option> = value): default_agent, permission ('ask' | 'allow' | 'deny'),

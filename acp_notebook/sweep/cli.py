@@ -35,6 +35,7 @@ again runs only the trials not done yet. --out FILE.jsonl/.csv/.json keeps just 
 agentic tasks: --tasks DIR reads Harbor task folders (each trial works in a copy of the task's
 environment/ and is graded by its tests/test.sh, locally: no container runtime is used);
 --workspace DIR gives every trial a fresh copy of DIR, graded by --check COMMAND (exit code 0 = pass).
+--sandbox bwrap runs each agent and check under bubblewrap (add --no-network to cut the network).
 
 exit status: 0 when the sweep ran (some trials may have failed; see the summary), 1 when every trial
 failed, 2 on a usage error, 130 when interrupted.
@@ -92,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--keep-sessions", action="store_true", help="leave the trials' sessions in the agent's session list")
     add("--workspace-limit-mb", type=number(zero=False), default=1024.0, metavar="MB",
         help="refuse a workspace larger than this (default 1024)")
+    add("--sandbox", choices=("bwrap",), help="run each agent (and the checks) under bubblewrap: the filesystem "
+                                              "read-only but for the trial's workspace, /tmp and the agent's state "
+                                              "folders; credential folders hidden (not a VM: see the README)")
+    add("--no-network", action="store_false", dest="network",
+        help="with --sandbox: cut the sandboxed processes off the network")
     add("--export-atif", metavar="DIR", help="write each trial's trajectory in ATIF (Harbor's format) to DIR")
     add("--export-inspect", metavar="PATH", help="write an Inspect AI eval log (.eval), one per model")
     add("--template", "-t", metavar="TEXT", help="the prompt built from each sample's fields, e.g. 'What is {a}+{b}?'")
@@ -207,7 +213,7 @@ def _sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
         "cwd": args.cwd, "out": args.out, "retry_failed": args.retry_failed, "executor": executor,
         "agent": args.agent, "workspace": args.workspace, "setup": args.setup,
         "keep_workspaces": args.keep_workspaces, "keep_sessions": args.keep_sessions,
-        "workspace_limit_mb": args.workspace_limit_mb,
+        "workspace_limit_mb": args.workspace_limit_mb, "sandbox": args.sandbox, "network": args.network,
     }
 
 
@@ -317,6 +323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         state, bar = prepare(options.pop("dataset"), options.pop("models"), syntax=CLI, progress=progress, **options)
     except (OSError, ValueError, TypeError) as exc:
         parser.error(str(exc))
+    except AcpError as exc:  # the sandbox cannot be made here (bwrap missing or refused)
+        print(f"acp-notebook sweep: {exc.in_terms_of('cli')}", file=sys.stderr)
+        return 1
     try:
         result = run_blocking(state, bar)
     except (AcpError, ImportError, RuntimeError) as exc:  # RuntimeError: a Ray cluster out of reach

@@ -37,6 +37,9 @@ PYTHON: Syntax = {
     "workspace": "workspace=",
     "setup": "setup=",
     "workspace_limit": "workspace_limit_mb=",
+    "sandbox": "sandbox=",
+    "sandbox_with_agent": "sandbox= starts each agent in the sandbox itself: pass agent= a registry name or a "
+                          "command line, not a started Agent",
 }
 
 CLI: Syntax = {
@@ -63,4 +66,6 @@ CLI: Syntax = {
     "workspace": "--workspace ",
     "setup": "--setup",
     "workspace_limit": "--workspace-limit-mb",
+    "sandbox": "--sandbox ",
+    "sandbox_with_agent": "--sandbox starts each agent in the sandbox itself",
 }

@@ -53,7 +53,8 @@ class TrialWorker:
 
     def __init__(self, specs: Mapping[str, SpecLike], agent_spec: SpecLike | None, settings: TrialSettings) -> None:
         self.settings = settings
-        self.pool = AgentPool(specs, cwd=settings.cwd, permission=settings.permission, spec=agent_spec)
+        self.pool = AgentPool(specs, cwd=settings.cwd, permission=settings.permission, spec=agent_spec,
+                              sandbox=settings.sandbox)
 
     def run(self, trial: Trial) -> Outcome:
         return _loop.run_sync(run_attempt(trial, self.pool, self.settings), what="the trial")

@@ -38,6 +38,7 @@ from .checks import WorkspaceScorer
 from .scorers import GraderReply, Score, Scorer, as_scorers, needs_grading
 from .store import RunStore
 from .workspace import WorkspaceSettings, directory_size, git_head, temporary_root
+from ..sandbox import make_sandbox
 from .trial import (
     AgentPool,
     GradingError,
@@ -188,7 +189,7 @@ class _Sweep:
                  budget: Any, config: Any, permission: PermissionPolicy | None, cwd: Any, out: Any,
                  retry_failed: bool, executor: Any, workspace: Any = None, setup: str | None = None,
                  keep_workspaces: bool = False, keep_sessions: bool = False, workspace_limit_mb: float = 1024,
-                 syntax: Syntax = PYTHON) -> None:
+                 sandbox: Any = None, network: bool = True, syntax: Syntax = PYTHON) -> None:
         self.options = _Options(models, agent=agent, repeats=repeats, concurrency=concurrency,
                                 agent_concurrency=agent_concurrency, timeout=timeout, retries=retries,
                                 backoff=backoff, budget=budget, config=config, syntax=syntax)
@@ -212,6 +213,9 @@ class _Sweep:
         if self.given_agent is not None and not isinstance(self.executor, LocalExecutor):
             raise ValueError(syntax["ray_with_agent"])
         self.permission = permission
+        self.sandbox = make_sandbox(sandbox, network=network, where=syntax["sandbox"])
+        if self.sandbox is not None and self.given_agent is not None:
+            raise ValueError(syntax["sandbox_with_agent"])
         self.workspace = _workspace_dir(workspace, syntax)
         self.setup, self.keep_workspaces, self.keep_sessions = setup, bool(keep_workspaces), bool(keep_sessions)
         self.workspace_root: Path | None = None
@@ -219,7 +223,7 @@ class _Sweep:
         self.settings = TrialSettings(timeout=self.options.timeout, config=self.options.config,
                                       permission=permission or "deny", permission_in_workspace=permission or "allow",
                                       cwd=str(Path(cwd).resolve()) if cwd is not None else None,
-                                      workspace=self.workspace, checks=self.checks)
+                                      workspace=self.workspace, checks=self.checks, sandbox=self.sandbox)
         self._check_workspaces(workspace_limit_mb, syntax)
         self.metadata_fields = list(dict.fromkeys(k for s in self.samples for k in s.metadata))
         self.columns = ordered_columns([s.name for s in self.scorers], self.metadata_fields)
@@ -329,6 +333,7 @@ class _Sweep:
                            "cwd": self.settings.cwd or os.getcwd(), "agent": agent,
                            "workspace": self.workspace, "setup": self.setup,
                            "keep_workspaces": self.keep_workspaces, "keep_sessions": self.keep_sessions,
+                           "sandbox": self.sandbox.describe() if self.sandbox is not None else None,
                            "workspaces_in": str(self.workspace_root) if self.workspace_root else None},
             "executor": self.executor.describe(),
             "agents": self.executor.agents(),
@@ -489,8 +494,8 @@ def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, pro
           cwd: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
           retry_failed: bool = False, executor: Any = "local", agent: AgentLike = None,
           workspace: str | os.PathLike[str] | None = None, setup: str | None = None, keep_workspaces: bool = False,
-          keep_sessions: bool = False, workspace_limit_mb: float = 1024,
-          progress: ProgressLike = None) -> SweepResult:
+          keep_sessions: bool = False, workspace_limit_mb: float = 1024, sandbox: str | None = None,
+          network: bool = True, progress: ProgressLike = None) -> SweepResult:
     """Send every sample to every model ``repeats`` times, score each reply, and record each trial.
 
     ``dataset``: a prompt, a list of prompts or dicts, a pandas DataFrame, or a .csv/.json/.jsonl path.
@@ -528,6 +533,10 @@ def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, pro
     workspace and denies them elsewhere. Trials close their sessions and delete them where the agent
     offers session/delete, unless ``keep_sessions``; ``acp_notebook.sweep.tasks(DIR)`` reads Harbor task
     folders as such a dataset.
+    ``sandbox="bwrap"``: every agent process runs under bubblewrap, the filesystem read-only except its
+    trial's workspace (each trial then has an agent process of its own), a private /tmp and the agent's own
+    state folders (``AgentSpec.state_dirs``), the user's credential folders (~/.ssh...) hidden; setup and
+    command checks run in the same sandbox; ``network=False`` cuts the network too. Not a VM: see the README.
     ``progress``: None picks a widget in notebooks and a text bar elsewhere; False shows nothing.
     """
     state, bar = prepare(dataset, models, scorers=scorers, prompt=prompt, repeats=repeats, concurrency=concurrency,
@@ -535,7 +544,7 @@ def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, pro
                           budget=budget, config=config, permission=permission, cwd=cwd, out=out,
                           retry_failed=retry_failed, executor=executor, agent=agent, workspace=workspace, setup=setup,
                           keep_workspaces=keep_workspaces, keep_sessions=keep_sessions,
-                          workspace_limit_mb=workspace_limit_mb, progress=progress)
+                          workspace_limit_mb=workspace_limit_mb, sandbox=sandbox, network=network, progress=progress)
     return run_blocking(state, bar)
 
 

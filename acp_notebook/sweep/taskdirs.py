@@ -31,7 +31,7 @@ from .checks import CheckError, WorkspaceScorer
 from .columns import metadata_clash
 from .dataset import Sample
 from .scorers import Score
-from .workspace import EMPTY, run_command
+from .workspace import COMMAND_SANDBOX, EMPTY, run_command
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -87,7 +87,10 @@ class TaskTests(WorkspaceScorer):
         try:
             script = await asyncio.to_thread(_stage, task, scratch, workspace)
             env = {**task.env, "TESTS_DIR": str(scratch / "tests"), "VERIFIER_DIR": str(scratch / "logs/verifier")}
-            result = await run_command(f"bash {_quote(script)}", workspace, timeout=task.timeout, env=env)
+            sandbox = COMMAND_SANDBOX.get()  # sandbox="bwrap": the tests' scratch folder is writable in it too
+            sandbox = sandbox.with_paths([str(scratch)]) if sandbox is not None else None
+            result = await run_command(f"bash {_quote(script)}", workspace, timeout=task.timeout, env=env,
+                                       sandbox=sandbox)
             if result.timed_out:
                 raise CheckError(f"tests/test.sh gave no result within {task.timeout:g} s (task.toml "
                                  "[verifier] timeout_sec); its processes were killed")

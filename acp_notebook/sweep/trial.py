@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import re
 import tempfile
 import time
@@ -28,12 +29,13 @@ from ..client import Agent, PermissionPolicy, Session, astart
 from ..errors import AcpError, AcpTimeoutError, AgentExitedError, ConfigOptionError, RpcError
 from ..launch import SpecLike
 from ..record import session_recording
+from ..sandbox import Sandbox, wrap_spec
 from ..turn import Turn
 from .checks import CheckError, WorkspaceScorer
 from .columns import FIXED_COLUMNS, explanation_column, score_column
 from .dataset import Sample
 from .hints import PYTHON, Syntax
-from .workspace import Workspace, WorkspaceSettings, run_command
+from .workspace import COMMAND_SANDBOX, Workspace, WorkspaceSettings, run_command
 
 __all__ = ["AgentPool", "ModelNotInForce", "Outcome", "Trial", "TrialSettings", "agent_and_value", "plan_trials",
            "run_attempt", "trial_id"]
@@ -90,9 +92,18 @@ class TrialSettings:
     workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
     permission_in_workspace: PermissionPolicy = "allow"  # the agent works in a throwaway copy
     checks: tuple[WorkspaceScorer, ...] = ()  # scorers that grade in the workspace, run by the trial
+    # sandbox="bwrap": each trial's agent is a process of its own in a sandbox where its workspace is writable;
+    # setup and command checks run in one too (acp_notebook/sandbox.py)
+    sandbox: Sandbox | None = None
 
     def workspace_for(self, sample: Sample) -> str | None:
         return sample.workspace if sample.workspace is not None else self.workspace
+
+    def sandbox_for(self, workspace: Workspace | None) -> Sandbox | None:
+        """The sandbox of a trial's commands: the sweep's, its workspace writable."""
+        if self.sandbox is None or workspace is None:
+            return self.sandbox
+        return self.sandbox.with_paths([str(workspace.path)])
 
 
 @dataclass
@@ -170,12 +181,13 @@ class AgentPool:
     """
 
     def __init__(self, specs: Mapping[str, SpecLike], *, cwd: str | None, permission: PermissionPolicy,
-                 given: Agent | None = None, spec: SpecLike | None = None) -> None:
+                 given: Agent | None = None, spec: SpecLike | None = None, sandbox: Sandbox | None = None) -> None:
         self.specs = dict(specs)
         self.cwd = cwd
         self.permission = permission
         self.given = given
         self.spec = spec
+        self.sandbox = sandbox
         self._starting: dict[str, SharedStart[Agent]] = {}
         self.started: list[Agent] = []
 
@@ -190,9 +202,24 @@ class AgentPool:
 
     async def _start(self, name: str | None) -> Agent:
         spec = self.spec if name is None else self.specs.get(name, name)
+        if self.sandbox is not None:  # trials without a workspace: a shared agent that can write nowhere of ours
+            cwd = self.cwd or os.getcwd()
+            spec = await asyncio.to_thread(wrap_spec, spec, self.sandbox, cwd=cwd, writable_cwd=False)
         agent = await astart(spec, cwd=self.cwd, permission=self.permission)  # type: ignore[arg-type]
         self.started.append(agent)
         return agent
+
+    async def for_trial(self, name: str | None, workspace: Workspace | None) -> tuple[Agent, bool]:
+        """The agent a trial talks to, and whether it is the trial's own: in a sandbox, a trial with a workspace
+        gets a process of its own whose only writable folder of ours is that workspace (the trial closes it)."""
+        if self.sandbox is None or workspace is None or self.given is not None:
+            return await self.get(name), False
+        spec = self.spec if name is None else self.specs.get(name, name)
+        cwd = str(workspace.path)
+        wrapped = await asyncio.to_thread(wrap_spec, spec, self.sandbox, cwd=cwd)
+        agent = await astart(wrapped, cwd=cwd, permission=self.permission)
+        self.started.append(agent)
+        return agent, True
 
     async def close_all(self) -> None:
         for starting in list(self._starting.values()):
@@ -238,6 +265,7 @@ class Attempt:
     workspace: Workspace | None = None
     workspace_ready: bool = False
     diff: str | None = None
+    own_agent: Agent | None = None  # a sandboxed trial's own agent process, closed when the trial ends
 
 
 async def open_session(pool: AgentPool, agent_name: str | None, value: str, settings: TrialSettings,
@@ -249,7 +277,8 @@ async def open_session(pool: AgentPool, agent_name: str | None, value: str, sett
     ``row`` gets agent, session_id, confirmed_model and config as they become known; ``confirmed``
     maps the agent's model value to the id recorded.
     """
-    agent = await pool.get(agent_name)
+    agent, own = await pool.for_trial(agent_name, workspace)
+    attempt.own_agent = agent if own else None
     row["agent"] = agent.name
     attempt.phase = "session/new"
     if workspace is not None:
@@ -330,7 +359,11 @@ async def run_attempt(trial: Trial, pool: AgentPool, settings: TrialSettings) ->
             attempt.phase = "measuring the workspace's changes"
             attempt.diff = await _diff(workspace, row)
             if row["status"] == "ok":
-                await run_checks(settings.checks, workspace, row, attempt)
+                token = COMMAND_SANDBOX.set(settings.sandbox_for(workspace))  # command checks run in it too
+                try:
+                    await run_checks(settings.checks, workspace, row, attempt)
+                finally:
+                    COMMAND_SANDBOX.reset(token)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - one failing trial must never stop the sweep
@@ -338,6 +371,9 @@ async def run_attempt(trial: Trial, pool: AgentPool, settings: TrialSettings) ->
         transient = is_transient(exc)
     finally:
         await close_quietly(attempt.session, delete=not settings.workspaces.keep_sessions)
+        if attempt.own_agent is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(attempt.own_agent.aclose(), SESSION_CLOSE_TIMEOUT_S)
         await _finish_workspace(attempt, settings, row)
         row["ended_at"] = iso_time(time.time())
     session = attempt.session
@@ -381,7 +417,8 @@ async def make_workspace(trial: Trial, settings: TrialSettings, row: dict[str, A
                workspace_path=str(workspace.path))
     if options.setup:
         attempt.phase = "setup"
-        result = await run_command(options.setup, workspace.path, timeout=options.setup_timeout)
+        result = await run_command(options.setup, workspace.path, timeout=options.setup_timeout,
+                                   sandbox=settings.sandbox_for(workspace))
         if result.exit_code != 0:
             raise WorkspaceSetupError(f"setup command {options.setup!r}: {result.summary(600)}")
     attempt.phase = "noting the workspace's starting state"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import difflib
 import os
 import shutil
@@ -29,9 +30,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CommandResult", "Workspace", "WorkspaceError", "WorkspaceSettings", "directory_size", "git_head",
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
+
+__all__ = ["COMMAND_SANDBOX", "CommandResult", "Workspace", "WorkspaceError", "WorkspaceSettings", "directory_size", "git_head",
            "run_command", "workspace_method"]
 
 OUTPUT_LIMIT = 64 * 1024   # bytes of a command's output kept (the tail)
@@ -41,6 +45,11 @@ DIFF_FILE_LIMIT = 2 * 1024 * 1024  # larger files are named in a diff, not compa
 RACY_WINDOW_NS = 20_000_000
 EMPTY = ""  # a sample's ``workspace`` field that asks for an empty directory
 _SKIP = {".git"}  # never part of a copy's diff
+
+
+# The sandbox a trial's commands run in (sandbox="bwrap"), set by the trial around its checks, so command checks
+# and task tests run in it without each check being handed it; None: commands run unsandboxed.
+COMMAND_SANDBOX: contextvars.ContextVar[Sandbox | None] = contextvars.ContextVar("command_sandbox", default=None)
 
 
 class WorkspaceError(Exception):
@@ -81,12 +90,22 @@ def tool_path() -> str:
 
 
 async def run_command(command: str, cwd: str | os.PathLike[str], *, timeout: float | None,
-                      env: Mapping[str, str] | None = None) -> CommandResult:
-    """Run ``command`` in a shell in ``cwd``, its own process group; on timeout the whole group is killed."""
+                      env: Mapping[str, str] | None = None, sandbox: Sandbox | None = None,
+                      inside: str | None = None) -> CommandResult:
+    """Run ``command`` in a shell in ``cwd``, its own process group; on timeout the whole group is killed.
+
+    In ``sandbox`` (default: the trial's, COMMAND_SANDBOX) the shell runs under bwrap, in ``inside`` (the path
+    ``cwd`` is mounted at there; default ``cwd`` itself); killing the group ends bwrap and so the sandbox."""
     started = time.monotonic()
     full_env = {**os.environ, "PATH": tool_path(), **(env or {})}
-    process = await asyncio.create_subprocess_shell(
-        command, cwd=os.fspath(cwd), env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    sandbox = sandbox if sandbox is not None else COMMAND_SANDBOX.get()
+    if sandbox is None:
+        argv = ["/bin/sh", "-c", command]
+    else:
+        argv = await asyncio.to_thread(sandbox.argv, ["/bin/sh", "-c", command], cwd=inside or os.fspath(cwd),
+                                       home=full_env.get("HOME"))
+    process = await asyncio.create_subprocess_exec(
+        *argv, cwd=os.fspath(cwd), env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True)
     chunks = bytearray()
 

@@ -1,0 +1,204 @@
+"""The bubblewrap sandbox an agent process (and a sweep's checks) can run in: the filesystem read-only except
+the folders named writable, a private /tmp, the user's credential folders hidden, and optionally no network.
+
+``Sandbox`` is plain picklable data (a Ray worker gets the same one); ``argv`` builds the ``bwrap`` command
+line around a program; ``wrap_spec`` turns an agent spec into one whose command runs inside it, its own state
+folders (``AgentSpec.state_dirs``) writable. ``check_bwrap`` runs bwrap once per process to prove it can make
+a sandbox here, and caches the answer (a lock guards it: callers may be on any thread).
+
+What it is not: a VM or a container. The agent runs on the host's kernel as the same user; it can read
+whatever that user can read outside the hidden folders, reach Unix sockets it can see, and use the network
+unless ``network=False``. See the README's "Sandbox" section.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import AcpError
+
+__all__ = ["HIDDEN", "SANDBOXES", "Sandbox", "SandboxUnavailable", "check_bwrap", "make_sandbox", "sandboxed_launch",
+           "state_paths", "wrap_spec"]
+
+SANDBOXES = ("bwrap",)
+# Credential folders and files under HOME an agent never needs; each is replaced by an empty one inside.
+HIDDEN = (".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker", ".netrc", ".git-credentials",
+          ".password-store", ".pypirc", ".npmrc", ".config/gh")
+# Sockets that hand out the host (a container runtime's API is root on the host).
+HIDDEN_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock")
+INSTALL = ("install the bubblewrap package (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
+           "bubblewrap; Arch: pacman -S bubblewrap)")
+CHECK_TIMEOUT_S = 30.0
+
+
+class SandboxUnavailable(AcpError):
+    """``sandbox="bwrap"`` was asked for, but bubblewrap is not installed or cannot make a sandbox here."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Where a sandboxed process may write, and whether it keeps the network.
+
+    ``writable``: host folders bound read-write at their own paths; ``mounts``: (host folder, path inside)
+    pairs bound read-write elsewhere (a task's container paths); ``read_only_mounts`` likewise, read-only;
+    ``hidden``: paths under HOME replaced by empty ones (None: ``HIDDEN``).
+    """
+
+    kind: str = "bwrap"
+    network: bool = True
+    writable: tuple[str, ...] = ()
+    mounts: tuple[tuple[str, str], ...] = ()
+    read_only_mounts: tuple[tuple[str, str], ...] = ()
+    hidden: tuple[str, ...] | None = None
+
+    def with_paths(self, writable: Iterable[str] = (), mounts: Iterable[tuple[str, str]] = (),
+                   read_only_mounts: Iterable[tuple[str, str]] = ()) -> Sandbox:
+        return replace(self, writable=(*self.writable, *writable), mounts=(*self.mounts, *mounts),
+                       read_only_mounts=(*self.read_only_mounts, *read_only_mounts))
+
+    def argv(self, command: Sequence[str], *, cwd: str | None = None, home: str | None = None) -> list[str]:
+        """``bwrap ... -- command``: / read-only, a fresh /dev, /proc and /tmp, the credential folders hidden,
+        the writable folders and mounts bound, no capabilities, its own pid namespace that dies with us."""
+        args = [check_bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--setenv", "TMPDIR", "/tmp", "--unsetenv", "SSH_AUTH_SOCK", "--unsetenv", "GPG_AGENT_INFO"]
+        if not self.network:
+            args.append("--unshare-net")
+        home_dir = Path(home or os.path.expanduser("~"))
+        for relative in (HIDDEN if self.hidden is None else self.hidden):
+            args += _hide(home_dir / relative)
+        for socket in HIDDEN_SOCKETS:
+            args += _hide(Path(socket))
+        # After /tmp's tmpfs, so a folder under the host's /tmp (a workspace) is bound into the private one.
+        for path in dict.fromkeys(os.path.realpath(p) for p in self.writable):
+            args += ["--bind", path, path]
+        for source, target in self.mounts:
+            args += ["--bind", os.path.realpath(source), target]
+        for source, target in self.read_only_mounts:
+            args += ["--ro-bind", os.path.realpath(source), target]
+        if cwd is not None:
+            args += ["--chdir", cwd]
+        return [*args, "--", *command]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "network": self.network}
+
+
+def _hide(path: Path) -> list[str]:
+    """An empty read-only folder over a folder, /dev/null over a file (or a socket); nothing for a missing path."""
+    if path.is_symlink() or not path.exists():
+        return []
+    if path.is_dir():
+        return ["--tmpfs", str(path), "--remount-ro", str(path)]
+    return ["--ro-bind", "/dev/null", str(path)]
+
+
+def make_sandbox(sandbox: Any, *, network: bool = True, where: str = "sandbox=") -> Sandbox | None:
+    """None, "bwrap" or a Sandbox, checked: SandboxUnavailable where bwrap cannot run, ValueError for other
+    words."""
+    if sandbox is None or sandbox is False:
+        if network is not True:
+            raise ValueError(f"network=False cuts the network inside a sandbox: pass {where}'bwrap' too")
+        return None
+    if isinstance(sandbox, Sandbox):
+        made = sandbox if network else replace(sandbox, network=False)
+    elif sandbox in SANDBOXES:
+        made = Sandbox(kind=str(sandbox), network=bool(network))
+    else:
+        raise ValueError(f"{where} is 'bwrap' (bubblewrap) or None, not {sandbox!r}")
+    check_bwrap()
+    return made
+
+
+_checked: dict[str, str | SandboxUnavailable] = {}
+_check_lock = threading.Lock()
+
+
+def check_bwrap() -> str:
+    """The path of a bwrap that can make a sandbox here (tried once per PATH), else SandboxUnavailable."""
+    found = shutil.which("bwrap")
+    if found is None:
+        raise SandboxUnavailable(f"the bwrap sandbox needs bubblewrap's `bwrap`, which is not on PATH: {INSTALL}",
+                                 hint="")
+    with _check_lock:
+        if found not in _checked:
+            _checked[found] = _try(found)
+        answer = _checked[found]
+    if isinstance(answer, SandboxUnavailable):
+        raise answer
+    return answer
+
+
+def _try(bwrap: str) -> str | SandboxUnavailable:
+    try:
+        done = subprocess.run([bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                               "--unshare-pid", "--cap-drop", "ALL", "--", "true"], capture_output=True, text=True,
+                              timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return SandboxUnavailable(f"{bwrap} could not be run: {exc}; {INSTALL}", hint="")
+    if done.returncode != 0:
+        said = " ".join(done.stderr.split())[-300:] or f"exit {done.returncode}"
+        return SandboxUnavailable(
+            f"{bwrap} cannot make a sandbox on this machine ({said})",
+            hint="bubblewrap needs user namespaces: check `sysctl kernel.unprivileged_userns_clone` (Debian), "
+                 "`kernel.apparmor_restrict_unprivileged_userns` (Ubuntu 24.04+), or that a container you run in "
+                 f"allows them; or reinstall it: {INSTALL}")
+    return bwrap
+
+
+def state_paths(spec: Any, env: Mapping[str, str] | None = None) -> list[str]:
+    """An agent's own state folders and files (``AgentSpec.state_dirs``: ``~`` and ``$VAR`` expanded; entries
+    naming an unset variable skipped), folders created so they can be bound; files only where they exist."""
+    env = dict(os.environ if env is None else env)
+    home = env.get("HOME") or os.path.expanduser("~")
+    found: list[str] = []
+    for entry in getattr(spec, "state_dirs", ()) or ():
+        text = entry.replace("~", home, 1) if entry.startswith("~") else entry
+        for name, value in env.items():
+            text = text.replace(f"${{{name}}}", value).replace(f"${name}", value)
+        if "$" in text or not os.path.isabs(text):
+            continue
+        path = Path(text)
+        if path.suffix and not path.is_dir():  # a file such as ~/.claude.json: bound where it exists
+            if path.is_file():
+                found.append(str(path))
+            continue
+        path.mkdir(parents=True, exist_ok=True)
+        found.append(str(path))
+    return found
+
+
+def wrap_spec(spec: Any, sandbox: Sandbox, *, cwd: str, env: Mapping[str, str] | None = None,
+              writable_cwd: bool = True) -> Any:
+    """An AgentSpec that starts ``spec`` inside ``sandbox``: its cwd (unless ``writable_cwd`` is False) and its
+    state folders writable. Registry facts (auth, key variables) are kept, so hints still name the agent."""
+    from .launch import AgentSpec, resolve_spec, spec_of
+
+    name, argv, extra_env = resolve_spec(spec, env)
+    base = spec_of(spec)
+    agent_env = {**os.environ, **extra_env}
+    writable = [*([cwd] if writable_cwd else []), *state_paths(base, agent_env)]
+    command = tuple(sandbox.with_paths(writable).argv(argv, cwd=cwd, home=agent_env.get("HOME")))
+    if base is None:
+        return AgentSpec(name=name, command=command, env=extra_env)
+    return replace(base, command=command, npm_package=None, args=(), cache_paths=())
+
+
+def sandboxed_launch(spec: Any, sandbox: Any, *, network: bool, cwd: str, env: Mapping[str, str] | None) -> Any:
+    """What ``acpnb.start(spec, sandbox=..., network=...)`` launches: ``spec`` wrapped by ``wrap_spec``, its cwd
+    writable. Only a process can be sandboxed: an agent object served in this process is refused."""
+    from .launch import AgentSpec
+
+    made = make_sandbox(sandbox, network=network, where="acpnb.start(sandbox=)")
+    if not isinstance(spec, (str, list, tuple, AgentSpec)):
+        raise ValueError("sandbox= runs the agent's process under bubblewrap: give a registered name or a command "
+                         f"line, not {type(spec).__name__} (an agent object runs inside this process)")
+    assert made is not None
+    return wrap_spec(spec, made, cwd=cwd, env=env)
