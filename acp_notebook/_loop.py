@@ -4,7 +4,11 @@ Also the kernel-thread pump: work that must run on the kernel thread (the main t
 one that touches the user's namespace), handed over from the background loop by
 ``on_kernel_thread``. The kernel thread picks such work up wherever it waits: inside our own
 blocking waits (``run_sync`` / ``wait``), or, when the kernel is idle or a cell awaits, from the
-kernel's own event loop. While a user's cell computes, the work waits its turn.
+kernel's own event loop. While a user's cell computes, the work waits its turn. A stop (a timeout,
+a cancellation, the user's interrupt) is SIGINT handled by ``_kernelstop`` (work that marks its code with
+``run_region``, as run_code does, is stopped there even when it swallows interrupts); work that still
+runs after the stop's grace is reported as holding the kernel (``KernelWorkHeld``), and new work is
+refused with ``KernelHeld`` until it ends.
 
 Threads: the work queue and each item's state are guarded by locks; items run only on the main
 thread; their outcome is handed to the background loop with ``call_soon_threadsafe``.
@@ -26,6 +30,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from ._kernelstop import Stop, give_back_sigint, take_sigint
 from .errors import AcpTimeoutError
 
 T = TypeVar("T")
@@ -242,7 +247,8 @@ def _shutdown() -> None:
 # How long a waiter sleeps between looks at its future when nothing wakes it (a safety net only:
 # every state change that matters wakes it at once).
 _PUMP_POLL_S = 1.0
-# How long an interrupted item may take to unwind, and how long a late interrupt may take to land.
+# How long stopped work may take to end before it is reported as holding the kernel, and how long a late
+# interrupt may take to land.
 INTERRUPT_GRACE_S = 5.0
 _LATE_INTERRUPT_S = 0.05
 # A stop signal can be spent before it stops anything: it lands while the kernel thread waits for the
@@ -257,6 +263,11 @@ class KernelBusy(Exception):
     """The kernel thread did not take the work within its wait: a cell of the user's is running."""
 
 
+class KernelHeld(Exception):
+    """The work was not run: the kernel thread is taken by earlier kernel work (the message says which,
+    and whether it ignored a stop)."""
+
+
 class KernelWorkInterrupted(Exception):
     """The work was stopped by KeyboardInterrupt; ``reason`` is ours ("timeout", "cancelled") or None
     when the interrupt came from elsewhere (the user interrupted the kernel)."""
@@ -266,26 +277,56 @@ class KernelWorkInterrupted(Exception):
         self.reason = reason
 
 
-class _KernelWork:
-    """One item of kernel-thread work. ``state`` moves pending -> running -> done, or pending ->
-    withdrawn (its requester gave up before the kernel thread took it), always under ``lock``."""
+class KernelWorkHeld(Exception):
+    """The work was asked to stop and still runs after the grace: it holds the kernel thread.
 
-    def __init__(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop) -> None:
+    ``work`` is its KernelWork: ``work.done`` resolves when it ends at last.
+    """
+
+    def __init__(self, work: KernelWork) -> None:
+        super().__init__(f"{work.what} did not stop")
+        self.work = work
+        self.reason = work.stop.reason
+
+
+class KernelWork:
+    """One piece of kernel-thread work, and what its requester can follow of it.
+
+    ``state`` moves pending -> running -> done, or pending -> withdrawn (its requester gave up before the
+    kernel thread took it), always under ``lock``. ``done`` resolves (on the loop) when ``fn`` returned
+    or raised on the kernel thread, and only then; ``held`` resolves when a stop's grace ran out while it
+    still ran. ``stop`` (_kernelstop.Stop): its stop; with ``in_region`` the work marks the code to stop
+    with ``run_region`` and nothing else of it is interrupted. ``what``: its name in messages.
+    Made on the loop that awaits it.
+    """
+
+    def __init__(self, fn: Callable[[], Any], *, what: str = "earlier kernel work", in_region: bool = False) -> None:
         self.fn = fn
-        self.loop = loop
+        self.what = what
+        self.loop = asyncio.get_running_loop()
         self.lock = threading.Lock()
         self.state = _PENDING
-        self.claimed: asyncio.Future[None] = loop.create_future()
-        self.done: asyncio.Future[Any] = loop.create_future()
+        self.claimed: asyncio.Future[None] = self.loop.create_future()
+        self.done: asyncio.Future[Any] = self.loop.create_future()
         self.done.add_done_callback(_retrieved)  # a requester that gave up never reads it
-        self.interrupt_reason: str | None = None
+        self.held: asyncio.Future[None] = self.loop.create_future()
+        self.stop = Stop(in_region=in_region)
+        self.started_at: float | None = None
         self.interrupt_sent = False
+
+    @property
+    def running(self) -> bool:
+        return self.state == _RUNNING
+
+    def running_for(self) -> float:
+        return time.monotonic() - self.started_at if self.started_at is not None else 0.0
 
     def claim(self) -> bool:
         with self.lock:
             if self.state != _PENDING:
                 return False
             self.state = _RUNNING
+            self.started_at = time.monotonic()
         self.loop.call_soon_threadsafe(_resolve, self.claimed, None, None)
         return True
 
@@ -297,23 +338,47 @@ class _KernelWork:
             return True
 
     def interrupt(self, reason: str) -> None:
-        """Raise KeyboardInterrupt in the kernel thread, only while this item's code runs there."""
+        """Stop the work with ``reason`` (the first one is kept): SIGINT to the kernel thread, only while it runs."""
         with self.lock:
             if self.state != _RUNNING:
                 return
-            if not self.interrupt_sent:
-                self.interrupt_reason, self.interrupt_sent = reason, True
+            self.stop.request(reason)
+            self.interrupt_sent = True
             _interrupt_main_thread()
 
     def finish(self) -> bool:
-        """Mark the item done (no interrupt is sent after this); whether any was sent before."""
+        """Mark the work done (no interrupt is sent after this); whether any was sent before."""
         while True:
             try:
                 with self.lock:
                     self.state = _DONE
+                    self.stop.finished = True
                     return self.interrupt_sent
             except KeyboardInterrupt:  # our own interrupt, landing late: the outcome stands
                 pass
+
+    async def run(self, *, wait_timeout: float, run_timeout: float) -> Any:
+        """Queue the work for the kernel thread and return its result (see ``on_kernel_thread``)."""
+        _queue(self)
+        try:
+            await asyncio.wait_for(asyncio.shield(self.claimed), wait_timeout)
+        except asyncio.TimeoutError:
+            if self.withdraw():
+                raise _not_taken(wait_timeout) from None
+        except asyncio.CancelledError:
+            if not self.withdraw():
+                _stop_detached(self, "cancelled")
+            raise
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.done), run_timeout)
+        except asyncio.TimeoutError:
+            await asyncio.shield(_stop_detached(self, "timeout"))
+            if not self.done.done():
+                raise KernelWorkHeld(self) from None
+            return self.done.result()  # KernelWorkInterrupted("timeout") unless it finished meanwhile
+        except asyncio.CancelledError:
+            _stop_detached(self, "cancelled")
+            raise
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
@@ -331,15 +396,19 @@ def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | No
 
 
 _kernel_lock = threading.Lock()
-_kernel_work: deque[_KernelWork] = deque()
+_kernel_work: deque[KernelWork] = deque()
 _kernel_waiters: list[queue.SimpleQueue[None]] = []
+_kernel_running: list[KernelWork] = []  # taken by the kernel thread and not done, innermost last
+_kernel_held: KernelWork | None = None  # work that outlived its stop's grace, until it ends
+# Captured at import: the agent's code may find signal's attributes replaced while it runs (the refusals).
+_pthread_kill = getattr(signal, "pthread_kill", None)
 
 
 def _interrupt_main_thread() -> None:
     # A real signal to the main thread also ends a blocking call there (time.sleep, a socket read),
     # which _thread.interrupt_main's simulated one does not.
-    if hasattr(signal, "pthread_kill"):
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+    if _pthread_kill is not None:
+        _pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
     else:  # pragma: no cover - Windows
         import _thread
 
@@ -348,6 +417,56 @@ def _interrupt_main_thread() -> None:
 
 def _on_kernel_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
+
+
+def held_message(work: KernelWork) -> str:
+    """Why new kernel work is refused while ``work`` holds the kernel thread after its stop failed."""
+    return (f"the kernel is held by {work.what}, still running after {work.running_for():.0f} s: it did not stop "
+            "when interrupted (it ignores interrupts, or is stuck in a call that does), and nothing else can run "
+            "in the kernel until it ends; the user can interrupt the kernel again or restart it")
+
+
+def _not_taken(waited: float) -> Exception:
+    """What a wait for the kernel thread that ran out says: the kernel ran the user's cell, or earlier
+    kernel work of ours (then it is named)."""
+    with _kernel_lock:
+        held, running = _kernel_held, list(_kernel_running)
+    if held is not None:
+        return KernelHeld(held_message(held))
+    if running:
+        return KernelHeld(f"the kernel is still running {running[-1].what} (for {running[-1].running_for():.0f} s); "
+                          f"waited {waited:g} s for it to finish")
+    return KernelBusy(f"the kernel thread did not take the work within {waited:g} s")
+
+
+def _queue(item: KernelWork) -> None:
+    """Hand ``item`` to the kernel thread: its next wait of ours or its own loop's next turn runs it."""
+    with _kernel_lock:
+        if _kernel_held is not None:
+            raise KernelHeld(held_message(_kernel_held))
+        _kernel_work.append(item)
+        waiters = list(_kernel_waiters)
+    for waiter in waiters:
+        waiter.put(None)
+    kernel_loop = _kernel_event_loop()
+    if kernel_loop is not None:
+        with contextlib.suppress(RuntimeError):  # closed meanwhile: the kernel is going away
+            kernel_loop.call_soon_threadsafe(run_kernel_work, context=_fresh_context())
+
+
+def _hold(item: KernelWork) -> None:
+    """``item`` outlived its stop (loop thread): new work is refused until it ends, and so is work waiting."""
+    global _kernel_held
+    with _kernel_lock:
+        if item.state != _RUNNING:
+            return
+        _kernel_held = item
+        waiting = [work for work in _kernel_work if work.withdraw()]
+        _kernel_work.clear()
+    message = held_message(item)
+    for work in waiting:
+        work.loop.call_soon_threadsafe(_resolve, work.claimed, None, KernelHeld(message))
+    _resolve(item.held, None, None)
 
 
 def run_kernel_work() -> None:
@@ -362,35 +481,40 @@ def run_kernel_work() -> None:
         _run_item(item)
 
 
-def _run_item(item: _KernelWork) -> None:
+def _run_item(item: KernelWork) -> None:
+    global _kernel_held
     if not item.claim():
         return
-    previous = _catch_sigint()
+    previous = take_sigint(item.stop)
+    with _kernel_lock:
+        _kernel_running.append(item)
     result: Any = None
     error: BaseException | None = None
     try:
         try:
             result = item.fn()
         except KeyboardInterrupt:
-            error = KernelWorkInterrupted(item.interrupt_reason)
+            error = KernelWorkInterrupted(item.stop.reason)
         except BaseException as exc:  # noqa: BLE001 - handed to the requester, never raised here
             error = exc
         if item.finish():
             _absorb_late_interrupts()
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        give_back_sigint(item.stop, previous)
+        with _kernel_lock:
+            _kernel_running.remove(item)
+            if _kernel_held is item:
+                _kernel_held = None
     item.loop.call_soon_threadsafe(_resolve, item.done, result, error)
 
 
-def _catch_sigint() -> Any:
-    """While our work runs, SIGINT raises KeyboardInterrupt in it (an idle kernel ignores SIGINT and
-    an awaiting cell turns it into the cell's cancellation); the handler found, to put back."""
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None or previous is signal.default_int_handler:
-        return None
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    return previous
+def run_region(fn: Callable[[], T]) -> T:
+    """Run ``fn`` as the part of the running kernel work that a stop stops (kernel thread; see _kernelstop).
+    Outside kernel work (a direct call) it just runs."""
+    running = _kernel_running[-1] if _kernel_running and _on_kernel_thread() else None
+    if running is None or not running.stop.in_region:
+        return fn()
+    return running.stop.run_region(fn)
 
 
 def _absorb_late_interrupts() -> None:
@@ -421,40 +545,15 @@ async def on_kernel_thread(fn: Callable[[], T], *, wait_timeout: float, run_time
 
     The kernel thread takes it in its next blocking wait of ours, or from its own event loop when
     that loop turns. Raises KernelBusy when it was not taken within ``wait_timeout`` (the kernel is
-    running a cell), KernelWorkInterrupted when stopped (``run_timeout``, cancellation, the user's
-    interrupt), and whatever ``fn`` raised. Never blocks the background loop.
+    running a cell), KernelHeld when earlier kernel work holds the kernel thread, KernelWorkInterrupted
+    when stopped (``run_timeout``, cancellation, the user's interrupt), KernelWorkHeld when it was asked
+    to stop and still runs, and whatever ``fn`` raised. Never blocks the background loop.
     """
-    item = _KernelWork(fn, asyncio.get_running_loop())
-    with _kernel_lock:
-        _kernel_work.append(item)
-        waiters = list(_kernel_waiters)
-    for waiter in waiters:
-        waiter.put(None)
-    kernel_loop = _kernel_event_loop()
-    if kernel_loop is not None:
-        with contextlib.suppress(RuntimeError):  # closed meanwhile: the kernel is going away
-            kernel_loop.call_soon_threadsafe(run_kernel_work, context=_fresh_context())
-    try:
-        await asyncio.wait_for(asyncio.shield(item.claimed), wait_timeout)
-    except asyncio.TimeoutError:
-        if item.withdraw():
-            raise KernelBusy(f"the kernel thread did not take the work within {wait_timeout:g} s") from None
-    except asyncio.CancelledError:
-        if not item.withdraw():
-            _stop_detached(item, "cancelled")
-        raise
-    try:
-        return await asyncio.wait_for(asyncio.shield(item.done), run_timeout)
-    except asyncio.TimeoutError:
-        await asyncio.shield(_stop_detached(item, "timeout"))
-        return item.done.result()  # KernelWorkInterrupted("timeout") unless it finished meanwhile
-    except asyncio.CancelledError:
-        _stop_detached(item, "cancelled")
-        raise
+    return await KernelWork(fn).run(wait_timeout=wait_timeout, run_timeout=run_timeout)  # type: ignore[no-any-return]
 
 
-async def _stop(item: _KernelWork, reason: str) -> None:
-    """Interrupt a taken item until it ends (or the grace runs out)."""
+async def _stop(item: KernelWork, reason: str) -> None:
+    """Interrupt a taken item until it ends; past the grace, it holds the kernel (``_hold``)."""
     await item.claimed
     loop = asyncio.get_running_loop()
     deadline = loop.time() + INTERRUPT_GRACE_S
@@ -462,13 +561,13 @@ async def _stop(item: _KernelWork, reason: str) -> None:
         item.interrupt(reason)
         await asyncio.wait([item.done], timeout=_RESEND_S)
     if not item.done.done():
-        item.done.set_exception(KernelWorkInterrupted(reason))
+        _hold(item)
 
 
 _stopping: set[asyncio.Task[None]] = set()
 
 
-def _stop_detached(item: _KernelWork, reason: str) -> asyncio.Task[None]:
+def _stop_detached(item: KernelWork, reason: str) -> asyncio.Task[None]:
     """``_stop`` in a task of its own: a cancelled caller (an anyio cancel scope cancels every await
     it makes) still gets its work stopped."""
     task = asyncio.get_running_loop().create_task(_stop(item, reason))

@@ -16,7 +16,8 @@ The server itself (channel, bridge, tools, policy enforcement) is ``acp_notebook
   runs. With no turn running (a background ``session.prompt`` from code is still a turn; an agent
   acting between turns is not) nobody can be asked and the call is refused, saying so.
 - Every event of the tools becomes a ``KernelCall`` on the running turn (``turn.kernel_calls``),
-  which the turn's view shows and saves; between turns they are kept on the link (``link.calls``).
+  which the turn's view shows and saves; between turns they are kept on the link (``link.calls``). A
+  run_code whose code outlived its stop is "held" (it holds the kernel) until its real end is reported.
 - For agents on the other side (the demo agent, CellAgent): ``kernel_entry`` finds the ``kernel`` server
   among the ``mcpServers`` a session request brought.
 
@@ -209,6 +210,12 @@ class KernelLink:
                                                                  arguments={"code": event.code}, code=event.code)
                 self._open[event.code] = call
                 self._note(call, status="running")
+            elif kind == "run_code_held":
+                # Still running after its stop: the call stays open until its run_code_finished.
+                call = self._open.get(event.code) or KernelCall(id=f"kernel-{next(_ids)}", tool="run_code",
+                                                                 arguments={"code": event.code}, code=event.code)
+                self._open[event.code] = call
+                self._note(call, status="held", outputs=list(event.outputs or []), error=str(event.error or ""))
             elif kind == "run_code_finished":
                 call = self._open.pop(event.code, None) or KernelCall(
                     id=f"kernel-{next(_ids)}", tool="run_code", arguments={"code": event.code}, code=event.code)
@@ -248,7 +255,7 @@ class KernelLink:
             setattr(call, name, value)
         session = self.session
         turn = self._turns.get(call.id) or (session._running if session is not None else None)
-        ended = call.status not in ("asking", "running")
+        ended = call.status not in ("asking", "running", "held")
         if ended:
             self._turns.pop(call.id, None)
         elif turn is not None:

@@ -154,7 +154,8 @@ class KernelCall:
     as the kernel saw it: not the agent's own report of it (that is among ``tool_calls``).
 
     ``tool``: list_variables, inspect_variable, run_code, notebook_history or propose_cell.
-    ``status``: asking (run_code waits for the user's answer), running, done, failed, refused (by the
+    ``status``: asking (run_code waits for the user's answer), running, held (run_code's code did not end
+    when stopped and holds the kernel; it becomes done or failed when it ends), done, failed, refused (by the
     policy or the user), proposed (propose_cell: a cell for the user to run, never run by the agent).
     ``outputs``: what came out, as MCP content (``{"type": "text", "text"}``, ``{"type": "image",
     "data", "mimeType"}``). ``decision``: how an ask was answered, in words.

@@ -44,7 +44,8 @@ class KernelToolEvent:
     """One thing the kernel tools did, for the notebook to show in the running turn's cell.
 
     kind: "tool_call" (any tool was called), "tool_answered" (any tool answered; ``error``: the text of an
-    error answer), "run_code_started", "run_code_finished", "propose_cell". ``outputs`` are plain dicts:
+    error answer), "run_code_started", "run_code_held" (the code did not end when stopped and holds the kernel;
+    ``error`` says so), "run_code_finished" (the code ended, or never ran), "propose_cell". ``outputs`` are plain dicts:
     {"type": "text", "text"} or {"type": "image", "data" (base64), "mimeType"}; a run_code that failed has
     its error text (a traceback, why it was stopped or refused) in ``error``, not among them.
     """

@@ -1,11 +1,15 @@
 """run_code: the agent's code run in the user's namespace on the kernel thread, as a cell would be.
 
-``run_code_here`` runs on the kernel thread: the code is parsed, refused if it calls something
-that ends the process, then executed in the namespace; printed output, display() data, the last
-expression's value (formatted by IPython where it runs) and new matplotlib figures are captured
-in order into a ``Capture``; an exception becomes its traceback. ``run_code_tool`` runs on the
-background loop: it hands the work to the kernel thread with the tool's timeout and turns a
-timeout, a cancellation or the user's interrupt into an answer that keeps the output so far.
+``run_code_here`` runs on the kernel thread: the code is parsed, refused if it spells out a call that ends
+the process, then executed in the namespace with the ways to end the kernel refused at run time
+(guards.py) and as the stop's region (``_loop.run_region``: a stop lands in the agent's code, also when
+it swallows interrupts, never in our bookkeeping); printed output, display() data, the last expression's
+value (formatted by IPython where it runs) and new matplotlib figures are captured in order into a
+``Capture``; an exception becomes its traceback. ``run_code_tool`` runs on the background loop: it hands
+the work to the kernel thread with the tool's timeout and turns a timeout, a cancellation or the user's
+interrupt into an answer that keeps the output so far. It never says "stopped" while the code runs: code
+that outlives its stop is reported as still running and holding the kernel (a ``run_code_held`` event),
+and its real end follows as ``run_code_finished`` whenever it comes.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from __future__ import annotations
 import ast
 import base64
 import contextlib
-import os
 import sys
+import time
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -22,16 +26,40 @@ from typing import Any
 
 from .. import _loop
 from .answers import IMAGE_LIMIT, TEXT_LIMIT, Answer, busy_message, namespace_redactor
+from .guards import ExitRefused, refusing
 from .namespace import current_shell
 from .pictures import figure_png, image_block
 from .policy import KernelToolEvent
 
-__all__ = ["Capture", "exit_refusal", "run_code_here", "run_code_tool"]
+__all__ = ["Capture", "exit_refusal", "held_text", "refusal_text", "run_code_here", "run_code_tool", "stopped_text"]
 
 FILENAME = "<agent code>"
-_EXIT_CALLS = {("exit",), ("quit",), ("sys", "exit"), ("os", "_exit"), ("os", "abort")}
-EXIT_REFUSAL = ("refused: run_code never ends the kernel (exit(), quit(), sys.exit, os._exit, os.abort, "
-                "SystemExit); the user restarts their kernel themselves")
+_EXIT_CALLS = {("exit",), ("quit",), ("sys", "exit"), ("os", "_exit"), ("os", "abort"), ("posix", "_exit"),
+               ("posix", "abort")}
+WHAT = "code the agent ran (run_code)"  # how the pump names this work when it holds the kernel
+
+
+def refusal_text(what: str) -> str:
+    """The answer to code that tried to end the kernel, naming what was refused."""
+    return (f"refused: run_code never ends the kernel: {what} was refused and the kernel is still running; "
+            "the user restarts their kernel themselves")
+
+
+def stopped_text(reason: str | None, timeout: float) -> str:
+    """Why code that ended when stopped was stopped."""
+    return {"timeout": f"stopped: the code ran over the {timeout:g} s limit",
+            "cancelled": "stopped: the tool call was cancelled"}.get(reason or "",
+                                                                    "interrupted: the user interrupted the kernel")
+
+
+def held_text(reason: str | None, timeout: float) -> str:
+    """The answer for code that did not end when stopped: it still runs, and holds the kernel."""
+    why = {"timeout": f"it ran over the {timeout:g} s limit", "cancelled": "the tool call was cancelled"}.get(
+        reason or "", "the user interrupted the kernel")
+    return (f"the code is still running: it ignores interrupts (it was stopped because {why}, and did not end "
+            f"within {_loop.INTERRUPT_GRACE_S:g} s; or it is stuck in a call that does not return on an interrupt). "
+            "It holds the kernel until it ends: nothing else runs there and the kernel tools refuse meanwhile; "
+            "the user can interrupt the kernel again, or restart it (its variables are then lost)")
 
 
 class Capture:
@@ -121,46 +149,33 @@ class _Stream:
         return False
 
 
-def exit_refusal(tree: ast.AST) -> bool:
-    """Whether the code calls something that ends the process, spelled out (exit(), sys.exit(), ...)."""
+def exit_refusal(tree: ast.AST) -> str | None:
+    """The call that ends the process the code spells out (``sys.exit()``, ``os._exit(0)``...), or None."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             target = node.func
             if isinstance(target, ast.Name) and (target.id,) in _EXIT_CALLS:
-                return True
+                return f"{target.id}()"
             if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                     and (target.value.id, target.attr) in _EXIT_CALLS):
-                return True
-    return False
-
-
-class _ExitRefused(BaseException):
-    """Raised in place of os._exit, os.abort and the shell's ask_exit while agent code runs."""
-
-
-def _refuse_exit(*_args: Any) -> None:
-    raise _ExitRefused
+                return f"{target.value.id}.{target.attr}()"
+    return None
 
 
 @contextlib.contextmanager
 def _captured(capture: Capture, shell: Any) -> Iterator[None]:
-    """Output, displays and process-ending calls routed away from the user's cell while the code runs."""
-    saved = sys.stdout, sys.stderr, os._exit, os.abort
+    """Output and displays routed away from the user's cell while the code runs."""
+    saved = sys.stdout, sys.stderr
     publisher = getattr(shell, "display_pub", None)
     sys.stdout, sys.stderr = _Stream(capture, sys.stdout), _Stream(capture, sys.stderr)  # type: ignore[assignment]
-    os._exit = os.abort = _refuse_exit  # type: ignore[assignment]
     if publisher is not None:
         shell.display_pub = _publisher(capture, shell)
-    if shell is not None:
-        shell.ask_exit = _refuse_exit  # exit() / quit() / get_ipython().ask_exit() end up here
     try:
         yield
     finally:
-        sys.stdout, sys.stderr, os._exit, os.abort = saved  # type: ignore[misc]
+        sys.stdout, sys.stderr = saved
         if publisher is not None:
             shell.display_pub = publisher
-        if shell is not None:
-            vars(shell).pop("ask_exit", None)
 
 
 def _publisher(capture: Capture, shell: Any) -> Any:
@@ -200,7 +215,7 @@ def _traceback(error: BaseException) -> str:
 
 
 def run_code_here(code: str, namespace: Any, capture: Capture) -> Answer:
-    """Run ``code`` in ``namespace`` (kernel thread). KeyboardInterrupt passes through to the pump."""
+    """Run ``code`` in ``namespace`` (kernel thread). KeyboardInterrupt (a stop) passes through to the pump."""
     shell = current_shell()
     capture.redact = namespace_redactor(namespace).text
     try:
@@ -208,25 +223,36 @@ def run_code_here(code: str, namespace: Any, capture: Capture) -> Answer:
     except SyntaxError as error:
         note = " (run_code does not take top-level await)" if "await" in str(error.msg) else ""
         return capture.answer(error="".join(traceback.format_exception_only(type(error), error)) + note)
-    if exit_refusal(tree):
-        return Answer.error(EXIT_REFUSAL)
+    spelled = exit_refusal(tree)
+    if spelled is not None:
+        return Answer.error(refusal_text(spelled))
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     before = _figures()
     error: str | None = None
+    refused: list[str] = []
     try:
-        with _captured(capture, shell):
-            exec(compile(tree, FILENAME, "exec"), namespace)  # noqa: S102 - running the agent's code is the tool
-            if last is not None:
-                value = eval(compile(ast.Expression(last.value), FILENAME, "eval"), namespace)  # noqa: S307
-                if value is not None:
-                    _show_result(value, shell, capture)
-    except (SystemExit, _ExitRefused):
-        error = EXIT_REFUSAL
+        with _captured(capture, shell), refusing(shell) as refused:
+            _loop.run_region(lambda: _execute(tree, last, namespace, shell, capture))
+    except SystemExit:
+        error = refusal_text("SystemExit (sys.exit, exit)")
+    except ExitRefused as exc:
+        error = refusal_text(exc.what)
     except Exception as exc:  # noqa: BLE001 - the agent's error is its answer
         error = _traceback(exc)
     finally:
         _take_new_figures(before, capture)
+    if error is None and refused:  # the code caught the refusal and went on
+        error = refusal_text(refused[0]) + " (the code caught the refusal and went on)"
     return capture.answer(error=error)
+
+
+def _execute(tree: ast.Module, last: ast.Expr | None, namespace: Any, shell: Any, capture: Capture) -> None:
+    """The agent's code proper: its statements, then its last expression's value shown (the stop's region)."""
+    exec(compile(tree, FILENAME, "exec"), namespace)  # noqa: S102 - running the agent's code is the tool
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), FILENAME, "eval"), namespace)  # noqa: S307
+        if value is not None:
+            _show_result(value, shell, capture)
 
 
 def _show_result(value: Any, shell: Any, capture: Capture) -> None:
@@ -239,25 +265,71 @@ def _show_result(value: Any, shell: Any, capture: Capture) -> None:
 
 async def run_code_tool(code: str, work: Callable[[Capture], Answer], timeout: float,
                         emit: Callable[[KernelToolEvent], None]) -> Answer:
-    """Hand ``work`` to the kernel thread under ``timeout``; the answer, with events around it (loop)."""
+    """Hand ``work`` to the kernel thread under ``timeout``; the answer, with events around it (loop).
+
+    ``run_code_finished`` is emitted when the code has ended (or never ran); code that outlives its stop gets
+    ``run_code_held`` first, and ``run_code_finished`` when it ends at last."""
     capture = Capture()
     emit(KernelToolEvent("run_code_started", "run_code", {"code": code}, code=code))
+    job = _loop.KernelWork(lambda: work(capture), what=WHAT, in_region=True)
     answer: Answer | None = None
     try:
-        answer = await _loop.on_kernel_thread(lambda: work(capture), wait_timeout=timeout, run_timeout=timeout)
+        answer = await job.run(wait_timeout=timeout, run_timeout=timeout)
     except _loop.KernelBusy:
         answer = Answer.error(busy_message(timeout))
+    except _loop.KernelHeld as exc:
+        answer = Answer.error(str(exc))
+    except _loop.KernelWorkHeld as exc:
+        answer = capture.answer(error=held_text(exc.reason, timeout))
     except _loop.KernelWorkInterrupted as exc:
-        why = {"timeout": f"stopped: the code ran over the {timeout:g} s limit",
-               "cancelled": "stopped: the tool call was cancelled"}.get(exc.reason or "", "interrupted: the user "
-                                                                              "interrupted the kernel")
-        answer = capture.answer(error=why)
+        answer = capture.answer(error=stopped_text(exc.reason, timeout))
     finally:
-        if answer is None:  # cancelled while waiting or running
-            answer = capture.answer(error="stopped: the tool call was cancelled")
-        # An error answer ends with its error text (Capture.answer): shown once, as the error.
-        failed = answer.is_error and bool(answer.content) and answer.content[-1].get("type") == "text"
-        outputs = answer.content[:-1] if failed else answer.content
-        emit(KernelToolEvent("run_code_finished", "run_code", {"code": code}, code=code, outputs=outputs,
-                             error=answer.content[-1]["text"] if failed else None))
+        if job.running:  # held, or cancelled while it runs: its end is reported when it comes
+            _follow(job, code, capture, timeout, emit)
+        else:
+            _finished(emit, code, answer or capture.answer(error="stopped: the tool call was cancelled"))
     return answer
+
+
+def _finished(emit: Callable[[KernelToolEvent], None], code: str, answer: Answer) -> None:
+    # An error answer ends with its error text (Capture.answer): shown once, as the error.
+    failed = answer.is_error and bool(answer.content) and answer.content[-1].get("type") == "text"
+    outputs = answer.content[:-1] if failed else answer.content
+    emit(KernelToolEvent("run_code_finished", "run_code", {"code": code}, code=code, outputs=outputs,
+                         error=answer.content[-1]["text"] if failed else None))
+
+
+def _follow(job: _loop.KernelWork, code: str, capture: Capture, timeout: float,
+            emit: Callable[[KernelToolEvent], None]) -> None:
+    """Report work that still runs after its answer: held when its stop's grace runs out, finished when it ends."""
+    held_at: list[float] = []
+
+    def held(_future: Any) -> None:
+        held_at.append(time.monotonic())
+        answer = capture.answer(error=held_text(job.stop.reason, timeout))
+        emit(KernelToolEvent("run_code_held", "run_code", {"code": code}, code=code, outputs=answer.content[:-1],
+                             error=answer.content[-1]["text"]))
+
+    def ended(future: Any) -> None:
+        error = None if future.cancelled() else future.exception()
+        if error is None and not future.cancelled():
+            answer = future.result()
+        elif isinstance(error, _loop.KernelWorkInterrupted):
+            answer = capture.answer(error=stopped_text(error.reason, timeout))
+        else:
+            answer = capture.answer(error=f"failed: {type(error).__name__}: {error}")
+        if held_at:
+            note = (f"\n(it held the kernel {time.monotonic() - held_at[0]:.0f} s after it was reported still "
+                    "running; it has ended and the kernel is free again)")
+            if answer.is_error:
+                answer = Answer([*answer.content[:-1], {"type": "text", "text": answer.content[-1]["text"] + note}],
+                                is_error=True)
+            else:
+                answer = Answer([*answer.content, {"type": "text", "text": note.strip()}])
+        _finished(emit, code, answer)
+
+    if job.held.done():
+        held(job.held)
+    else:
+        job.held.add_done_callback(held)
+    job.done.add_done_callback(ended)

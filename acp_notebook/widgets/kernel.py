@@ -2,6 +2,10 @@
 (turn.py) as HTML (code highlighted, text and image outputs, how an ask was answered) and as Markdown / plain
 text, and the highlighted code a run_code question shows above its Allow / Reject buttons.
 
+Every text from the agent or the kernel (code, arguments, outputs, errors) is shown through ``visible``:
+control, bidi and zero-width characters are written as escapes. A call whose code still runs after it was
+stopped ("held") says so, and how the user gets the kernel back.
+
 Pure functions of plain values (a KernelCall is read, never changed); safe from any thread.
 """
 
@@ -12,6 +16,7 @@ from functools import lru_cache
 from html import escape
 from typing import Any
 
+from .._visible import visible
 from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS, badge, chip, muted_html
 
 __all__ = ["code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text", "kernel_tools_note"]
@@ -20,6 +25,7 @@ __all__ = ["code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call
 STATUS_WORDS: dict[str, tuple[str, str]] = {
     "asking": ("waiting for you", "#6a1b9a"),
     "running": ("running", TOOL_STATUS_COLORS["in_progress"]),
+    "held": ("still running: holds the kernel", "#e65100"),
     "done": ("done", TOOL_STATUS_COLORS["completed"]),
     "failed": ("failed", TOOL_STATUS_COLORS["failed"]),
     "refused": ("refused", TOOL_STATUS_COLORS["failed"]),
@@ -35,6 +41,10 @@ POLICY_NOTES: dict[str, str] = {
 TEXT_SHOWN = 4000  # characters of one text output shown in a view (the agent got the tool's own cap)
 PROPOSED_NOTE = "Proposed as a new cell below this one; nothing ran. Review it, then run it yourself."
 PROPOSED_COPY_NOTE = "Proposed; nothing ran. Copy it into a cell to run it."
+HELD_NOTE = ("This code did not stop when it was interrupted and still holds the kernel: nothing else (your cells "
+             "included) runs until it ends. Interrupt the kernel again (Kernel > Interrupt Kernel); if it still "
+             "runs, restart the kernel (Kernel > Restart Kernel; its variables are lost). This note is replaced when "
+             "the code ends.")
 
 
 @lru_cache(maxsize=1)
@@ -53,6 +63,7 @@ def _highlighter() -> Any:
 def code_html(code: str) -> str:
     """Python code as a highlighted block."""
     tools = _highlighter()
+    code = visible(code)
     body = tools[0](code, tools[1], tools[2]) if tools is not None else escape(code)
     return (f'<pre class="acpnb-kernel-code" style="margin:2px 0;padding:4px 8px;font-family:{MONO};'
             f'font-size:0.85em;white-space:pre-wrap;color:{FG};border:1px solid {BORDER};border-radius:3px">'
@@ -67,7 +78,7 @@ def kernel_tools_note(session: Any) -> str:
 
 def _arguments_words(call: Any) -> str:
     """The arguments of a reading tool in a few words: ``name='df', rows=5``."""
-    return ", ".join(f"{key}={value!r}" for key, value in (call.arguments or {}).items() if key != "code")
+    return visible(", ".join(f"{key}={value!r}" for key, value in (call.arguments or {}).items() if key != "code"))
 
 
 def _decision_lines(call: Any, decisions: Sequence[str]) -> list[str]:
@@ -83,6 +94,7 @@ def _output_html(block: Mapping[str, Any]) -> str:
     text = block.get("text")
     if not isinstance(text, str) or not text:
         return ""
+    text = visible(text, keep_cr=True)
     shown = text if len(text) <= TEXT_SHOWN else text[:TEXT_SHOWN] + f"\n... ({len(text) - TEXT_SHOWN:,} more characters)"
     return (f'<pre class="acpnb-kernel-output" style="margin:2px 0;padding:2px 8px;font-family:{MONO};'
             f'font-size:0.85em;white-space:pre-wrap;color:{FG}">{escape(shown)}</pre>')
@@ -102,7 +114,8 @@ def kernel_call_html(call: Any, decisions: Sequence[str] = (), *, below: bool = 
     words, color = STATUS_WORDS.get(call.status, (call.status, MUTED))
     head = (f'<span style="font-weight:600">{escape(_title(call))}</span>'
             + chip("kernel", css_class="acpnb-tool-kind") + badge(words, color, css_class="acpnb-tool-status"))
-    body = [f'<div style="color:{FG};padding:2px 0">{escape(call.explanation)}</div>'] if call.explanation else []
+    explanation = visible(call.explanation)
+    body = [f'<div style="color:{FG};padding:2px 0">{escape(explanation)}</div>'] if explanation else []
     if call.code and call.status != "asking":  # while asking, the Allow / Reject prompt shows the code
         body.append(code_html(call.code))
     for line in _decision_lines(call, decisions):
@@ -110,7 +123,10 @@ def kernel_call_html(call: Any, decisions: Sequence[str] = (), *, below: bool = 
     body.extend(_output_html(block) for block in call.outputs if isinstance(block, Mapping))
     if call.error:
         body.append(f'<pre class="acpnb-kernel-error" style="margin:2px 0;padding:2px 8px;font-family:{MONO};'
-                    f'font-size:0.85em;white-space:pre-wrap;color:#c62828">{escape(call.error)}</pre>')
+                    f'font-size:0.85em;white-space:pre-wrap;color:#c62828">{escape(visible(call.error))}</pre>')
+    if call.status == "held":
+        body.append(f'<div class="acpnb-kernel-held" style="color:#e65100;font-weight:600;padding:2px 0">'
+                    f"{escape(HELD_NOTE)}</div>")
     if call.tool == "propose_cell":
         body.append(muted_html(escape(PROPOSED_NOTE if below else PROPOSED_COPY_NOTE)))
     return (f'<div class="acpnb-kernel-call" style="border-left:3px solid {color};padding:2px 8px;margin:4px 0">'
@@ -119,8 +135,8 @@ def kernel_call_html(call: Any, decisions: Sequence[str] = (), *, below: bool = 
 
 def _output_words(block: Mapping[str, Any]) -> str:
     if block.get("type") == "image":
-        return f"[an image, {block.get('mimeType') or 'image/png'}]"
-    return str(block.get("text") or "")
+        return visible(f"[an image, {block.get('mimeType') or 'image/png'}]")
+    return visible(str(block.get("text") or ""))
 
 
 def kernel_call_text(call: Any, decisions: Sequence[str] = (), *, below: bool = True) -> str:
@@ -128,13 +144,15 @@ def kernel_call_text(call: Any, decisions: Sequence[str] = (), *, below: bool = 
     words = STATUS_WORDS.get(call.status, (call.status, ""))[0]
     lines = [f"{_title(call)} [kernel, {words}]"]
     if call.explanation:
-        lines.append(call.explanation)
+        lines.append(visible(call.explanation))
     if call.code:
-        lines.extend(f"    {line}" for line in call.code.splitlines())
+        lines.extend(f"    {line}" for line in visible(call.code).splitlines())
     lines += _decision_lines(call, decisions)
     lines += [_output_words(b) for b in call.outputs if isinstance(b, Mapping) and _output_words(b)]
     if call.error:
-        lines.append(call.error)
+        lines.append(visible(call.error))
+    if call.status == "held":
+        lines.append(HELD_NOTE)
     if call.tool == "propose_cell":
         lines.append(PROPOSED_NOTE if below else PROPOSED_COPY_NOTE)
     return "\n".join(lines)
@@ -147,15 +165,17 @@ def kernel_call_markdown(call: Any, decisions: Sequence[str] = (), *, below: boo
     words = STATUS_WORDS.get(call.status, (call.status, ""))[0]
     parts = [f"**{md_escape(_title(call))}** (kernel, {md_escape(words)})"]
     if call.explanation:
-        parts.append(md_escape(call.explanation))
+        parts.append(md_escape(visible(call.explanation)))
     if call.code:
-        parts.append(f"```python\n{call.code}\n```")
+        parts.append(f"```python\n{visible(call.code)}\n```")
     parts += [f"*{md_escape(d)}*" for d in _decision_lines(call, decisions)]
     texts = [_output_words(b) for b in call.outputs if isinstance(b, Mapping) and _output_words(b)]
     if texts:
         parts.append("```\n" + "\n".join(texts) + "\n```")
     if call.error:
-        parts.append("```\n" + call.error + "\n```")
+        parts.append("```\n" + visible(call.error) + "\n```")
+    if call.status == "held":
+        parts.append(f"**{md_escape(HELD_NOTE)}**")
     if call.tool == "propose_cell":
         parts.append(f"*{PROPOSED_NOTE if below else PROPOSED_COPY_NOTE}*")
     return "\n\n".join(parts)

@@ -1,6 +1,11 @@
 """Permission requests in a turn's view: PermissionPrompt (buttons resolving a concurrent Future) and
 PermissionAsker (the per-turn policy that turns each request into a prompt in the turn's view).
 
+Every prompt names who asks (``asker_label``: the agent and the session; through the multi-agent proxy,
+the agent the session is bound to) and shows the request's text through ``visible``: control, bidi and
+zero-width characters are written as escapes, and a note says the code holds such characters, so the code
+a person reads is the code that would run.
+
 Threads: a prompt is made on the background loop thread (the session calls the policy there);
 a click arrives on the kernel thread (the comm handler); a timeout fires on the loop thread.
 ``future`` is resolved once, under the prompt's lock, and whatever resolved it disables the
@@ -19,11 +24,13 @@ from typing import Any
 import ipywidgets as widgets
 
 from .. import _loop
+from .._protocol import split_agent_model
+from .._visible import has_hidden, visible
 from ._html import BORDER, FG, MUTED
 from .comms import handled_in_order
 from .kernel import code_html
 
-__all__ = ["PermissionAsker", "PermissionPrompt", "describe_request"]
+__all__ = ["PermissionAsker", "PermissionPrompt", "asker_label", "describe_request"]
 
 BUTTON_STYLES: dict[str, str] = {
     "allow_once": "success",
@@ -31,22 +38,76 @@ BUTTON_STYLES: dict[str, str] = {
     "reject_once": "danger",
     "reject_always": "danger",
 }
+# Where the proxy keeps its own facts in the model option's _meta (acp_notebook.proxy.models.META_KEY,
+# as widgets/labels.py reads it; not imported from the proxy, so the views do not load it).
+PROXY_META_KEY = "acp-notebook/proxy"
+HIDDEN_NOTE = ("This request holds control, bidirectional or invisible characters; they are shown as escapes "
+               "(such as \\u202e), so what you read is what would run.")
+SHORT_ID = 8
 
 
-def describe_request(tool_call: Mapping[str, Any]) -> str:
-    """What the agent wants to do, in one line of HTML; code it wants to run (``rawInput.code``, as the kernel
-    tools' run_code asks) follows, highlighted."""
+def _proxied_agent(session: Any) -> str | None:
+    """Through the multi-agent proxy, the agent the session is bound to (from its model option), or None."""
+    option = getattr(session, "model_option", None)
+    raw = getattr(option, "raw", None)
+    meta = ((raw or {}).get("_meta") or {}).get(PROXY_META_KEY) if isinstance(raw, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return None
+    parsed = split_agent_model(getattr(session, "model", None))
+    if parsed is not None:
+        return parsed[0]
+    return str(meta["agent"]) if isinstance(meta.get("agent"), str) else None
+
+
+def asker_label(session: Any) -> str:
+    """Who asks, in words: ``agent 'claude' (session 'Sales report')``; through the proxy, ``agent 'b' through
+    the proxy 'multi' (session ...)``. The session is named by its title, else by the start of its id."""
+    if session is None:
+        return "The agent"
+    agent = getattr(session, "agent", None)
+    name = str(getattr(agent, "name", None) or "agent")
+    proxied = _proxied_agent(session)
+    who = f"agent {proxied!r} through the proxy {name!r}" if proxied else f"agent {name!r}"
+    title = getattr(session, "title", None) or getattr(session, "display_title", None)
+    session_id = str(getattr(session, "id", "") or "")
+    if title:
+        which = f"session {str(title)!r}"
+    elif session_id:
+        which = f"session {session_id[:SHORT_ID]}" + ("..." if len(session_id) > SHORT_ID else "")
+    else:
+        which = "no session yet"
+    return visible(f"{who} ({which})")
+
+
+def _request_text(tool_call: Mapping[str, Any]) -> tuple[str, str]:
+    """(title, code) of a request as they are shown: every hidden character spelled out."""
     title = str(tool_call.get("title") or tool_call.get("toolCallId") or "a tool call")
-    kind = tool_call.get("kind")
-    paths = [str(loc.get("path")) for loc in tool_call.get("locations") or []
-             if isinstance(loc, Mapping) and loc.get("path")]
-    where = f'<div style="color:{MUTED};font-size:0.9em">{escape(", ".join(paths))}</div>' if paths else ""
-    kind_text = f' <span style="color:{MUTED}">({escape(str(kind))})</span>' if kind else ""
     raw = tool_call.get("rawInput")
     code = raw.get("code") if isinstance(raw, Mapping) else None
-    shown = code_html(code) if isinstance(code, str) and code else ""
-    return (f'<div style="color:{FG}"><b>The agent asks permission:</b> {escape(title)}{kind_text}</div>{where}'
-            f"{shown}")
+    return title, code if isinstance(code, str) else ""
+
+
+def request_has_hidden(tool_call: Mapping[str, Any]) -> bool:
+    """Whether the request's title, paths or code hold characters ``visible`` spells out."""
+    title, code = _request_text(tool_call)
+    paths = [str(loc.get("path")) for loc in tool_call.get("locations") or [] if isinstance(loc, Mapping)]
+    return any(has_hidden(text) for text in (title, code, *paths))
+
+
+def describe_request(tool_call: Mapping[str, Any], asker: str = "The agent") -> str:
+    """Who asks and what it wants to do, in one line of HTML; code it wants to run (``rawInput.code``, as the
+    kernel tools' run_code asks) follows, highlighted. Every text is shown through ``visible``."""
+    title, code = _request_text(tool_call)
+    kind = tool_call.get("kind")
+    paths = [visible(str(loc.get("path"))) for loc in tool_call.get("locations") or []
+             if isinstance(loc, Mapping) and loc.get("path")]
+    where = f'<div style="color:{MUTED};font-size:0.9em">{escape(", ".join(paths))}</div>' if paths else ""
+    kind_text = f' <span style="color:{MUTED}">({escape(visible(str(kind)))})</span>' if kind else ""
+    shown = code_html(code) if code else ""
+    hidden = (f'<div class="acpnb-hidden-characters" style="color:#c62828;font-size:0.9em">{escape(HIDDEN_NOTE)}</div>'
+              if request_has_hidden(tool_call) else "")
+    return (f'<div style="color:{FG}"><b>{escape(visible(asker))} asks permission:</b> {escape(visible(title))}'
+            f"{kind_text}</div>{where}{hidden}{shown}")
 
 
 class PermissionPrompt:
@@ -58,17 +119,18 @@ class PermissionPrompt:
     """
 
     def __init__(self, tool_call: Mapping[str, Any], options: list[Mapping[str, Any]], *,
-                 timeout: float | None = None, fallback: str | None = None) -> None:
+                 timeout: float | None = None, fallback: str | None = None, asker: str = "The agent") -> None:
         self.tool_call = dict(tool_call)
         self.options = [dict(o) for o in options]
+        self.asker = asker
         self.future: concurrent.futures.Future[str | None] = concurrent.futures.Future()
         self.future.set_running_or_notify_cancel()
         self._lock = threading.RLock()  # re-entered: resolving the future runs _settled in the same thread
         self.decision: str = ""
-        self.label = widgets.HTML(describe_request(self.tool_call))
+        self.label = widgets.HTML(describe_request(self.tool_call, asker))
         self.buttons: list[widgets.Button] = []
         for option in self.options:
-            button = widgets.Button(description=str(option.get("name") or option.get("optionId")),
+            button = widgets.Button(description=visible(str(option.get("name") or option.get("optionId"))),
                                     button_style=BUTTON_STYLES.get(str(option.get("kind")), ""),
                                     tooltip=str(option.get("kind") or ""),
                                     layout=widgets.Layout(width="auto"))
@@ -103,8 +165,8 @@ class PermissionPrompt:
     def _name_of(self, option_id: str | None) -> str:
         for option in self.options:
             if option.get("optionId") == option_id:
-                return str(option.get("name") or option_id)
-        return str(option_id)
+                return visible(str(option.get("name") or option_id))
+        return visible(str(option_id))
 
     def _settled(self, future: concurrent.futures.Future[str | None]) -> None:
         with self._lock:
@@ -125,12 +187,22 @@ class PermissionPrompt:
 
     def static_html(self) -> str:
         """The prompt as a saved notebook shows it: the request, its options, and the answer or "waiting"."""
-        names = " | ".join(str(o.get("name") or o.get("optionId")) for o in self.options)
+        names = visible(" | ".join(str(o.get("name") or o.get("optionId")) for o in self.options))
         with self._lock:
             outcome = self.decision if self.future.done() else f"Waiting for an answer: {names}"
         return (f'<div class="acpnb-permission" style="border:1px solid {BORDER};padding:6px 10px;margin:4px 0">'
-                f'{describe_request(self.tool_call)}<div style="color:{MUTED};font-size:0.9em">{escape(outcome)}</div>'
-                "</div>")
+                f'{describe_request(self.tool_call, self.asker)}<div style="color:{MUTED};font-size:0.9em">'
+                f"{escape(outcome)}</div></div>")
+
+    def pending_text(self) -> str:
+        """The prompt waiting for an answer, as the saved notebook's plain text says it."""
+        title, code = _request_text(self.tool_call)
+        lines = [f"The agent asks permission: {visible(title)} (waiting for your answer). Asked by {self.asker}."]
+        if code:
+            lines.extend(f"    {line}" for line in visible(code).splitlines())
+        if request_has_hidden(self.tool_call):
+            lines.append(HIDDEN_NOTE)
+        return "\n".join(lines)
 
 
 class ViewAsker(abc.ABC):
@@ -181,7 +253,8 @@ class PermissionAsker(ViewAsker):
 
     def _prompt_for(self, request: Any) -> PermissionPrompt:
         reject = request.option_for("reject_once", "reject_always")
-        return PermissionPrompt(request.tool_call, request.options, timeout=self.timeout, fallback=reject)
+        return PermissionPrompt(request.tool_call, request.options, timeout=self.timeout, fallback=reject,
+                                asker=asker_label(getattr(request, "session", None)))
 
     def _show(self, view: Any, prompt: Any) -> None:
         view.add_prompt(prompt)
