@@ -62,10 +62,12 @@ def test_the_client_mcp_servers_reach_the_agents_on_new_bind_and_load(proxy_fact
     agents = {"q": quirky("--store", str(tmp_path / "q.json")), "r": quirky("--store", str(tmp_path / "r.json"))}
     first = proxy_factory(agents)
     session = first.new_session(mcp_servers=[KERNEL_SERVER])
-    session.set("model", "r:org:model-b:latest")  # bound to r's probe session, opened with the list
+    session.set("model", "r:org:model-b:latest")  # r's probe had no servers: a fresh session on r gets the list
     assert json.loads(session.prompt("mcp").text) == [KERNEL_SERVER]
-    assert [p["mcpServers"] for p in backend_frames(first.trace_path, "q", "session/new")] == [[KERNEL_SERVER]]
-    first.close()
+    first.close()  # the trace is complete once the proxy has ended
+    # Only the picked agent receives the client's servers: q (never picked) and r's probe got none.
+    assert [p["mcpServers"] for p in backend_frames(first.trace_path, "q", "session/new")] == [[]]
+    assert [p["mcpServers"] for p in backend_frames(first.trace_path, "r", "session/new")] == [[], [KERNEL_SERVER]]
 
     second = proxy_factory(agents)
     second.request("session/load", {"sessionId": session.id, "cwd": str(second.cwd), "mcpServers": [KERNEL_SERVER]})

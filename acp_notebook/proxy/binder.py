@@ -4,6 +4,12 @@ It owns which agent sessions are probes the client never used (``hidden``: delet
 when released, left out of session/list) and keeps the bindings file (ids.py) in step with each
 session's binding. Sessions change phase only through ``ProxySession``'s transition methods.
 
+The client's MCP servers (its ``kernel`` entry above all: the user's kernel) go to the agent session
+it is bound to and to no other: probes are opened without any, and binding to a probe opens a fresh
+session on that agent with them (the probe is deleted). The ``kernel`` entry is relayed per bound
+agent session (relay.py); moving to another agent before the first prompt releases the old agent
+session, which closes its relay at once.
+
 Threads: the proxy's one event loop.
 """
 
@@ -19,6 +25,7 @@ from acp.exceptions import RequestError
 from .._protocol import AUTH_REQUIRED, join_agent_model
 from .._timeout import deadline
 from .backend import Backend, BackendGone
+from .relay import KernelRelay, closing_relays
 from .session import Candidate, Phase, ProbeOutcome, ProxySession
 
 if TYPE_CHECKING:
@@ -85,16 +92,28 @@ class Binder:
         return f" ({needs}authenticate with one of: {', '.join(ids) or 'no advertised method'})"
 
     async def open(self, session: ProxySession, backend: Backend, *, bind: bool) -> Candidate:
-        """A new session on the agent, with the client's session/new parameters (its cwd, its MCP servers: a
-        probe's session may become the bound one), routed to `session` (bound to it if `bind`)."""
-        result = await backend.request("session/new", {"mcpServers": [], **session.params})
-        backend_id = result.get("sessionId") if isinstance(result, dict) else None
-        if not isinstance(backend_id, str):
-            raise BackendGone(f"agent '{backend.name}' answered session/new without a sessionId", agent=backend.name)
-        candidate = Candidate(session, backend, result, backend_id)
+        """A new session on the agent with the client's session/new parameters, routed to `session`. A probe
+        (not `bind`) gets no MCP servers; a bound one gets the client's, its kernel entry relayed."""
+        params = {**session.params, "mcpServers": []}
+        relay = None
+        if bind:
+            params["mcpServers"], relay = await KernelRelay.grant(session.params.get("mcpServers") or [])
+        try:
+            result = await backend.request("session/new", params)
+            backend_id = result.get("sessionId") if isinstance(result, dict) else None
+            if not isinstance(backend_id, str):
+                raise BackendGone(f"agent '{backend.name}' answered session/new without a sessionId",
+                                  agent=backend.name)
+        except BaseException:
+            if relay is not None:
+                relay.close_soon()
+            raise
+        candidate = Candidate(session, backend, result, backend_id, granted=bind or not session.asks_servers,
+                              relay=relay)
         earlier = backend.register(candidate)
         if session.closed:
             backend.unregister(candidate)
+            candidate.release()
             return candidate
         replaced = session.candidates.get(backend.name)
         if replaced is not None and replaced is not candidate:
@@ -106,10 +125,13 @@ class Binder:
             self.server.deliver(candidate, method, params)
         return candidate
 
-    def adopt(self, session: ProxySession, backend: Backend, backend_id: str, *, bind: bool) -> Candidate:
+    def adopt(self, session: ProxySession, backend: Backend, backend_id: str, *, bind: bool, granted: bool,
+              relay: KernelRelay | None = None) -> Candidate:
         """An agent session that already exists (a reopen), routed to `session` (bound and tied to it if
-        `bind`, else held as a probe); what the agent sent for it before is delivered after."""
-        candidate = Candidate(session, backend, {}, backend_id)
+        `bind`, else held as a probe); what the agent sent for it before is delivered after. ``granted``: it
+        is (being) reopened with the client's MCP servers, its kernel entry through ``relay``."""
+        candidate = Candidate(session, backend, {}, backend_id, granted=granted or not session.asks_servers,
+                              relay=relay)
         earlier = backend.register(candidate)
         session.candidates[backend.name] = candidate
         if bind:
@@ -122,12 +144,18 @@ class Binder:
     def bind_to(self, session: ProxySession, candidate: Candidate, *, tie: bool = False) -> None:
         """From here on the agent's frames for this session reach the client, options rewritten."""
         previous = session.bound
+        moved_from = None
         if previous is not None and previous is not candidate and not tie and not session.prompted:
             # Moved to another agent before the first prompt: the old one is a probe again (deleted at that prompt).
             self.hidden[previous.agent].add(previous.backend_session_id)
+            moved_from = previous
         if session.bind(candidate, tie=tie):
             self.server.bindings.record(session.id, candidate.agent, candidate.backend_session_id)
         self.hidden[candidate.agent].discard(candidate.backend_session_id)
+        if moved_from is not None and moved_from.granted and session.asks_servers:
+            # It holds the client's MCP servers: deleted now, its way to the kernel shut (a later move back
+            # opens a fresh session there).
+            self.release(moved_from, close=True)
         for params in candidate.held.take(candidate.backend_session_id):
             self.server.view.forward_update(candidate, params)
 
@@ -137,8 +165,9 @@ class Binder:
         previous = session.bound
         candidate = session.candidates.get(agent)
         try:
-            if candidate is None or candidate.released or not backend.ready or \
+            if candidate is None or candidate.released or not backend.ready or not candidate.granted or \
                     backend.routes.get(candidate.backend_session_id) is not candidate:
+                # (A probe that was opened without the client's MCP servers is replaced by a session with them.)
                 await backend.ensure_ready(self.server.client_init)
                 candidate = await self.open(session, backend, bind=True)
             else:
@@ -156,6 +185,8 @@ class Binder:
         except BaseException:
             self._restore(session, previous)
             raise
+        finally:
+            await closing_relays()  # the client hears back once a released agent's way to the kernel is shut
         session.selected = (agent, bare)
         return candidate
 

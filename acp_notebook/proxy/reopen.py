@@ -2,8 +2,10 @@
 
 A session is found by the binding this process knows, the one the state directory remembers, the
 agents' session ids in its id (ids.py) and the `agent:id` form session/list gives. A session that
-was offered by several agents and never prompted is reopened on all of them (a probe each), so any
-of their models can still be picked. A session reopened by a new proxy process gets back the model
+was offered by several agents and never prompted is reopened on all of them (a probe each, without
+the client's MCP servers: only the agent session it is bound to gets those, its kernel entry
+relayed, see relay.py), so any of their models can still be picked. A session reopened by a new
+proxy process gets back the model
 and option values the client set (the state directory remembers them): agents may reopen a session
 on their default model.
 
@@ -27,6 +29,7 @@ from .._timeout import deadline
 from .ids import decode_session_id
 from .models import META_KEY, offers
 from .options import invalid_params
+from .relay import KernelRelay, closing_relays
 from .session import Candidate, ProbeOutcome, ProxySession
 
 if TYPE_CHECKING:
@@ -137,6 +140,7 @@ class Reopener:
         if session is not None and not session.closed:
             session.close()
             self.server.binder.release_all(session, close=False)
+            await closing_relays()
         return result
 
     # --- load, resume ----------------------------------------------------------------------------
@@ -170,10 +174,11 @@ class Reopener:
         binder = self.server.binder
         async with session.lock:
             binder.release_all(session, close=False)
+            servers, relay = await KernelRelay.grant(params.get("mcpServers") or [])
             # It has a history with this agent: bound and tied at once, other agents are off the table.
-            candidate = binder.adopt(session, backend, backend_id, bind=True)
+            candidate = binder.adopt(session, backend, backend_id, bind=True, granted=True, relay=relay)
             try:
-                result = await backend.request(method, {**params, "sessionId": backend_id})
+                result = await backend.request(method, _with_servers(params, backend_id, servers))
             except BaseException:
                 binder.release(candidate, close=False)
                 if session.bound is not None:
@@ -272,7 +277,10 @@ class Reopener:
                 session.unbind()
             places = [(agent, backend_id) for agent, backend_id in decode_session_id(session_id)
                       if agent in server.backends]
-            outcomes = await asyncio.gather(*(self._reopen_probe(session, method, params, agent, backend_id)
+            remembered = server.bindings.lookup(session_id)
+            # Only the agent session it was bound to gets the client's MCP servers back.
+            outcomes = await asyncio.gather(*(self._reopen_probe(session, method, params, agent, backend_id,
+                                                                 grant=remembered == (agent, backend_id))
                                               for agent, backend_id in places))
             session.probes = {outcome.agent: outcome for outcome in outcomes}
             if not session.available:
@@ -280,7 +288,6 @@ class Reopener:
                 failures = session.failures()
                 raise RequestError(RESOURCE_NOT_FOUND, f"no agent could reopen session {session_id}: "
                                    + "; ".join(failures.values()), {"sessionId": session_id, "failures": failures})
-            remembered = server.bindings.lookup(session_id)
             bound = session.candidates.get(remembered[0]) if remembered else None
             missing: list[dict[str, Any]] = []
             if bound is not None and bound.backend_session_id == remembered[1]:  # type: ignore[index]
@@ -296,27 +303,42 @@ class Reopener:
             return {**result, "_meta": {META_KEY: {**meta, "notRestored": missing} if missing else meta}}
 
     async def _reopen_probe(self, session: ProxySession, method: str, params: dict[str, Any], agent: str,
-                            backend_id: str) -> ProbeOutcome:
-        """One agent's own session of a never-bound session, reopened and held unbound (a probe again)."""
+                            backend_id: str, *, grant: bool) -> ProbeOutcome:
+        """One agent's own session of a never-bound session, reopened and held unbound (a probe again); with
+        the client's MCP servers only if ``grant`` (the session was bound to it)."""
         server = self.server
         backend = server.backends[agent]
         candidate: Candidate | None = None
+        relay: KernelRelay | None = None
         try:
             async with deadline(server.start_timeout):
                 await backend.ensure_ready(server.client_init)
                 if not backend.supports("load" if method == "session/load" else "resume"):
                     return ProbeOutcome(agent, error=f"agent '{agent}' does not support {method}")
-                candidate = server.binder.adopt(session, backend, backend_id, bind=False)
-                result = await backend.request(method, {**params, "sessionId": backend_id})
+                servers: list[Any] = []
+                if grant:
+                    servers, relay = await KernelRelay.grant(params.get("mcpServers") or [])
+                candidate = server.binder.adopt(session, backend, backend_id, bind=False, granted=grant, relay=relay)
+                result = await backend.request(method, _with_servers(params, backend_id, servers))
         except (asyncio.TimeoutError, BackendGone, RequestError) as exc:
             if candidate is not None:
                 server.binder.release(candidate, close=False)
+            elif relay is not None:
+                relay.close_soon()
             reason = f"did not answer within {server.start_timeout:g} s" if isinstance(exc, asyncio.TimeoutError) \
                 else f"refused {method}: {exc}"
             return ProbeOutcome(agent, error=f"agent '{agent}' {reason}")
         candidate.absorb(result)
         server.binder.hidden[agent].add(backend_id)  # deleted at the first prompt unless the session binds to it
         return ProbeOutcome(agent, models=candidate.models)
+
+
+def _with_servers(params: dict[str, Any], backend_id: str, servers: list[Any]) -> dict[str, Any]:
+    """A load or resume request for the agent's own session id, with the MCP servers that agent session gets."""
+    out = {**params, "sessionId": backend_id}
+    if "mcpServers" in params or servers:
+        out["mcpServers"] = servers
+    return out
 
 
 def _encode_cursor(cursors: dict[str, str]) -> str:

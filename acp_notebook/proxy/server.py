@@ -38,6 +38,7 @@ from .binder import Binder
 from .ids import BindingStore, decode_session_id, encode_session_id
 from .models import META_KEY
 from .options import OptionsView, invalid_params
+from .relay import closing_relays
 from .reopen import Reopener
 from .session import Candidate, ProbeOutcome, ProxySession
 
@@ -333,6 +334,7 @@ class ProxyServer:
         self.binder.release_all(session, close=True)
         if bound is not None:
             self.binder.release(bound, close=True)
+        await closing_relays()  # its agent's way to the kernel is shut before the client hears back
         return {}
 
     # --- extensions -----------------------------------------------------------------------
@@ -454,4 +456,8 @@ class ProxyServer:
         task.add_done_callback(self._forwarding.discard)
 
     async def shutdown(self) -> None:
+        for session in self.sessions.values():  # every relay to the kernel closes with the proxy
+            for candidate in list(session.candidates.values()):
+                candidate.release()
         await asyncio.gather(*(backend.shutdown() for backend in self.backends.values()), return_exceptions=True)
+        await closing_relays()

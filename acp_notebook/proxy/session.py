@@ -16,7 +16,9 @@ prompt binds again).
 
 A ``Candidate`` is one agent session of a proxy session: ``HELD`` (a probe: its updates are kept
 until it is bound), ``BOUND`` (it is the session's bound one) or ``RELEASED`` (no longer routed;
-final).
+final). ``granted``: it was opened with the client's MCP servers (a probe is not: those servers are
+for the agent the user picks); its ``relay`` (relay.py), its own way to the kernel, closes when it
+is released.
 
 Threads: the proxy's one event loop mutates all of it.
 """
@@ -33,6 +35,7 @@ from .models import AgentModels, agent_models, legacy_mode_option
 
 if TYPE_CHECKING:
     from .backend import Backend
+    from .relay import KernelRelay
 
 __all__ = ["TRANSITIONS", "Candidate", "CandidatePhase", "IllegalTransition", "Phase", "ProbeOutcome",
            "ProxySession"]
@@ -88,11 +91,14 @@ class Candidate:
     """One backend session a proxy session can use: a probe's, or the one it is bound to."""
 
     def __init__(self, session: ProxySession, backend: Backend, result: dict[str, Any],
-                 backend_session_id: str) -> None:
+                 backend_session_id: str, *, granted: bool, relay: KernelRelay | None = None) -> None:
         self.session = session
         self.backend = backend
         self.agent = backend.name
         self.backend_session_id = backend_session_id
+        # Opened with the client's mcpServers (or the client gave none): it may be bound as it is.
+        self.granted = granted
+        self.relay = relay
         self.options: list[dict[str, Any]] | None = None
         # agent_models(self.options), kept until the list is replaced (absorb swaps it whole, never edits it):
         # every set_config_option and option update through the proxy reads it two or three times.
@@ -118,10 +124,13 @@ class Candidate:
         return self.session.bound is self
 
     def release(self) -> bool:
-        """Move to RELEASED; False when it was already (releasing is final and done once)."""
+        """Move to RELEASED, its way to the kernel shut at once; False when it was already (releasing is
+        final and done once)."""
         if self._released:
             return False
         self._released = True
+        if self.relay is not None:
+            self.relay.close_soon()
         return True
 
     def hold(self, params: dict[str, Any]) -> None:
@@ -231,6 +240,11 @@ class ProxySession:
     def close(self) -> None:
         self._move(Phase.CLOSED)
         self._bound = None
+
+    @property
+    def asks_servers(self) -> bool:
+        """The client gave MCP servers for this session: only the agent session it is bound to gets them."""
+        return bool(self.params.get("mcpServers"))
 
     @property
     def available(self) -> list[str]:
