@@ -400,31 +400,8 @@ class Agent:
         "off", or one of yours is named ``kernel``: yours wins)."""
         root = _session_directory(cwd, self.cwd)
         extra = [_session_directory(d, self.cwd, "additional directory") for d in additional_directories]
-        link = await _kernel_link(self)
-        servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
-        params: dict[str, Any] = {"cwd": root, "mcpServers": servers}
-        if extra:
-            params["additionalDirectories"] = extra
-
-        def opened(answer: dict[str, Any]) -> str | None:
-            result = answer.get("result")
-            if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
-                return _apply_session_result(self._updates.state_for(result["sessionId"]), result)
-            return None
-
-        try:
-            result = await self.connection.request("session/new", params, apply=opened)
-            if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-                raise ProtocolError(f"agent '{self.name}' answered session/new without a sessionId: {result!r}")
-        except BaseException:
-            await close_links([link])
-            raise
-        session = Session(self, result["sessionId"], self._updates.state_for(result["sessionId"]), root, extra, permission)
-        session._adopt_kernel_tools(link if offered else None)
-        if not offered:
-            await close_links([link])
-        self._sessions[session.id] = session
-        return session
+        return await _open_session(self, "session/new", {"cwd": root},
+                                   {"additionalDirectories": extra} if extra else {}, extra, permission, mcp_servers)
 
     new_session, anew_session = twins(_new_session, what="session/new", default_timeout=_agent_timeout)
 
@@ -503,6 +480,53 @@ def _require(agent: Agent, capability: str, method: str) -> None:
             hint="agent.capabilities shows what this agent offers.",
             hints={"magic": "%acp log --method initialize shows what the agent offers."},
         )
+
+
+async def _open_session(agent: Agent, method: str, lead: dict[str, Any], tail: dict[str, Any], extra: Sequence[str],
+                        permission: PermissionPolicy | None, mcp_servers: Sequence[Mapping[str, Any]] = ()) -> Session:
+    """session/new or session/fork: the request (``lead``, the MCP servers with the notebook's ``kernel``,
+    ``tail``), and the Session its answer opens, with its kernel tools (loop thread)."""
+    link = await _kernel_link(agent)
+    servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
+    params: dict[str, Any] = {**lead, "mcpServers": servers, **tail}
+
+    def opened(answer: dict[str, Any]) -> str | None:
+        result = answer.get("result")
+        if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+            return _apply_session_result(agent._updates.state_for(result["sessionId"]), result)
+        return None
+
+    try:
+        result = await agent.connection.request(method, params, apply=opened)
+        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+            raise ProtocolError(f"agent '{agent.name}' answered {method} without a sessionId: {result!r}")
+    except BaseException:
+        await close_links([link])
+        raise
+    session = Session(agent, result["sessionId"], agent._updates.state_for(result["sessionId"]), lead["cwd"], extra,
+                      permission)
+    session._adopt_kernel_tools(link if offered else None)
+    if not offered:
+        await close_links([link])
+    agent._sessions[session.id] = session
+    return session
+
+
+async def open_fork(source: Session, cwd: str | os.PathLike[str] | None = None, *,
+                    permission: PermissionPolicy | None = None) -> Session:
+    """session/fork (unstable) for ``Session.fork``: a new session of the same agent that starts from ``source``'s
+    history, in ``cwd`` (default: the source's), with the source's additional directories and permission policy
+    and kernel tools of its own. A CapabilityError naming the agent unless it advertises
+    ``sessionCapabilities.fork``."""
+    agent = source.agent
+    _require(agent, "fork", "session/fork")
+    root = _session_directory(cwd, source.cwd)
+    extra = list(source.additional_directories)
+    session = await _open_session(agent, "session/fork", {"sessionId": source.id, "cwd": root},
+                                  {"additionalDirectories": extra} if extra else {}, extra,
+                                  source.permission if permission is None else permission)
+    session.forked_from = source.id
+    return session
 
 
 async def _kernel_link(agent: Agent) -> KernelLink | None:

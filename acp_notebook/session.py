@@ -82,6 +82,7 @@ class Session:
         self._pending_permissions: set[asyncio.Future[Any]] = set()
         # The session's kernel tools (kernel_link.KernelLink): None when its agent offered none.
         self.kernel_tools: KernelLink | None = None
+        self.forked_from: str | None = None  # the id of the session this one was forked from (session/fork)
 
     def _adopt_kernel_tools(self, link: KernelLink | None) -> None:
         self.kernel_tools = link
@@ -373,6 +374,19 @@ class Session:
         await self.agent._delete_session(self.id)
 
     delete, adelete = twins(_delete, what="session/delete", default_timeout=_session_timeout)
+
+    async def _fork(self, cwd: str | None = None, *, permission: PermissionPolicy | None = None) -> Session:
+        """A new session that starts with this one's history (``session/fork``, unstable in ACP v1), where the
+        agent advertises ``sessionCapabilities.fork``; a CapabilityError naming the agent where it does not.
+        The new session gets its own kernel tools, this one's directories (``cwd`` to change its working
+        directory) and permission policy; ``forked_from`` names this session. This one goes on unchanged."""
+        if self.closed:
+            raise AgentClosedError(f"session {self.id} is closed")
+        from .client import open_fork  # client.py imports this module
+
+        return await open_fork(self, cwd, permission=permission)
+
+    fork, afork = twins(_fork, what="session/fork", default_timeout=_session_timeout)
 
     # --- agent requests for this session (loop thread) -------------------
     def _agent_gone(self, error: AcpError) -> None:

@@ -367,7 +367,7 @@ async def test_initialize_reports_agent_info_and_capabilities(h: Harness) -> Non
     }
     caps = result["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
+    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}}
     assert result["authMethods"] == []
     # The capabilities the demo relies on really went out in the request.
     request = next(f for f in h.log.frames if f.method == "initialize" and f.kind == "request")
@@ -930,7 +930,7 @@ def test_params_missing_or_of_the_wrong_json_type_are_refused_naming_the_param(t
         assert agent.request("session/list", {"cwd": None})["sessions"][0]["sessionId"] == session.id
         assert session.prompt("hello", timeout=30).stop_reason == "end_turn"
         with pytest.raises(acpnb.RpcError) as err:
-            agent.request("session/fork", {"sessionId": session.id, "cwd": str(tmp_path)})
+            agent.request("session/archive", {"sessionId": session.id})
         assert err.value.code == METHOD_NOT_FOUND
 
 

@@ -165,11 +165,18 @@ class DemoAgent:
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+                "sessionCapabilities": self._session_capabilities(),
             },
             "authMethods": auth_methods,
             "agentInfo": {"name": AGENT_NAME, "title": AGENT_TITLE, "version": agent_version()},
         }
+
+    def _session_capabilities(self) -> dict[str, Any]:
+        """The session methods it offers; the unstable session/fork too, unless it plays an old agent (legacy)."""
+        capabilities: dict[str, Any] = {"list": {}, "resume": {}, "close": {}, "delete": {}}
+        if not self.legacy:
+            capabilities["fork"] = {}
+        return capabilities
 
     async def authenticate(self, method_id: str) -> dict[str, Any]:
         if not self.require_auth:
@@ -330,6 +337,22 @@ class DemoAgent:
         session.kernel = kernel_entry(mcp_servers)  # a reopened session uses the kernel tools offered now
         self._sessions[session_id] = session
         return session
+
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp_servers: Any = None, additional_directories: list[str] | None = None
+    ) -> dict[str, Any]:
+        """session/fork (unstable): a new session that starts from the source's conversation (its history,
+        settings, title and context), open on this connection in `cwd`; the source goes on unchanged. The
+        source may be open here or only stored."""
+        if self.legacy:
+            raise RequestError.method_not_found("session/fork")
+        self._check_authenticated()
+        self._require_absolute(cwd)
+        source = self._sessions.get(session_id) or self._stored(session_id)
+        fork = source.forked(new_session_id(), cwd, kernel_entry(mcp_servers))
+        self.save(fork)
+        self._sessions[fork.session_id] = fork
+        return {"sessionId": fork.session_id, **self._session_state(fork)}
 
     async def close_session(self, session_id: str) -> dict[str, Any]:
         """Ends a running turn and closes the session here; its file stays, to be loaded again."""

@@ -11,7 +11,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -104,6 +104,13 @@ class DemoSession:
     deleted: bool = False
     # The `kernel` MCP server this connection's client offered for the session (kernelwork.kernel_entry), if any.
     kernel: dict[str, Any] | None = None
+
+    def forked(self, session_id: str, cwd: str, kernel: dict[str, Any] | None) -> DemoSession:
+        """A new session that starts where this one is: its history, settings, title and context (tokens); its
+        own id, directory, kernel tools and cost."""
+        return DemoSession(session_id=session_id, cwd=cwd, settings=replace(self.settings), title=self.title,
+                           history=[replace(exchange) for exchange in self.history], tool_calls=self.tool_calls,
+                           tokens_used=self.tokens_used, kernel=kernel)
 
     def touch(self) -> None:
         self.updated_at = now_iso()

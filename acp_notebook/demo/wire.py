@@ -90,6 +90,7 @@ ROUTES: dict[str, tuple[str, tuple[Param, ...], bool]] = {
     "session/new": ("new_session", (_CWD, _mcp_servers(True), _DIRECTORIES), False),
     "session/load": ("load_session", (_session_id(), _CWD, _mcp_servers(True), _DIRECTORIES), False),
     "session/resume": ("resume_session", (_session_id(), _CWD, _mcp_servers(False), _DIRECTORIES), False),
+    "session/fork": ("fork_session", (_session_id(), _CWD, _mcp_servers(False), _DIRECTORIES), False),
     "session/list": ("list_sessions", (Param("cwd", "cwd", "a string", False),
                                        Param("cursor", "cursor", "a string", False)), False),
     "session/close": ("close_session", (_session_id(),), False),

@@ -118,6 +118,7 @@ class Runner:
         self._handlers = {
             g.Start: self.start, g.Proxy: self.proxy, g.ShowPanel: self.show_panel, g.SetOptions: self.set_options,
             g.NewSession: self.new_session, g.ListSessions: self.list_sessions, g.LoadSession: self.load_session,
+            g.ForkSession: self.fork_session,
             g.ShowLog: self.show_log, g.Stop: self.stop, g.Use: self.use, g.Cancel: self.cancel,
             g.Authenticate: self.authenticate, g.Logout: self.logout,
             g.Resume: lambda c: display(resumable(c.notebook, self.agents.records(),
@@ -326,6 +327,13 @@ class Runner:
     def new_session(self, command: g.NewSession) -> None:
         entry = self.agents.entry(command.alias)
         self.open(entry, self._new_session(entry, self._cwd(command.cwd), self._timeout()))
+
+    def fork_session(self, command: g.ForkSession) -> None:
+        """``%acp fork``: session/fork of the current session; the fork becomes current, with its panel."""
+        entry = self.agents.entry(command.alias)
+        source = self.agents.session_of(entry)
+        cwd = os.path.expanduser(command.cwd) if command.cwd else None  # default: the source's directory
+        self.open(entry, source.fork(cwd, timeout=self._timeout()), title_hint=source.display_title)
 
     def _listed(self, entry: AgentEntry) -> list[dict[str, Any]]:
         """The agent's sessions (session/list), or the ones open here when it cannot list them."""

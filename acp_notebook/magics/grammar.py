@@ -23,8 +23,8 @@ from .._protocol import parse_bool_word
 from ..kernel_tools.policy import parse_policy
 
 __all__ = [
-    "COMMANDS", "Authenticate", "Cancel", "CellPrompt", "Command", "Help", "ListSessions", "LoadSession",
-    "Logout", "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop", "Use",
+    "COMMANDS", "Authenticate", "Cancel", "CellPrompt", "Command", "ForkSession", "Help", "ListSessions",
+    "LoadSession", "Logout", "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop", "Use",
     "default_alias", "help_text", "parse_bool", "parse_cell_line", "parse_line",
 ]
 
@@ -67,6 +67,12 @@ class SetOptions:
 
 @dataclass(frozen=True)
 class NewSession:
+    alias: str | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class ForkSession:
     alias: str | None = None
     cwd: str | None = None
 
@@ -141,8 +147,8 @@ class CellPrompt:
     attach: tuple[str, ...] = ()  # --attach REF (repeatable): notebook variables sent as content blocks
 
 
-Command = Union[Start, Proxy, ShowPanel, SetOptions, NewSession, ListSessions, LoadSession, ShowLog, Stop, Use,
-                Cancel, Authenticate, Logout, Resume, Help]
+Command = Union[Start, Proxy, ShowPanel, SetOptions, NewSession, ForkSession, ListSessions, LoadSession, ShowLog,
+                Stop, Use, Cancel, Authenticate, Logout, Resume, Help]
 
 
 # --- the table -----------------------------------------------------------------------
@@ -381,6 +387,9 @@ COMMANDS: tuple[Verb, ...] = (
     )),
     Verb("new", _new_arguments, lambda a: NewSession(alias=a.alias, cwd=a.cwd), (
         ("%acp new", "a new session with the current agent"),
+    )),
+    Verb("fork", _new_arguments, lambda a: ForkSession(alias=a.alias, cwd=a.cwd), (
+        ("%acp fork", "a new session with the current one's history (session/fork, where the agent offers it)"),
     )),
     Verb("sessions", _sessions_arguments, lambda a: ListSessions(alias=a.alias, delete=tuple(a.delete)), (
         ("%acp sessions", "the agent's sessions (session/list), with their titles"),
