@@ -1,7 +1,7 @@
 """Record a session with each pinned real agent, offline, for replay (notebooks/recordings/NAME.acp.jsonl).
 
     .venv/bin/python tests/interop/record_sessions.py [claude opencode codex gemini] [--out DIR]
-    .venv/bin/python tests/interop/record_sessions.py --kernel [claude opencode] [--out DIR]
+    .venv/bin/python tests/interop/record_sessions.py --kernel [claude opencode codex gemini] [--out DIR]
 
 (`make recordings` runs it for all four.) Each agent runs as in the interop tests: installed by
 scripts/install-agents.sh, a fresh HOME, no network, its model calls answered by the scripted
@@ -12,10 +12,11 @@ carries the titles these agents give their sessions. Keys in the environment are
 recorder. The session's cwd is WORK, a fixed path, so the recorded prompts read the same on
 every machine that replays them.
 
-With --kernel (claude and opencode; into recordings/kernel-tools/): a session offered the
-notebook's kernel tools under the "ask" policy, with a DataFrame `df` in the namespace they serve,
-and one turn in which the model lists the variables, then runs code after an Allow (the answer:
-"Kernel answered: 1491"). The session/new frame carries the `kernel` entry, its token masked.
+With --kernel (all four; into recordings/kernel-tools/): a session offered the notebook's kernel
+tools under the "ask" policy, with a DataFrame `df` in the namespace they serve, and one turn in
+which the model lists the variables, then runs code after an Allow (the answer: "Kernel answered:
+1491"). The session/new frame carries the `kernel` entry, its token masked. gemini-cli runs with
+GEMINI_CLI_TRUST_WORKSPACE=true: in a folder it does not trust it starts no MCP server at all.
 
 Agents change: re-run this after bumping a pinned version, and check the replay tests.
 """
@@ -92,7 +93,9 @@ def record(name: str, out: Path, server: ModelServer) -> Path:
     return path
 
 
-KERNEL_AGENTS = ("claude", "opencode")
+KERNEL_AGENTS = ("claude", "opencode", "codex", "gemini")
+# What an agent needs to start the kernel's MCP server at all.
+KERNEL_ENV: dict[str, dict[str, str]] = {"gemini": {"GEMINI_CLI_TRUST_WORKSPACE": "true"}}
 
 
 def record_kernel(name: str, out: Path, server: ModelServer) -> Path:
@@ -102,7 +105,8 @@ def record_kernel(name: str, out: Path, server: ModelServer) -> Path:
     path = out / f"{name}.acp.jsonl"
     with tempfile.TemporaryDirectory(prefix=f"acp-rec-{name}-") as home:
         spec = setup.spec(Path(home), server)
-        with acpnb.start(spec, cwd=WORK, inherit_env=False, env={**home_env(Path(home)), **bridge_env()}, record=path,
+        env = {**home_env(Path(home)), **bridge_env(), **KERNEL_ENV.get(name, {})}
+        with acpnb.start(spec, cwd=WORK, inherit_env=False, env=env, record=path,
                          permission=allow_everything([]), kernel_tools="ask", timeout=90) as agent:
             agent.new_session().prompt(KERNEL_PROMPT, timeout=TURN_TIMEOUT)
     return path
@@ -110,7 +114,7 @@ def record_kernel(name: str, out: Path, server: ModelServer) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("agents", nargs="*", help="default: all four (with --kernel: claude and opencode)")
+    parser.add_argument("agents", nargs="*", help="default: all four")
     parser.add_argument("--out", type=Path, help="default: notebooks/recordings (with --kernel: its kernel-tools/)")
     parser.add_argument("--kernel", action="store_true", help="sessions that use the notebook's kernel tools")
     args = parser.parse_args(argv)
