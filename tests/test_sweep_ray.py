@@ -38,7 +38,9 @@ class Counter(Progress):
 @pytest.fixture(scope="module")
 def cluster():
     ray = pytest.importorskip("ray")  # here, not at collection: every xdist worker collects this module
-    ray.init(num_cpus=2, include_dashboard=False)
+    from tests.test_sweep_ray_shipping import within_start_deadline
+
+    within_start_deadline(lambda _deadline: ray.init(num_cpus=2, include_dashboard=False), ray.shutdown)
     yield
     ray.shutdown()
 

@@ -44,6 +44,14 @@ class WorkspaceScorer(Scorer):
     def score(self, row: Mapping[str, Any]) -> Any:
         return None, f"{self.name} runs in the trial's workspace"
 
+    def shipped_paths(self) -> list[str]:
+        """Folders besides the workspace this check reads, which a Ray worker gets a copy of (shipping.py)."""
+        return []
+
+    def with_paths(self, local: Callable[[str], str | None]) -> WorkspaceScorer:
+        """This check reading the worker's copies (``local`` maps a caller's path to one)."""
+        return self
+
 
 class Command(WorkspaceScorer):
     """1 when ``command`` exits 0 in the workspace, 0 otherwise; its output is the explanation."""

@@ -29,6 +29,7 @@ class ExecutorSetup:
     slots: int                     # the sweep's concurrency: how many attempts may run at once
     given_agent: Agent | None = None
     agent_spec: SpecLike | None = None
+    shipped: tuple[str, ...] = ()  # folders the trials read (workspace sources, task tests): Ray ships them
 
 
 class Executor(Protocol):

@@ -10,8 +10,11 @@ What a worker needs: acp-notebook installed (``pip install 'acp-notebook[ray]'``
 programs installed (the same registry names resolve on the worker, e.g. ``npx`` for Claude
 Code's adapter), the API keys the agents read in the worker's environment (``ray.init(
 runtime_env={"env_vars": {...}})`` or the cluster's own setup), and, when ``cwd=`` is given,
-that directory on every node. Model-graded scorers ask their grader from the calling process,
-like every other scorer.
+that directory on every node. Workspace sources and task folders need no shared filesystem: each
+is packed once in the calling process, put in Ray's object store and unpacked by the workers that
+use it (shipping.py); diffs come back in the rows and kept workspaces as tars unpacked in the
+caller's run directory. Model-graded scorers ask their grader from the calling process, like every
+other scorer.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import math
 import os
+import shutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +31,7 @@ from .. import _loop
 from ..launch import SpecLike
 from .executors import ExecutorSetup
 from .extras import MissingExtra, require
+from .shipping import Unpacked, localize, pack, pack_kept, restore_paths, unpack_into
 from .trial import AgentPool, Outcome, Trial, TrialSettings, blank_row, run_attempt
 
 __all__ = ["RayExecutor", "TrialWorker"]
@@ -51,13 +56,20 @@ def ray_installed() -> bool:
 class TrialWorker:
     """Runs attempts in a Ray worker process, on agents it starts itself (one process per agent name)."""
 
-    def __init__(self, specs: Mapping[str, SpecLike], agent_spec: SpecLike | None, settings: TrialSettings) -> None:
+    def __init__(self, specs: Mapping[str, SpecLike], agent_spec: SpecLike | None, settings: TrialSettings,
+                 shipped: Mapping[str, Any] | None = None) -> None:
         self.settings = settings
         self.pool = AgentPool(specs, cwd=settings.cwd, permission=settings.permission, spec=agent_spec,
                               sandbox=settings.sandbox)
+        # Caller's folder -> its tar in the object store; fetched and unpacked here on a trial's first use.
+        self.unpacked = Unpacked(shipped or {}, lambda ref: _import_ray().get(ref))
 
     def run(self, trial: Trial) -> Outcome:
-        return _loop.run_sync(run_attempt(trial, self.pool, self.settings), what="the trial")
+        local_trial, settings = localize(trial, self.settings, self.unpacked)
+        outcome = _loop.run_sync(run_attempt(local_trial, self.pool, settings), what="the trial")
+        if settings.workspaces.keep:
+            outcome.kept = pack_kept(outcome.row)
+        return outcome
 
     def describe(self) -> dict[str, Any]:
         ray = _import_ray()
@@ -65,6 +77,7 @@ class TrialWorker:
 
     def close(self) -> None:
         _loop.run_sync(self.pool.close_all(), CLOSE_TIMEOUT_S, what="closing the worker's agents")
+        self.unpacked.remove()
 
 
 class RayExecutor:
@@ -93,6 +106,7 @@ class RayExecutor:
         self._in_flight: list[int] = []
         self._count = 0
         self._facts: list[dict[str, Any]] = []
+        self._shipped: dict[str, Any] = {}
 
     async def start(self, setup: ExecutorSetup) -> None:
         ray = _import_ray()
@@ -108,6 +122,9 @@ class RayExecutor:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self._count = self.workers or max(1, min(setup.slots, cpus))
         self._setup = setup
+        self._shipped = {}
+        for path in setup.shipped:  # packed once here, fetched by the workers that need it
+            self._shipped[path] = ray.put(await asyncio.to_thread(pack, path))
         self._actors = [self._new_actor() for _ in range(self._count)]
         self._in_flight = [0] * self._count
         self._facts = []
@@ -119,7 +136,7 @@ class RayExecutor:
         # One thread more than the trials it is given, so close() runs even while every trial thread is busy.
         options = {"num_cpus": self.num_cpus, "max_concurrency": max(1, share) + 1, **self.actor_options}
         return ray.remote(TrialWorker).options(**options).remote(
-            self._setup.specs, self._setup.agent_spec, self._setup.settings)
+            self._setup.specs, self._setup.agent_spec, self._setup.settings, self._shipped)
 
     async def warm(self, agent_name: str | None) -> None:
         """Nothing to do here: each worker starts its agents on its first trial."""
@@ -130,7 +147,7 @@ class RayExecutor:
         self._in_flight[index] += 1  # never above the actor's share: the sweep runs at most `slots` at once
         ref = self._actors[index].run.remote(trial)
         try:
-            return await asyncio.wrap_future(ref.future())
+            return await self._brought_back(trial, await asyncio.wrap_future(ref.future()))
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 ray.cancel(ref)
@@ -144,6 +161,19 @@ class RayExecutor:
                                 transient=not isinstance(exc, ray.exceptions.RayTaskError))
         finally:
             self._in_flight[index] -= 1
+
+    async def _brought_back(self, trial: Trial, outcome: Outcome) -> Outcome:
+        """The row in the caller's paths; a kept workspace unpacked in the caller's workspace folder."""
+        assert self._setup is not None
+        settings = self._setup.settings
+        root = settings.workspaces.root
+        restore_paths(outcome.row, settings.workspace_for(trial.sample), root)
+        if outcome.kept is not None and root is not None:
+            target = os.path.join(root, trial.trial_id)
+            await asyncio.to_thread(shutil.rmtree, target, True)  # an earlier attempt's or run's copy
+            await asyncio.to_thread(unpack_into, outcome.kept, target)
+        outcome.kept = None
+        return outcome
 
     @staticmethod
     def _failed(trial: Trial, error: str, *, transient: bool) -> Outcome:

@@ -36,6 +36,7 @@ from .progress import Progress, ProgressLike, make_progress
 from .result import SweepResult
 from .checks import WorkspaceScorer
 from .scorers import GraderReply, Score, Scorer, as_scorers, needs_grading
+from .shipping import shipped_paths
 from .store import RunStore
 from .workspace import WorkspaceSettings, directory_size, git_head, temporary_root
 from ..sandbox import make_sandbox
@@ -362,7 +363,8 @@ class _Sweep:
         tasks: list[asyncio.Future[None]] = []
         try:
             await self.executor.start(ExecutorSetup(self.specs, self.settings, self.options.concurrency,
-                                                    self.given_agent, self.agent_spec))
+                                                    self.given_agent, self.agent_spec,
+                                                    tuple(shipped_paths(self.settings, self.samples))))
             pool = self.executor.pool if isinstance(self.executor, LocalExecutor) else None
             self.grading_pool = pool or AgentPool(self.specs, cwd=self.settings.cwd, permission="deny",
                                                   given=self.given_agent, spec=self.agent_spec)

@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,13 @@ class TaskTests(WorkspaceScorer):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": "task_tests", "tasks": len(self.checks)}
+
+    def shipped_paths(self) -> list[str]:
+        return [check.tests for check in self.checks.values()]
+
+    def with_paths(self, local: Any) -> TaskTests:
+        return TaskTests({key: replace(check, tests=local(check.tests) or check.tests)
+                          for key, check in self.checks.items()}, self.name)
 
 
 def _quote(path: Path) -> str:

@@ -114,6 +114,7 @@ class Outcome:
     trajectory: dict[str, Any] | None  # record.session_recording of the trial's session, None without one
     transient: bool = False
     diff: str | None = None  # the workspace's diff against its start, for trials with a workspace
+    kept: bytes | None = None  # a Ray worker's kept workspace, packed for the caller's run directory
 
 
 def _slug(text: str) -> str:
