@@ -75,13 +75,21 @@ class FileRefused(Exception):
 def _invalid(message: str, **data: Any) -> FileRefused:
     from .._protocol import INVALID_PARAMS
 
-    return FileRefused(message, code=INVALID_PARAMS, data=data)
+    return FileRefused(message, code=INVALID_PARAMS, data=_sendable(data))
 
 
 def _missing(shown: str, raw: str) -> FileRefused:
     from .._protocol import RESOURCE_NOT_FOUND
 
-    return FileRefused(f"{shown} does not exist", code=RESOURCE_NOT_FOUND, data={"path": raw})
+    return FileRefused(f"{shown} does not exist", code=RESOURCE_NOT_FOUND, data=_sendable({"path": raw}))
+
+
+def _sendable(data: dict[str, Any]) -> dict[str, Any]:
+    """An answer's data with its strings spelled out: a path may hold a lone surrogate, which no JSON writer
+    encodes as UTF-8 (the answer would never leave, and the agent would wait for it)."""
+    return {key: visible(value) if isinstance(value, str) else
+            [visible(item) if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+            for key, value in data.items()}
 
 
 @dataclass(frozen=True)
@@ -303,7 +311,7 @@ def read_text(raw: Any, roots: Sequence[str], line: Any = None, limit: Any = Non
         except BaseException:
             os.close(fd)
             raise
-    with os.fdopen(fd, "rb") as stream:
+    with _io(target, "read"), os.fdopen(fd, "rb") as stream:
         data = stream.read(FILE_LIMIT + 1)
     if len(data) > FILE_LIMIT:  # it grew after the check
         raise _too_large(target, len(data))
@@ -358,12 +366,26 @@ def write_text(raw: Any, roots: Sequence[str], content: Any, *, notebooks: bool,
                     os.unlink(target.names[-1], dir_fd=folder)
             raise
         try:
-            os.ftruncate(fd, 0)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            with _io(target, "written"):
+                os.ftruncate(fd, 0)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
         finally:
             os.close(fd)
+
+
+@contextlib.contextmanager
+def _io(target: _Target, verb: str) -> Iterator[None]:
+    """A failure of the disk itself (full, an I/O error) as an internal error whose message and data can be
+    sent, whatever the path holds."""
+    try:
+        yield
+    except OSError as exc:
+        from .._protocol import INTERNAL_ERROR
+
+        raise FileRefused(f"{target.shown} could not be {verb}: {_reason(exc)}", code=INTERNAL_ERROR,
+                          data=_sendable({"path": target.raw})) from None
 
 
 def _check_notebook(target: _Target, allowed: bool, protected: Sequence[Path]) -> None:
