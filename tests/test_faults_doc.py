@@ -71,9 +71,13 @@ BAD_INPUT = [
 ]
 
 FILES = [
-    ("Paths", "Absolute only; resolved through every symlink, and inside the session's cwd or additional "
-     "directories. The check is repeated on the file actually opened, the last component is opened without "
-     "following a link.", "test_fs_confinement.py::test_relative_dotdot_absolute_and_symlink_escapes_are_refused"),
+    ("Paths", "Absolute, with no NUL byte, encodable, at most 4,095 bytes and 255 per name; resolved through every "
+     "symlink (a loop is refused), and inside the session's cwd or additional directories. The file is reached "
+     "from its root one folder at a time without following a link (missing folders made in their parent), so a "
+     "folder or file swapped for a symlink after the check is refused, never followed.",
+     "test_fs_confinement.py::test_relative_dotdot_absolute_and_symlink_escapes_are_refused, "
+     "hostile/test_files.py::test_paths_no_file_can_have_are_refused_as_invalid_params, "
+     "hostile/test_files.py::test_a_folder_flipping_between_folder_and_symlink_never_lets_anything_out"),
     ("Kinds of file", "Regular files only: FIFOs, devices, sockets and directories are refused, without "
      "blocking.", "test_fs_confinement.py::test_fifos_devices_and_directories_are_refused_without_blocking"),
     ("Size", f"Files and contents over {_size(files.FILE_LIMIT)} are refused.",
@@ -83,7 +87,8 @@ FILES = [
      "clobbers the user's edits); the notebook the kernel runs (`JPY_SESSION_NAME`, `__session__`) is refused "
      "even then.",
      "test_fs_confinement.py::test_notebooks_are_never_written_unless_allowed_and_the_kernels_own_never"),
-    ("Hard links", "A file with other hard links is never written (they may be outside the roots).",
+    ("Hard links", "A file with other hard links is neither read nor written unless all its names are in its "
+     "folder (another may be outside the roots).",
      "test_fs_confinement.py::test_a_file_with_other_hard_links_is_never_written"),
     ("A refusal", "Answered as an error naming the rule; the agent fails its tool call and the turn goes on, "
      "directly and behind the proxy.",
