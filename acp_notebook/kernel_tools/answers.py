@@ -23,6 +23,7 @@ Answers and views are built on the kernel thread; Answer is plain data any threa
 
 from __future__ import annotations
 
+import gc
 import itertools
 import sys
 import threading
@@ -39,7 +40,7 @@ from .secrets import MEMORY, secret_name, secret_strength
 
 __all__ = ["IMAGE_LIMIT", "TEXT_LIMIT", "Answer", "Caps", "MaskedView", "busy_message", "cap_text", "collect_secrets",
            "current_shell", "has_base", "library", "masked_value", "namespace_redactor", "render", "secret_name",
-           "type_name"]
+           "shell_of", "type_name"]
 
 TEXT_LIMIT = 20_000  # characters of text in one answer
 IMAGE_LIMIT = 1_000_000  # bytes of one PNG, before base64
@@ -75,7 +76,7 @@ class Answer:
 def _escaped(text: Any) -> str:
     if type(text) is not str:
         text = str.__str__(text) if has_base(type(text), str) else repr(text)
-    shown = visible(text, keep_cr=True)
+    shown = visible(text)  # a carriage return too: a lone one redraws the line over what came before
     # Escapes make text longer (up to six characters for one): cut again past the limit and its note.
     return cap_text(shown) if len(shown) > TEXT_LIMIT + 200 else shown
 
@@ -121,6 +122,12 @@ def current_shell() -> Any:
     return ipython.get_ipython() if ipython is not None else None
 
 
+def shell_of(namespace: Mapping[str, Any]) -> Any:
+    """The IPython shell whose user namespace ``namespace`` is, or None."""
+    shell = current_shell()
+    return shell if shell is not None and getattr(shell, "user_ns", None) is namespace else None
+
+
 class KernelRedactor:
     """Masks every secret the kernel has seen. Made on the kernel thread (it feeds the memory from the
     namespace, the environment and the history); ``text`` on that thread first looks at the
@@ -129,8 +136,7 @@ class KernelRedactor:
     def __init__(self, namespace: Mapping[str, Any]) -> None:
         self._namespace = namespace
         self._thread = threading.get_ident()
-        shell = current_shell()
-        secrets.refresh(namespace, shell if shell is not None and shell.user_ns is namespace else None)
+        secrets.refresh(namespace, shell_of(namespace))
 
     def text(self, text: str) -> str:
         if threading.get_ident() == self._thread:
@@ -372,6 +378,9 @@ class MaskedView:
         if has_base(kind, dict):
             prefix = "" if kind is dict else f"{type_name(value)}("
             self._items(dict.items(value), dict.__len__(value), depth, prefix + "{", "}" + (")" if prefix else ""))
+        elif kind is types.MappingProxyType and _proxied(value) is not None:
+            proxied = _proxied(value)
+            self._items(dict.items(proxied), dict.__len__(proxied), depth, "mappingproxy({", "})")
         elif fields is not None or has_base(kind, types.SimpleNamespace):
             pairs = attributes(value, self.caps.items + 1)
             if fields is not None:
@@ -471,6 +480,12 @@ class MaskedView:
         self._emit(self.text(text))
 
 
+def _proxied(proxy: types.MappingProxyType[Any, Any]) -> dict[Any, Any] | None:
+    """The dict behind a mappingproxy (read by the garbage collector's C walk: no method of it runs)."""
+    referents = gc.get_referents(proxy)
+    return referents[0] if len(referents) == 1 and has_base(type(referents[0]), dict) else None
+
+
 def _int_text(value: int) -> str:
     bits = int.bit_length(value)
     if bits > 30_000:
@@ -507,28 +522,47 @@ def collect_secrets(roots: Iterable[Any], *, under: tuple[Any, int] | None = Non
                     items: int = 200, depth: int = 4) -> int:
     """Remember the secret values found in ``roots``: values under secret-named keys, fields and attributes
     (all of a value's strings, when it is under one: ``under`` says the roots are). Each object once (a
-    visited set), at most ``nodes`` values, ``items`` per container, ``depth`` levels. Values visited."""
+    visited set), at most ``nodes`` values looked at, ``items`` per container, ``depth`` levels; the
+    containers waiting to be looked at never outnumber what is left of ``nodes``. Returns values looked at."""
     seen: set[int] = set()
-    pending: list[tuple[Any, int, tuple[Any, int] | None]] = [(root, 0, under) for root in roots]
-    visited = 0
-    while pending and visited < nodes:
+    pending: list[tuple[Any, int, tuple[Any, int] | None]] = []
+    looked = 0
+    for root in roots:
+        looked += 1
+        if looked > nodes:
+            break
+        if _collect_leaf(root, under):
+            pending.append((root, 0, under))
+    while pending:
         value, level, secret = pending.pop()
-        kind = type(value)
-        visited += 1
-        if kind is str or kind is bytes or kind is bytearray:
-            if secret is not None:
-                MEMORY.remember(secret[0], value, secret[1])
-            continue
-        if _ATOMS.get(id(kind)) is kind or kind is int or level >= depth or id(value) in seen or library(kind) is not None:
+        if level >= depth or id(value) in seen or library(type(value)) is not None:
             continue
         seen.add(id(value))
-        for key, child in _children(value, kind, items):
+        for key, child in _children(value, type(value), items):
+            looked += 1
             strength = secret_strength(key) if key is not None else 0
-            pending.append((child, level + 1, (key, strength) if strength else secret))
-    return visited
+            inherited = (key, strength) if strength else secret
+            if _collect_leaf(child, inherited) and looked + len(pending) < nodes:
+                pending.append((child, level + 1, inherited))
+            if looked >= nodes:
+                return looked
+    return looked
+
+
+def _collect_leaf(value: Any, secret: tuple[Any, int] | None) -> bool:
+    """Remember ``value`` if it is text under a secret name; whether it is a container to walk."""
+    kind = type(value)
+    if kind is str or kind is bytes or kind is bytearray:
+        if secret is not None:
+            MEMORY.remember(secret[0], value, secret[1])
+        return False
+    return not (_ATOMS.get(id(kind)) is kind or kind is int)
 
 
 def _children(value: Any, kind: type, items: int) -> list[tuple[Any, Any]]:
+    if kind is types.MappingProxyType:
+        value = _proxied(value)
+        return list(itertools.islice(dict.items(value), items)) if value is not None else []
     if has_base(kind, dict):
         return list(itertools.islice(dict.items(value), items))
     for base in _SEQUENCES:

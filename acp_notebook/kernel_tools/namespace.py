@@ -25,7 +25,7 @@ from typing import Any
 from .._redact import MASK
 from . import secrets
 from .answers import (Answer, Caps, MaskedView, builtin_base, cap_text, current_shell, has_base, is_library, library,
-                      masked_value, namespace_redactor, render, secret_name, type_name)
+                      masked_value, namespace_redactor, render, secret_name, shell_of, type_name)
 from .pictures import picture
 from .secrets import MEMORY, mask_source
 
@@ -110,18 +110,19 @@ def describe_variable(name: str, value: Any) -> dict[str, Any]:
 
 
 def list_variables(namespace: Mapping[str, Any], hidden: Any = ()) -> Answer:
+    secrets.refresh(namespace, shell_of(namespace), walk=False)  # shows no value: the memory is fed, not used
     found = user_variables(namespace, hidden)
     entries = [describe_variable(name, value) for name, value in itertools.islice(found.items(), MAX_LISTED)]
     if not entries:
         return Answer.text("No user variables are defined yet.", structured={"variables": []})
     lines = [f"{len(found)} variable{'s' if len(found) != 1 else ''} (name, type, shape or length, memory):"]
+    if len(found) > MAX_LISTED:
+        lines.append(f"[cut: the first {MAX_LISTED:,} of {len(found):,} variables are listed]")
     for entry in entries:
         extent = ("shape " + "x".join(str(n) for n in entry["shape"]) if "shape" in entry
                   else f"length {entry['length']}" if "length" in entry else "")
         lines.append(f"- {entry['name']}: {entry['type']}{', ' + extent if extent else ''}, "
                      f"{human_bytes(entry['size_bytes'])}")
-    if len(found) > MAX_LISTED:
-        lines.append(f"[cut: the first {MAX_LISTED:,} of {len(found):,} variables are listed]")
     return Answer.text("\n".join(lines), structured={"variables": entries})
 
 
@@ -182,7 +183,7 @@ def _table(frame: Any, labels: list[str], secret: list[bool]) -> Any:
 
     index = frame.index
     plain_index = index.dtype.kind in "iufbmM"
-    secret_rows = [False] * len(index) if plain_index else [secret_name(label) for label in index]
+    secret_rows = _secret_rows(index) or [False] * len(index)
     columns = {}
     for position in range(frame.shape[1]):
         column = frame.iloc[:, position]
@@ -200,24 +201,43 @@ def _table(frame: Any, labels: list[str], secret: list[bool]) -> Any:
     return table
 
 
+# Values describe() may hash and compare without running user code (NaN is a float, None a missing value).
+_PLAIN_VALUES = frozenset(id(kind) for kind in (str, float, bool, type(None)))
+
+
+def _plain(values: Any) -> bool:
+    """Whether every value is a str, a float, a bool or None (by exact type: no isinstance, which reads
+    ``__class__``; pandas' infer_dtype does)."""
+    return all(id(type(value)) in _PLAIN_VALUES for value in values)
+
+
 def _describable(column: Any) -> bool:
     """Whether describe() of the column runs no user code: numbers, dates, plain strings."""
     import pandas as pd
 
-    if column.dtype.kind in "iufcmM":
+    dtype = column.dtype
+    if dtype.kind in "iufcmM" or isinstance(dtype, pd.StringDtype):
         return True
-    try:
-        if isinstance(column.dtype, pd.CategoricalDtype):
-            return pd.api.types.infer_dtype(column.dtype.categories, skipna=True) == "string"
-        return pd.api.types.infer_dtype(column, skipna=True) in ("string", "empty", "boolean")
-    except Exception:  # noqa: BLE001 - a column pandas cannot type is not described
-        return False
+    if isinstance(dtype, pd.CategoricalDtype):
+        return _plain(dtype.categories)
+    return dtype.kind == "O" and _plain(column)
+
+
+def _secret_rows(index: Any) -> list[bool] | None:
+    """Which rows' labels name a secret (a transposed config: ``api_key`` as a row); None when none does."""
+    if index.dtype.kind in "iufbmM":
+        return None
+    found = [secret_name(label) for label in index]
+    return found if any(found) else None
 
 
 def _describe(sample: Any, labels: list[str], secret: list[bool]) -> str:
     import numpy as np
     import pandas as pd
 
+    rows = _secret_rows(sample.index)
+    if rows is not None:  # describe()'s top and extremes would show their values
+        sample = sample.iloc[[not hidden for hidden in rows]]
     columns, kept, left_out = {}, [], []
     for position in range(sample.shape[1]):
         column = sample.iloc[:, position]
@@ -230,6 +250,8 @@ def _describe(sample: Any, labels: list[str], secret: list[bool]) -> str:
             continue
         kept.append(labels[position])
     note = f"\n(not described, their values are objects: {', '.join(left_out)})" if left_out else ""
+    if rows is not None:
+        note += f"\n({sum(rows):,} rows whose labels mark them secrets are left out)"
     if not columns:
         return "(no column describe() can summarise)" + note
     frame = pd.DataFrame(columns)

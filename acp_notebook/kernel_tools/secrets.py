@@ -213,13 +213,16 @@ def _from_namespace(namespace: Mapping[str, Any], walk: bool) -> None:
 
 
 def _from_history(shell: Any) -> None:
+    """Secrets written in cells: the transformed source (Python) and the raw one (``%env NAME=...``)."""
     manager = getattr(shell, "history_manager", None)
-    inputs = getattr(manager, "input_hist_parsed", None)
-    if type(inputs) is not list:
+    parsed, raw = getattr(manager, "input_hist_parsed", None), getattr(manager, "input_hist_raw", None)
+    if type(parsed) is not list or type(raw) is not list:
         return
-    for _number, source in MEMORY.history_read(inputs, HISTORY_CELLS):
-        for name, value in source_secrets(source):
-            MEMORY.remember(name, value, secret_strength(name))
+    for number, source in MEMORY.history_read(parsed, HISTORY_CELLS):
+        sources = (source, raw[number]) if number < len(raw) and raw[number] != source else (source,)
+        for text in sources:
+            for name, value in source_secrets(text):
+                MEMORY.remember(name, value, secret_strength(name))
 
 
 _WATCHED: set[int] = set()
@@ -254,7 +257,7 @@ def source_secrets(source: Any) -> list[tuple[str, str]]:
     """``(name, literal)`` for each literal a cell puts in a secret place (see ``mask_source``)."""
     if type(source) is not str:
         return []
-    return [(name, value) for name, value, _start, _end in _secret_literals(source)]
+    return [(name, value) for name, value, _start, _end, _mask in _secret_literals(source)]
 
 
 def mask_source(source: str) -> tuple[str, bool]:
@@ -267,11 +270,12 @@ def mask_source(source: str) -> tuple[str, bool]:
     ``os.environ.setdefault("HF_TOKEN", ...)``), the other side of ``==`` with a secret-named
     name, and ``%env NAME=value``. A cell that does not parse whole is read line by line.
     """
-    spans = sorted({(start, end) for _name, _value, start, end in _secret_literals(source)}, reverse=True)
+    spans = sorted({(start, end, mask) for _name, _value, start, end, mask in _secret_literals(source)},
+                   reverse=True)
     last_end = len(source) + 1
-    for start, end in spans:
+    for start, end, mask in spans:
         if end <= last_end:  # nested spans: the outer one is masked already
-            source = source[:start] + f"'{MASK}'" + source[end:]
+            source = source[:start] + mask + source[end:]
             last_end = start
     return source, _shows_a_secret(source)
 
@@ -292,9 +296,9 @@ def _parse(source: str) -> ast.Module | None:
         return None
 
 
-def _secret_literals(source: str) -> list[tuple[str, str, int, int]]:
-    """(name, value, start, end) of each literal in a secret place, by character offsets in source."""
-    found: list[tuple[str, str, int, int]] = []
+def _secret_literals(source: str) -> list[tuple[str, Any, int, int, str]]:
+    """(name, value, start, end, mask) of each literal in a secret place, by character offsets in source."""
+    found: list[tuple[str, Any, int, int, str]] = []
     tree = _parse(source)
     if tree is not None:
         found.extend(_literals_in(tree, source, 0))
@@ -307,18 +311,18 @@ def _secret_literals(source: str) -> list[tuple[str, str, int, int]]:
             offset += len(line)
     for match in _ENV_MAGIC.finditer(source):
         if secret_name(match.group(2)):
-            found.append((match.group(2), match.group(4), match.start(4), match.end(4)))
+            found.append((match.group(2), match.group(4), match.start(4), match.end(4), MASK))
     return found
 
 
-def _literals_in(tree: ast.AST, source: str, base: int) -> list[tuple[str, str, int, int]]:
+def _literals_in(tree: ast.AST, source: str, base: int) -> list[tuple[str, Any, int, int, str]]:
     starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", source)]
     found = []
     for name, node in _secret_places(tree):
         for leaf in _literal_leaves(node):
             span = _span(source, starts, leaf)
             if span is not None:
-                found.append((name, _literal_value(leaf), base + span[0], base + span[1]))
+                found.append((name, _literal_value(leaf), base + span[0], base + span[1], f"'{MASK}'"))
     return found
 
 
