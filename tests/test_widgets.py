@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import re
 import sys
 import textwrap
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from html import escape
 from typing import Any
 
 import comm
@@ -149,6 +151,38 @@ def on_loop(fn: Callable[[], Any]) -> Any:
     return _loop.run_sync(call(), TIMEOUT)
 
 
+def frontend_shows(comms: CommRecorder, widget: Any) -> list[str]:
+    """What the frontend of a LiveParts section shows after each message the kernel sent it: the module's
+    ``apply`` replayed in Python, offsets in UTF-16 units as in JavaScript. A message for another version than
+    the one held fails the test (no frontend here asks for the whole list again)."""
+    parts: list[list[str]] = []
+    version, shown = 0, []
+    for message in comms.to(widget):
+        if message.msg_type == "comm_open":
+            parts, version = [list(p) for p in message.state.get("parts", [])], message.state.get("v", 0)
+            continue
+        if message.msg_type != "comm_msg" or message.data.get("method") != "custom":
+            continue
+        sent = message.data["content"]
+        if "full" in sent:
+            parts = [list(p) for p in sent["full"]]
+        else:
+            assert sent["f"] == version, (sent["f"], version)
+            for op in sent["o"]:
+                keys = [key for key, _ in parts]
+                if op[0] == "=":
+                    units = parts[keys.index(op[1])][1].encode("utf-16-le", "surrogatepass")
+                    new = units[:2 * op[2]] + op[4].encode("utf-16-le", "surrogatepass") + units[2 * op[3]:]
+                    parts[keys.index(op[1])][1] = new.decode("utf-16-le", "surrogatepass")
+                elif op[0] == "+":
+                    parts.insert(len(parts) if op[3] is None else keys.index(op[3]), [op[1], op[2]])
+                else:
+                    del parts[keys.index(op[1])]
+        version = sent["v"] if "full" in sent else sent["f"] + 1
+        shown.append("".join(html for _, html in parts))
+    return shown
+
+
 def run_turn(session: acpnb.Session, prompt: str, *, ask: bool = False, **view_options: Any) -> TurnView:
     """Start a turn and follow it with a view; with ``ask``, the view's buttons answer permission requests."""
     asker = PermissionAsker() if ask else None
@@ -271,8 +305,9 @@ def test_the_reply_streams_as_markdown_and_each_cell_keeps_the_title_it_had(comm
     panel = SessionPanel(session)
     first = run_turn(session, "hello world")
     turn = first.finished.result(TIMEOUT)
-    assert first.reply.outputs == ({"output_type": "display_data", "metadata": {},
-                                    "data": {"text/markdown": turn.text, "text/plain": turn.text}},)
+    # The reply as Markdown rendered (in blocks: a finished one is sent once), what the frontend holds.
+    assert first.reply.value.startswith("<p>") and escape(turn.text.split('"')[0]) in first.reply.value
+    assert frontend_shows(comms, first.reply)[-1] == first.reply.value
     assert ">Hello world<" in first.header.value and "acpnb-status-done" in first.header.value
     assert first.cancel_button.layout.display == "none"
 
@@ -305,7 +340,9 @@ def test_tool_calls_show_kind_status_and_diff_and_the_plan_is_a_checklist(comms,
     assert ">edit<" in view.tools.value and ">completed<" in view.tools.value
     assert "acpnb-diff" in view.tools.value and "+hello there" in view.tools.value
     assert view.plan.value.count("acpnb-plan-completed") == 3 and "&#9745;" in view.plan.value
-    assert turn.text in view.reply.outputs[0]["data"]["text/markdown"]
+    assert escape(turn.text.split("\n")[0]) in view.reply.value
+    for section in (view.tools, view.plan, view.reply, view.header):
+        assert frontend_shows(comms, section)[-1] == section.value
 
 
 def test_permission_buttons_resolve_the_agents_request(comms, demo):
@@ -336,7 +373,7 @@ def test_the_cancel_button_ends_the_turn_and_withdraws_a_pending_prompt(comms, t
     try:
         session = agent.new_session()
         view = run_turn(session, "tell me a long story about the sea and the stars")
-        comms.wait_for(lambda: view.reply.outputs)  # the first chunk is on screen
+        comms.wait_for(lambda: view.reply.value)  # the first chunk is on screen
         comms.click(view.cancel_button)
         turn = view.finished.result(TIMEOUT)
         assert turn.stop_reason == "cancelled" and view.status == "cancelled"
@@ -408,13 +445,15 @@ def test_a_flood_of_chunks_is_coalesced_into_a_few_widget_messages(comms, tmp_pa
         turn = view.finished.result(60)
         assert len(turn.updates) == chunks
         sent = [m for m in comms.sent if m.msg_type == "comm_msg"]
-        reply_updates = comms.updates_of(view.reply, "outputs")
+        reply_updates = frontend_shows(comms, view.reply)
         allowed_renders = turn.duration_s / interval + 3
         assert view.renders <= allowed_renders, (view.renders, turn.duration_s)
         assert len(reply_updates) <= allowed_renders
         # Every widget of the view together: a handful of messages per render, not one per chunk.
         assert len(sent) <= 6 * allowed_renders, (len(sent), turn.duration_s)
-        assert reply_updates[-1][0]["data"]["text/markdown"] == turn.text
+        assert reply_updates[-1] == view.reply.value
+        # Each word once, in order (a reply of one paragraph this long shows in pieces while it streams).
+        assert re.findall(r"w\d+", view.reply.value) == turn.text.split()
         assert turn.text.startswith("w0 w1 ") and turn.text.endswith(f"w{chunks - 1} ")
     finally:
         agent.close()
@@ -449,12 +488,13 @@ def test_the_header_runs_a_clock_and_the_latest_thought_shows_while_thinking(com
         view = run_turn(session, "tell me about the tides and the moon and the sea")
         comms.wait_for(lambda: any("Thinking:" in v for v in comms.updates_of(view.latest_thought, "value")))
         comms.wait_for(lambda: any(">1 s<" in v and "acpnb-status-working" in v
-                                   for v in comms.updates_of(view.header, "value")))
+                                   for v in frontend_shows(comms, view.header)))
         view.finished.result(60)
         thoughts = [v for v in comms.updates_of(view.latest_thought, "value") if v]
         assert "<i>Thought 1 of 2: " in thoughts[0] and "<i>Thought 2 of 2: " in thoughts[-1]
         assert view.latest_thought.value == ""  # the turn is over: the full thoughts are folded below
-        assert "line-height:1.5" in view.thoughts_text.value and "monospace" not in view.thoughts_text.value
+        assert "line-height:1.5" in view.thoughts_text.box_style and "monospace" not in view.thoughts_text.box_style
+        assert "Thought 2 of 2: " in view.thoughts_text.value
         header = view.header.value
         assert "acpnb-status-done" in header and f">{view.turn.duration_s:.1f} s<" in header
     finally:
@@ -469,7 +509,7 @@ def test_tool_calls_show_their_progress_as_they_change(comms, demo):
     assert ">pending<" in view.tools.value and "Read notes.txt" in view.tools.value
     comms.click(view.permissions.children[0].children[1].children[0])  # Allow once
     view.finished.result(TIMEOUT)
-    shown = comms.updates_of(view.tools, "value")
+    shown = frontend_shows(comms, view.tools)
     statuses = [status for status in ("pending", "in progress", "completed") if any(f">{status}<" in v for v in shown)]
     assert statuses[0] == "pending" and statuses[-1] == "completed"
     assert "permission: You chose: Allow once." in view.tools.value
@@ -520,7 +560,7 @@ def test_a_request_reaches_the_saved_output_before_its_buttons_and_nothing_is_re
     try:
         view = run_turn(agent.new_session(), "tell me a long story about the sea and the stars")
         view.show()
-        comms.wait_for(lambda: view.reply.outputs)
+        comms.wait_for(lambda: view.reply.value)
         saved_when_shown: list[str] = []
         record, permissions = comms.record, view.permissions.model_id
 

@@ -163,7 +163,8 @@ def diff_html(diff: Mapping[str, Any], *, max_lines: int = 80) -> str:
         difflib.unified_diff(old_lines, new.splitlines(), fromfile="a" + path if old is not None else "/dev/null",
                              tofile="b" + path, lineterm="")
     )
-    shown = []
+    # One coloured span per run of lines of one colour (not per line): a diff's HTML stays near its text's size.
+    runs: list[tuple[str, list[str]]] = []
     for line in lines[:max_lines]:
         if line.startswith("+") and not line.startswith("+++"):
             color = "#2e7d32"
@@ -173,12 +174,17 @@ def diff_html(diff: Mapping[str, Any], *, max_lines: int = 80) -> str:
             color = "#1565c0"
         else:
             color = MUTED
-        shown.append(f'<span style="color:{color}">{escape(line)}</span>')
+        if runs and runs[-1][0] == color:
+            runs[-1][1].append(line)
+        else:
+            runs.append((color, [line]))
     if len(lines) > max_lines:
-        shown.append(f'<span style="color:{MUTED}">... {len(lines) - max_lines} more lines</span>')
+        runs.append((MUTED, [f"... {len(lines) - max_lines} more lines"]))
+    shown = "\n".join(f'<span style="color:{color}">{escape(chr(10).join(run), quote=False)}</span>'
+                      for color, run in runs)
     return (
         f'<pre class="acpnb-diff" style="margin:4px 0;padding:4px 6px;border:1px solid {BORDER};border-radius:4px;'
-        f'font-family:{MONO};font-size:0.85em;white-space:pre-wrap">{"<br>".join(shown)}</pre>'
+        f'font-family:{MONO};font-size:0.85em;white-space:pre-wrap">{shown}</pre>'
     )
 
 

@@ -51,7 +51,7 @@ from .. import _loop
 from ..errors import AcpError
 from ..turn import Turn, TurnEvent
 from . import render_thread
-from ._html import FG, MUTED, clock, error_html, header_html, plan_html, seconds, tool_call_html, usage_html, widget_bundle
+from ._html import MUTED, clock, error_html, header_html, seconds, tool_call_html, usage_html, widget_bundle
 from .comms import handled_in_order
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
@@ -60,6 +60,7 @@ from .labels import session_header_info, session_title, value_label
 from .permission import PermissionPrompt
 from .render_thread import Throttle
 from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, turn_forms
+from .turn_sections import THOUGHTS_STYLE, TurnSections
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
 
@@ -69,7 +70,11 @@ CLOCK_TICK = 1.0  # seconds between two redraws of the running clock
 # view that renders for ever): after that, `finished` is resolved anyway and the static form follows.
 FINAL_RENDER_WAIT_S = 20.0
 SHOWN_TOOL_TIME = 0.1  # a finished tool call shows how long it took from this many seconds on
-THOUGHTS_STYLE = f"white-space:pre-wrap;color:{FG};line-height:1.5;font-size:0.95em"
+# While the turn runs, its output's static forms are published again when its structure changes (so a notebook
+# saved mid-turn holds the turn as it stood); each such publish carries the whole turn so far. Once they have
+# cost this many bytes, the output waits for the turn's end: what a long turn sends then grows with the turn,
+# not with its square.
+REPUBLISH_BUDGET = 128 * 1024
 
 
 def markdown_output(text: str) -> dict[str, Any]:
@@ -185,20 +190,23 @@ class TurnView:
         turn.future.add_done_callback(self._on_done)
 
     def _build_widgets(self) -> None:
-        self.header = widgets.HTML(layout=widgets.Layout(width="100%"))
+        # The sections that grow with the turn send only what changed (turn_sections.py).
+        self.sections = TurnSections()
+        self.header = self.sections.header
         self.attached = widgets.HTML(attached_html(self._attachment_labels()))
         self.latest_thought = widgets.HTML()
         self.latest_thought.add_class("acpnb-latest-thought")
-        self.thoughts_text = widgets.HTML()
+        self.thoughts_text = self.sections.thoughts_text
         self.thoughts = widgets.Accordion(children=[self.thoughts_text], titles=("Thoughts",),
                                           selected_index=None, layout=widgets.Layout(display="none"))
-        self.plan = widgets.HTML()
-        self.tools = widgets.HTML()
-        self.kernel = widgets.HTML()
+        self.plan = self.sections.plan
+        self.tools = self.sections.tools
+        self.kernel = self.sections.kernel
         self.kernel.add_class("acpnb-kernel")
         self.permissions = widgets.VBox()
         self.forms = widgets.VBox()
-        self.reply = widgets.Output(layout=widgets.Layout(padding="0 4px"))
+        self.reply = self.sections.reply
+        self.reply.layout.padding = "0 4px"
         self.footer = widgets.HTML()
         self.cancel_button = widgets.Button(description="Cancel turn", icon="stop",
                                             tooltip="Stop the agent's turn (sends session/cancel)",
@@ -284,8 +292,12 @@ class TurnView:
 
     def _republish_due(self) -> bool:
         """Whether the output should be published again: the turn runs, its structure changed since the output
-        was last published, and no request waits for the person (see the module docstring); under the lock."""
+        was last published, no request waits for the person (see the module docstring), and the republishes
+        have not spent ``REPUBLISH_BUDGET``; under the lock."""
         if not self._is_running() or self.status == "waiting":
+            return False
+        # About what the next publish would carry: the turn so far, twice (its forms, and those for a gone kernel).
+        if self.live.sent_bytes + 2 * self.sections.sent_bytes > REPUBLISH_BUDGET:
             return False
         shape = self._structure()
         changed, self._shape = shape != self._shape, shape
@@ -442,10 +454,14 @@ class TurnView:
             prompt.choose(None)  # nobody can answer a prompt of a finished turn
         for form in forms:
             form.withdraw()  # nor fill in its form: the inputs and buttons are disabled
-        self.render()
+        if not self.live.shown:
+            self.render()
+            self.live.finalize()
+            return
+        # Shown: the output turns static at once; the widgets, closed, are brought up to date without a message.
         self.live.finalize()
-        if self.live.shown:
-            self._close_widgets()
+        self._close_widgets()
+        self.render()
 
     def _close_widgets(self) -> None:
         """The output is static now: free the widget models (the kernel and a saved notebook keep none).
@@ -523,15 +539,20 @@ class TurnView:
                                    model=self._model, extra=extra)
 
     def _tool_html(self, call: Any) -> str:
+        timing = self._tool_timing(call)
+        decisions = tuple(self._decisions.get(call.id, ()))
+        # Made again only when the call, its decisions or its time changed (a render does not rebuild every card).
+        return self.sections.card(call.id, (call, len(call.updates), call.status, decisions, timing),
+                                  lambda: tool_call_html(call, decisions, timing=timing))
+
+    def _tool_timing(self, call: Any) -> str:
         # A call seen first here (its update came before this view subscribed) starts its clock now.
         start, end = self._tool_times.setdefault(call.id, [time.perf_counter(), 0.0])
         if start and not end and call.status not in ("completed", "failed") and self._is_running():
-            timing = clock(time.perf_counter() - start)
-        elif start and end and end - start >= SHOWN_TOOL_TIME:
-            timing = f"took {seconds(end - start)}"
-        else:
-            timing = ""
-        return tool_call_html(call, self._decisions.get(call.id, ()), timing=timing)
+            return clock(time.perf_counter() - start)
+        if start and end and end - start >= SHOWN_TOOL_TIME:
+            return f"took {seconds(end - start)}"
+        return ""
 
     def _unmatched_decisions(self) -> list[str]:
         calls = self.turn.tool_calls_by_id
@@ -540,29 +561,23 @@ class TurnView:
                 for d in ds]
 
     def render(self) -> None:
-        """Bring every widget up to date with the turn (any thread; cheap when nothing changed)."""
+        """Bring every widget up to date with the turn (any thread; cheap when nothing changed: each section sends
+        only what changed, see turn_sections.py)."""
         with self._lock:
             turn = self.turn
             running = self._is_running()
-            _assign(self.header, "value", header_html(self._header_info(), live=True))
-            latest = turn.latest_thought if running else ""
+            thoughts = turn.thoughts
+            latest = _last_line(thoughts) if running else ""
             _assign(self.latest_thought, "value",
                       f'<div style="color:{MUTED};padding:2px 4px"><span style="font-weight:600">Thinking:</span> '
                       f'<i>{escape(latest)}</i></div>' if latest else "")
-            if turn.thoughts:
-                _assign(self.thoughts_text, "value",
-                          f'<div class="acpnb-thoughts" style="{THOUGHTS_STYLE}">{escape(turn.thoughts)}</div>')
+            if thoughts:
                 _assign(self.thoughts.layout, "display", "")
-            _assign(self.plan, "value", plan_html(turn.plan))
-            tools = "".join(self._tool_html(call) for call in turn.tool_calls)
-            tools += "".join(f'<div style="color:{MUTED};font-size:0.9em">{escape(d)}</div>'
-                             for d in self._unmatched_decisions())
-            _assign(self.tools, "value", tools)
-            _assign(self.kernel, "value", "".join(self._kernel_forms(call)[2] for call in list(turn.kernel_calls)))
-            text = turn.text
-            outputs = (markdown_output(text),) if text else ()
-            if tuple(self.reply.outputs) != outputs:
-                self.reply.outputs = outputs
+            self.sections.draw(header=header_html(self._header_info(), live=True), thoughts=thoughts, plan=turn.plan,
+                               cards=[(call.id, self._tool_html(call)) for call in turn.tool_calls],
+                               notes=self._unmatched_decisions(),
+                               kernel=[(call.id, self._kernel_forms(call)[2]) for call in list(turn.kernel_calls)],
+                               text=turn.text, send=not self._widgets_closed, hold=running)
             _assign(self.error, "value", error_html(self.error_message))
             # The context meter follows usage_update while the turn runs; the stop reason comes at the end.
             _assign(self.footer, "value", usage_html(turn.usage, stop_reason=None if running else turn.stop_reason))
@@ -575,6 +590,18 @@ class TurnView:
     def renders(self) -> int:
         """How many coalesced renders ran (for tests and benchmarks)."""
         return self._throttle.renders
+
+
+def _last_line(text: str) -> str:
+    """The last line of ``text`` with something in it, stripped (read from the end: the text may be long)."""
+    end = len(text)
+    while end > 0:
+        start = text.rfind("\n", 0, end - 1) + 1
+        line = text[start:end].strip()
+        if line:
+            return line
+        end = start - 1 if start > 0 else 0
+    return ""
 
 
 def _error_text(error: BaseException) -> str:

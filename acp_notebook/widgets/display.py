@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import socket
 import sys
@@ -184,6 +185,7 @@ class LiveDisplay:
         self.final = False
         self.shell: Any = None
         self.published = 0  # update messages sent (tests, benchmarks)
+        self.sent_bytes = 0  # what the display and its updates carried (JSON of data and metadata): a view's budget
 
     def show(self) -> None:
         """Display the output in the running cell (kernel thread). An output finalized before it was
@@ -197,6 +199,7 @@ class LiveDisplay:
                 final = self.final
             bundle = self._render(True, "").static() if final else self._live_bundle()
             display(bundle.data, raw=True, metadata=bundle.metadata, display_id=self.display_id)
+            self.sent_bytes += _size(bundle)
             self._last = (bundle.static().data, bundle.metadata)
             with self._flags:
                 self.shown = True
@@ -300,6 +303,13 @@ class LiveDisplay:
         self.shell.display_pub.publish(bundle.data, bundle.metadata, transient={"display_id": self.display_id},
                                        update=True)
         self.published += 1
+        self.sent_bytes += _size(bundle)
+
+
+def _size(bundle: Bundle) -> int:
+    """About what a bundle weighs on the wire (its JSON, as jupyter_client packs messages)."""
+    return len(json.dumps(bundle.data, ensure_ascii=False, default=str)) + len(
+        json.dumps(bundle.metadata, ensure_ascii=False, default=str))
 
 
 def close_widget_tree(widget: Any) -> None:

@@ -4,6 +4,12 @@ Each view takes a snapshot of what it shows (under its own lock) and these funct
 the snapshot into text: no widgets, no I/O, callable from any thread. What they produce is
 what a reader sees with no kernel: JupyterLab after a restart, nbconvert's HTML and Markdown
 exports, GitHub and nbviewer.
+
+A turn's reply is held whole once, in the HTML form (what JupyterLab, GitHub, nbviewer and nbconvert's
+HTML export show). Its Markdown and plain-text forms hold a reply up to ``REPLY_CLIP`` characters
+whole, and a longer one's beginning and a line saying where the rest is (``CLIPPED_MARK`` tells
+``acp-markdown``, nbconvert.py, to export that output's HTML instead): a saved turn weighs about its
+text once, not three times, and so does its final update on the wire.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from .._visible import visible
 from ._html import (
     BORDER,
     FG,
@@ -28,7 +35,11 @@ from ._html import (
     usage_html,
 )
 
-__all__ = ["LIVE_WORDS", "PanelSnapshot", "TurnSnapshot", "head_line", "panel_forms", "turn_forms"]
+__all__ = ["CLIPPED_MARK", "LIVE_WORDS", "REPLY_CLIP", "PanelSnapshot", "TurnSnapshot", "clipped_reply", "head_line",
+           "panel_forms", "turn_forms"]
+
+REPLY_CLIP = 4000  # characters of a reply its Markdown and plain-text forms hold (the HTML form holds it whole)
+CLIPPED_MARK = "<!-- acp-notebook: reply clipped -->"
 
 # What the saved form of a view says while the view is live: true when saved, and after.
 LIVE_WORDS = "live in a running kernel"
@@ -147,13 +158,29 @@ def _thoughts_html(thoughts: str) -> str:
     )
 
 
+def clipped_reply(text: str, *, markdown: bool) -> str:
+    """A reply for the Markdown or plain-text form: whole up to ``REPLY_CLIP`` characters, else its beginning (cut at
+    a line break or a space) and where the rest is."""
+    if len(text) <= REPLY_CLIP:
+        return text
+    cut = text.rfind("\n", 0, REPLY_CLIP)
+    if cut < REPLY_CLIP // 2:
+        cut = text.rfind(" ", 0, REPLY_CLIP)
+    head = text[:cut if cut > REPLY_CLIP // 2 else REPLY_CLIP]
+    if markdown and sum(line.lstrip().startswith(("```", "~~~")) for line in head.splitlines()) % 2:
+        head += "\n```"  # the beginning ends inside a fenced block: close it, so the note reads as text
+    note = f"[... {len(text) - len(head):,} more characters of the reply: this output's HTML form holds it whole]"
+    return f"{head}\n\n*{md_escape(note)}*\n{CLIPPED_MARK}" if markdown else f"{head}\n{note}"
+
+
 def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
-    """text/html, text/markdown and text/plain of a turn."""
+    """text/html, text/markdown and text/plain of a turn (the reply whole in the HTML only: see the module
+    docstring)."""
     plain_head, md_head = head_line(snapshot.header, with_agent=False)
     tools = "".join(t.html for t in snapshot.tools) + "".join(html for _, _, html in snapshot.kernel)
     notes = "".join(muted_html(escape(n)) for n in snapshot.notes) + "".join(html for _, html in snapshot.pending)
     notes += "".join(html for _, html in snapshot.forms)
-    reply = (f'<div class="acpnb-reply" style="padding:0 4px">{markdown_html(snapshot.text)}</div>'
+    reply = (f'<div class="acpnb-reply" style="padding:0 4px">{markdown_html(visible(snapshot.text))}</div>'
              if snapshot.text else "")
     html = (
         f'<div class="acpnb-turn acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}'
@@ -168,8 +195,9 @@ def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
     markdown = "\n\n".join(p for p in (md_head, attached and f"*{md_escape(attached)}*",
                                         "\n".join(md_escape(c) for c in calls),
                                         *(md for _, md, _ in snapshot.kernel),
-                                        "\n".join(f"*{md_escape(n)}*" for n in notes_text), snapshot.text,
+                                        "\n".join(f"*{md_escape(n)}*" for n in notes_text),
+                                        clipped_reply(snapshot.text, markdown=True),
                                         *(f"*{md_escape(t)}*" for t in tail), md_escape(context)) if p)
     plain = "\n".join(p for p in (plain_head, attached, *calls, *(text for text, _, _ in snapshot.kernel),
-                                   *notes_text, snapshot.text, *tail, context) if p)
+                                   *notes_text, clipped_reply(snapshot.text, markdown=False), *tail, context) if p)
     return {"text/html": html, "text/markdown": markdown, "text/plain": plain}

@@ -1,0 +1,212 @@
+"""LiveParts: HTML in keyed parts, of which the frontend is sent only what changed.
+
+A turn view that redraws a section whole (its reply, its tool cards, its plan) sends that section
+again on every render: ten times a second while a reply streams, so what reaches the browser grows
+with the square of the turn. This widget holds a section as an ordered list of parts, each a key
+and its HTML. ``update(parts)`` says what the section shows now; ``flush()`` sends the frontend one
+message with only the differences from what it was sent last: a new part (inserted before the next
+part it has), a part gone, or a part patched (the characters between the common head and tail of
+its old and new HTML). A part that did not change costs nothing, so a finished paragraph, a tool
+card that is done or a plan row that did not move is sent once. Each message also costs its
+envelope (about 150 bytes with the comm's id), so ``flush`` may hold back a change of fewer than
+``min_chars`` characters until it is ``max_age`` seconds old: a slow stream is sent a few times a
+second, not on every render.
+
+The frontend (the anywidget module below) keeps the parts in the model (``parts``, ``v``: the
+version it holds), so every view of the model (JupyterLab builds one anew whenever the output that
+holds the widget is updated), and widget state saved with a notebook, show all of it. Each message
+names the version it applies to (``f``; the message makes it ``f + 1``); a frontend holding another one (a page reloaded mid-turn whose
+state crossed a message) asks for the whole list (``{"sync": v}``) and is sent it. anywidget holds
+a model's messages until its module has run, so none is lost at the start. Offsets in patches count
+UTF-16 code units, as JavaScript strings do.
+
+Threads: ``update`` and ``flush`` run under the view's lock (render thread, or the constructing
+thread once); a frontend's sync request comes on the kernel's shell (main or subshell) thread. The
+parts last sent and their version are guarded by ``_lock``, held while a message is sent, so
+messages leave in version order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import anywidget
+import traitlets
+
+__all__ = ["LiveParts", "patch_op"]
+
+_ESM = r"""
+function apply(model, msg) {
+  if (msg.full) { model.set({ parts: msg.full, v: msg.v }); return; }
+  if (msg.f !== model.get("v")) { model.send({ sync: model.get("v") }); return; }
+  const parts = model.get("parts").slice();
+  let at = new Map(parts.map((p, i) => [p[0], i]));
+  for (const op of msg.o) {
+    if (op[0] === "=") {
+      const i = at.get(op[1]), old = parts[i][1];
+      parts[i] = [op[1], old.slice(0, op[2]) + op[4] + old.slice(op[3])];
+    } else if (op[0] === "+") {
+      const i = op[3] === null ? parts.length : at.get(op[3]);
+      parts.splice(i, 0, [op[1], op[2]]);
+      at = new Map(parts.map((p, j) => [p[0], j]));
+    } else if (op[0] === "-") {
+      parts.splice(at.get(op[1]), 1);
+      at = new Map(parts.map((p, j) => [p[0], j]));
+    }
+  }
+  model.set({ parts, v: msg.f + 1 });
+}
+function initialize({ model }) {
+  model.on("msg:custom", (msg) => apply(model, msg));
+}
+function render({ model, el }) {
+  const box = document.createElement("div");
+  box.className = model.get("box_class");
+  box.setAttribute("style", model.get("box_style"));
+  el.appendChild(box);
+  const nodes = new Map(), shown = new Map();
+  const draw = () => {
+    const parts = model.get("parts");
+    const keep = new Set(parts.map((p) => p[0]));
+    for (const [key, node] of nodes) {
+      if (!keep.has(key)) { node.remove(); nodes.delete(key); shown.delete(key); }
+    }
+    let previous = null;
+    for (const [key, html] of parts) {
+      let node = nodes.get(key);
+      if (!node) {
+        node = document.createElement("div");
+        node.style.display = "contents";
+        nodes.set(key, node);
+        box.insertBefore(node, previous ? previous.nextSibling : box.firstChild);
+      }
+      if (shown.get(key) !== html) { node.innerHTML = html; shown.set(key, html); }
+      previous = node;
+    }
+  };
+  model.on("change:parts", draw);
+  draw();
+  return () => model.off("change:parts", draw);
+}
+export default { initialize, render };
+"""
+
+
+def _units(text: str) -> int:
+    """The length of ``text`` in UTF-16 code units (a JavaScript string's length)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _common_head(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share from their start (comparisons in C, halving)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def patch_op(key: str, old: str, new: str) -> list[Any]:
+    """The op that turns ``old`` into ``new``: ``["=", key, start, end, text]`` replaces ``old[start:end]`` (in
+    UTF-16 units) by ``text``."""
+    head = _common_head(old, new)
+    tail = _common_head(old[head:][::-1], new[head:][::-1])
+    start = _units(old[:head])
+    return ["=", key, start, start + _units(old[head:len(old) - tail]), new[head:len(new) - tail]]
+
+
+class LiveParts(anywidget.AnyWidget):
+    """A section of HTML parts (see the module docstring). ``value`` is the HTML it shows now."""
+
+    _esm = _ESM
+    parts = traitlets.List().tag(sync=True)  # the frontend's copy; sent whole only at open and on request
+    v = traitlets.Int(0).tag(sync=True)
+    box_class = traitlets.Unicode("").tag(sync=True)
+    box_style = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._lock = threading.Lock()
+        self._wanted: dict[str, str] = {}
+        self._sent: dict[str, str] = {}
+        self._version = 0
+        self._flushed_at = 0.0
+        self.sent_bytes = 0  # the HTML and keys of the ops sent (a measure for the view's republish budget)
+        super().__init__(**kwargs)
+        self.on_msg(self._on_frontend)
+
+    @property
+    def value(self) -> str:
+        return "".join(self._wanted.values())
+
+    def update(self, parts: Iterable[tuple[str, str]]) -> None:
+        """What the section shows now, in order; sent by the next ``flush``."""
+        self._wanted = dict(parts)
+
+    def flush(self, min_chars: int = 0, max_age: float = 0.0) -> None:
+        """Send the frontend what changed since the last flush, as one message (nothing when nothing did); a change
+        of fewer than ``min_chars`` characters waits until the last message is ``max_age`` seconds old."""
+        with self._lock:
+            ops = self._ops()
+            if ops is None:
+                self._send_whole()
+                return
+            if not ops:
+                return
+            size = sum(len(op[1]) + (len(op[2]) if op[0] == "+" else len(op[-1]) if op[0] == "=" else 0) for op in ops)
+            now = time.monotonic()
+            if size < min_chars and now - self._flushed_at < max_age:
+                return
+            message = {"f": self._version, "o": ops}
+            self._version += 1
+            self._flushed_at = now
+            self._sent = dict(self._wanted)
+            self.sent_bytes += size
+            self.send(message)
+
+    def _ops(self) -> list[list[Any]] | None:
+        """The ops from what was sent to what is wanted; None when parts kept moved (then all is sent)."""
+        wanted, sent = self._wanted, self._sent
+        ops: list[list[Any]] = [["-", key] for key in sent if key not in wanted]
+        if [k for k in sent if k in wanted] != [k for k in wanted if k in sent]:
+            return None
+        changes: list[list[Any]] = []
+        following: str | None = None
+        for key in reversed(wanted):  # an insert names the part after it, already there when it is applied
+            html = wanted[key]
+            old = sent.get(key)
+            if old is None:
+                changes.append(["+", key, html, following])
+            elif old is not html and old != html:
+                changes.append(patch_op(key, old, html))
+            following = key
+        return ops + changes
+
+    def _send_whole(self) -> None:
+        """Under the lock: the whole list, for a frontend that asked or parts that moved."""
+        self._version += 1
+        self._sent = dict(self._wanted)
+        full = [[key, html] for key, html in self._sent.items()]
+        self.sent_bytes += sum(len(key) + len(html) for key, html in full)
+        self.send({"full": full, "v": self._version})
+
+    def _on_frontend(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and "sync" in content:
+            with self._lock:
+                if content["sync"] != self._version:
+                    self._send_whole()
+
+    def get_state(self, key: Any = None) -> dict[str, Any]:
+        """The state the frontend opens with, or asks for when it reloads: the parts last sent, at their version."""
+        state = super().get_state(key)
+        with self._lock:
+            if "parts" in state:
+                state["parts"] = [[k, html] for k, html in self._sent.items()]
+            if "v" in state:
+                state["v"] = self._version
+        return state
