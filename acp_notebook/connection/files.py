@@ -275,15 +275,16 @@ def _check_links(target: _Target, info: os.stat_result, folder: int, verb: str) 
     if info.st_nlink <= 1:
         return
     here = 0
-    with os.scandir(folder) as entries:
-        for count, entry in enumerate(entries):
-            if count >= LINK_SCAN_LIMIT:
-                break
-            if entry.inode() != info.st_ino:
-                continue
-            with contextlib.suppress(OSError):
-                seen = entry.stat(follow_symlinks=False)
-                here += seen.st_ino == info.st_ino and seen.st_dev == info.st_dev
+    with contextlib.suppress(OSError):  # a folder that cannot be listed shows no other name: refused below
+        with os.scandir(folder) as entries:
+            for count, entry in enumerate(entries):
+                if count >= LINK_SCAN_LIMIT:
+                    break
+                if entry.inode() != info.st_ino:
+                    continue
+                with contextlib.suppress(OSError):
+                    seen = entry.stat(follow_symlinks=False)
+                    here += seen.st_ino == info.st_ino and seen.st_dev == info.st_dev
     if here < info.st_nlink:
         raise _invalid(f"{target.shown} has other hard links, which may be outside the session's directories "
                        f"(only {here} of its {info.st_nlink} names are in its folder): it is not {verb} on an "
