@@ -212,7 +212,7 @@ def library(kind: type) -> str | None:
     for part in qualname.split(".") if owner is not None else ():
         owner = getattr(owner, part, None)  # the library's module and classes: library code
     verdict = root if owner is kind else None
-    if len(_LIBRARY_VERDICTS) < 4096:
+    if verdict is not None and len(_LIBRARY_VERDICTS) < 4096:  # library classes only: a user's may be freed
         _LIBRARY_VERDICTS[id(kind)] = (kind, verdict)
     return verdict
 

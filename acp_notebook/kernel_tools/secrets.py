@@ -60,7 +60,7 @@ def secret_strength(name: Any) -> int:
     verdict = _VERDICTS.get(name)
     if verdict is None:
         verdict = _strength(name[:200])
-        if len(_VERDICTS) < _VERDICTS_KEPT:
+        if len(_VERDICTS) < _VERDICTS_KEPT and len(name) <= 200:  # a huge key is not kept alive here
             _VERDICTS[name] = verdict
     return verdict
 

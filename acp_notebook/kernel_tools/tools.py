@@ -16,7 +16,10 @@ TOOLS: dict[str, dict[str, Any]] = {
     "inspect_variable": {
         "description": "Look at one variable of the user's kernel: a DataFrame's columns, dtypes, null counts, "
                        "head and describe(); an array's shape, dtype, min and max; a figure or image as a PNG; "
-                       "anything else as a shortened repr.",
+                       "dicts, lists, tuples, sets, dataclasses, named tuples and namespaces item by item; any "
+                       "other object as its repr() (the one method of the user's objects the reading tools run). "
+                       "Shortened to fit, saying what was cut; values under secret-looking names (api_key, "
+                       "*_TOKEN, password...) and values such names held show as ***.",
         "input_schema": {"type": "object", "required": ["name"], "properties": {
             "name": {"type": "string", "description": "The variable's name."},
             "rows": {"type": "integer", "minimum": 0, "maximum": 100, "default": 10,
