@@ -45,8 +45,13 @@ BadFrameSink = Callable[[str, str], None]  # (why it is bad, an excerpt of it)
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
-    """One frame: compact JSON, UTF-8, one line."""
-    return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    """One frame: compact JSON, UTF-8, one line. A string holding a lone surrogate (a path with undecodable
+    bytes, text an agent sent as ``\\udcff``) cannot be UTF-8: such a frame goes out with every non-ASCII
+    character as a JSON escape, which any JSON reader takes, instead of failing to be sent at all."""
+    try:
+        return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
 
 
 def _loads(line: bytes) -> Any:

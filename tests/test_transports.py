@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 
 import pytest
 
 import acp_notebook as acpnb
-from acp_notebook._ndjson import DroppedFrame, LineReader, LineWriter
+from acp_notebook._ndjson import DroppedFrame, LineReader, LineWriter, encode
 from acp_notebook.connection.transport import MemoryTransport
 
 
@@ -89,3 +90,13 @@ def test_a_transport_says_its_command_and_takes_stderr_listeners():
         assert backend["status"] == "ready" and "acp_notebook.demo" in " ".join(backend["command"])
     finally:
         proxy.close()
+
+
+def test_a_frame_holding_a_lone_surrogate_is_sent_as_json_escapes_not_dropped():
+    """An answer naming a file with undecodable bytes (os.fsdecode gives lone surrogates) must still go out."""
+    message = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "no file report-\udcff.csv: naïve"}}
+    line = encode(message)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert b"\\udcff" in line and b"na\\u00efve" in line
+    assert json.loads(line) == message
+    assert encode({"text": "naïve"}) == '{"text":"naïve"}\n'.encode()  # the usual frame stays UTF-8
