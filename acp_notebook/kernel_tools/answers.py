@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import gc
 import itertools
+import re
 import sys
 import threading
 import types
+import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ __all__ = ["IMAGE_LIMIT", "TEXT_LIMIT", "Answer", "Caps", "MaskedView", "busy_me
 TEXT_LIMIT = 20_000  # characters of text in one answer
 IMAGE_LIMIT = 1_000_000  # bytes of one PNG, before base64
 STRUCTURED_STRINGS = 50_000  # strings of structured content escaped; the rest are left out
+_PLAIN_TEXT = re.compile(r"[ -~]{0,200}")  # short printable ASCII: nothing to escape, nothing to cut
 
 
 @dataclass
@@ -88,17 +91,20 @@ def _shown_block(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shown_data(value: Any, budget: list[int]) -> Any:
-    """Structured content (JSON-like, ours) with every string, keys too, escaped."""
+    """Structured content (JSON-like, ours) with every string, keys too, escaped; at most ``budget`` values."""
     budget[0] -= 1
+    kind = type(value)
     if budget[0] < 0:
         return None
-    if isinstance(value, str):
-        return _escaped(value)
+    if kind is str:
+        return value if _PLAIN_TEXT.fullmatch(value) else _escaped(value)
+    if kind is int or kind is float or kind is bool or value is None:
+        return value
     if isinstance(value, dict):
         return {_shown_data(key, budget): _shown_data(item, budget) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_shown_data(item, budget) for item in value]
-    return value
+    return _shown_data(str(value), budget)
 
 
 def cap_text(text: str, limit: int = TEXT_LIMIT) -> str:
@@ -168,7 +174,12 @@ def mro(kind: type) -> tuple[type, ...]:
 
 def has_base(kind: type, base: type) -> bool:
     """``issubclass(kind, base)`` by identity over the MRO (no metaclass hook, no ``__eq__``)."""
-    return any(klass is base for klass in mro(kind))
+    if kind is base:
+        return True
+    for klass in _MRO.__get__(kind, type):
+        if klass is base:
+            return True
+    return False
 
 
 def _is_one_of(kind: type, kinds: tuple[type, ...]) -> bool:
@@ -197,14 +208,15 @@ def builtin_base(kind: type) -> type:
     return object
 
 
-_LIBRARY_VERDICTS: dict[int, tuple[type, str | None]] = {}
+# id(class) -> (a weak reference to it, its verdict): a freed class's id reused by another is not mistaken.
+_LIBRARY_VERDICTS: dict[int, tuple[Any, str | None]] = {}
 
 
 def library(kind: type) -> str | None:
     """The library (``numpy``, ``pandas``...) whose own class ``kind`` is, found under the name it gives;
     None for anything else, a user's subclass of a library class included."""
     known = _LIBRARY_VERDICTS.get(id(kind))
-    if known is not None and known[0] is kind:
+    if known is not None and known[0]() is kind:
         return known[1]
     module, qualname = _names(kind)
     root = module.partition(".")[0]
@@ -212,8 +224,8 @@ def library(kind: type) -> str | None:
     for part in qualname.split(".") if owner is not None else ():
         owner = getattr(owner, part, None)  # the library's module and classes: library code
     verdict = root if owner is kind else None
-    if verdict is not None and len(_LIBRARY_VERDICTS) < 4096:  # library classes only: a user's may be freed
-        _LIBRARY_VERDICTS[id(kind)] = (kind, verdict)
+    if len(_LIBRARY_VERDICTS) < 4096:
+        _LIBRARY_VERDICTS[id(kind)] = (weakref.ref(kind), verdict)
     return verdict
 
 
@@ -560,6 +572,10 @@ def _collect_leaf(value: Any, secret: tuple[Any, int] | None) -> bool:
 
 
 def _children(value: Any, kind: type, items: int) -> list[tuple[Any, Any]]:
+    if kind is dict:
+        return list(itertools.islice(value.items(), items))
+    if kind is list or kind is tuple:
+        return [(None, item) for item in value[:items]]
     if kind is types.MappingProxyType:
         value = _proxied(value)
         return list(itertools.islice(dict.items(value), items)) if value is not None else []

@@ -71,15 +71,16 @@ def _size(value: Any) -> int | None:
     """Approximate bytes in memory, never by walking the object nor by asking the user's code."""
     kind = type(value)
     try:
-        if is_library(value, "pandas", "DataFrame"):
+        base, root = builtin_base(kind), library(kind)
+        if root == "pandas" and is_library(value, "pandas", "DataFrame"):
             return int(value.memory_usage(index=True, deep=False).sum())
-        if is_library(value, "pandas", "Series"):
+        if root == "pandas" and is_library(value, "pandas", "Series"):
             return int(value.memory_usage(index=True, deep=False))
-        if library(kind) in _ARRAY_MODULES:
+        if root in _ARRAY_MODULES:
             nbytes = getattr(value, "nbytes", None)
             if type(nbytes) is int:
                 return nbytes
-        base = builtin_base(kind)
+        # A class defined in C (a builtin, a library's) sizes itself; a Python class is sized by its C base.
         return sys.getsizeof(value) if base is kind else int(base.__sizeof__(value))
     except Exception:  # noqa: BLE001 - an object that cannot say its size is listed without one
         return None
@@ -271,7 +272,8 @@ def _frame_text(name: str, df: Any, rows: int) -> str:
     sample = _sample(shown) if sampled else shown
     size = _size(df)
     nulls_from = shown if size is not None and size <= FULL_SCAN_BYTES else sample
-    nulls = nulls_from.isna().sum().to_numpy()
+    # Column by column, by position (duplicate names): isna() of the whole frame is a frame of its size.
+    nulls = [int(nulls_from.iloc[:, position].isna().sum()) for position in range(shown.shape[1])]
     dtypes = list(shown.dtypes)
     parts = [f"{name}: pandas.DataFrame, {total_rows:,} rows x {total_cols:,} columns, {human_bytes(size)} (shallow)"]
     more = f" (the first {MAX_COLUMNS} of {total_cols})" if total_cols > MAX_COLUMNS else ""
