@@ -66,7 +66,7 @@ class Sandbox:
     def argv(self, command: Sequence[str], *, cwd: str | None = None, home: str | None = None) -> list[str]:
         """``bwrap ... -- command``: / read-only, a fresh /dev, /proc and /tmp, the credential folders hidden,
         the writable folders and mounts bound, no capabilities, its own pid namespace that dies with us."""
-        args = [check_bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        args = [check_bwrap(), *self._root(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
                 "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--setenv", "TMPDIR", "/tmp", "--unsetenv", "SSH_AUTH_SOCK", "--unsetenv", "GPG_AGENT_INFO"]
         if not self.network:
@@ -83,9 +83,27 @@ class Sandbox:
             args += ["--bind", os.path.realpath(source), target]
         for source, target in self.read_only_mounts:
             args += ["--ro-bind", os.path.realpath(source), target]
+        if any(not os.path.lexists(target) for _, target in (*self.mounts, *self.read_only_mounts)):
+            args += ["--remount-ro", "/"]  # the new root's own tmpfs: nothing but the mounts is writable
         if cwd is not None:
             args += ["--chdir", cwd]
         return [*args, "--", *command]
+
+    def _root(self) -> list[str]:
+        """/ read-only; when a mount goes where the host has nothing (a task's /app, /tests, /logs), a new root
+        instead, holding each top-level entry of the host's, read-only, so those folders can be made in it."""
+        targets = [target for _, target in (*self.mounts, *self.read_only_mounts)]
+        if all(os.path.lexists(target) for target in targets):
+            return ["--ro-bind", "/", "/"]
+        args: list[str] = []
+        for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+            if entry.name in ("proc", "dev", "tmp"):
+                continue
+            if entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), entry.path]
+            else:
+                args += ["--ro-bind", entry.path, entry.path]
+        return args
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "network": self.network}

@@ -52,6 +52,10 @@ class WorkspaceScorer(Scorer):
         """This check reading the worker's copies (``local`` maps a caller's path to one)."""
         return self
 
+    def workdir_for(self, sample_id: str) -> str | None:
+        """The container path a task expects its workspace at (a task's WORKDIR), mounted there in a sandbox."""
+        return None
+
 
 class Command(WorkspaceScorer):
     """1 when ``command`` exits 0 in the workspace, 0 otherwise; its output is the explanation."""

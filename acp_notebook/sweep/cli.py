@@ -36,6 +36,8 @@ agentic tasks: --tasks DIR reads Harbor task folders (each trial works in a copy
 environment/ and is graded by its tests/test.sh, locally: no container runtime is used);
 --workspace DIR gives every trial a fresh copy of DIR, graded by --check COMMAND (exit code 0 = pass).
 --sandbox bwrap runs each agent and check under bubblewrap (add --no-network to cut the network).
+--agent oracle runs each task's solution/solve.sh instead of an agent (is every task solvable?);
+--task-env venv installs each task Dockerfile's `pip install` packages in a cached virtualenv.
 
 exit status: 0 when the sweep ran (some trials may have failed; see the summary), 1 when every trial
 failed, 2 on a usage error, 130 when interrupted.
@@ -69,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Send a dataset's prompts to several agent:model ids, score the replies, and summarise "
                     "accuracy, latency, tokens and cost per model.")
     add = parser.add_argument
-    add("--model", "-m", action="append", dest="models", metavar="AGENT:MODEL", required=True,
-        help="a model to sweep (repeat the flag for more)")
+    add("--model", "-m", action="append", dest="models", metavar="AGENT:MODEL", default=[],
+        help="a model to sweep (repeat the flag for more); required unless --agent oracle")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", "-p", action="append", dest="prompts", metavar="TEXT",
                         help="a prompt (repeat the flag for more)")
@@ -98,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                                               "folders; credential folders hidden (not a VM: see the README)")
     add("--no-network", action="store_false", dest="network",
         help="with --sandbox: cut the sandboxed processes off the network")
+    add("--task-env", choices=("venv",), help="with --tasks: install the `pip install` packages of each task's "
+                                              "Dockerfile in a cached virtualenv for its solve.sh and test.sh")
     add("--export-atif", metavar="DIR", help="write each trial's trajectory in ATIF (Harbor's format) to DIR")
     add("--export-inspect", metavar="PATH", help="write an Inspect AI eval log (.eval), one per model")
     add("--template", "-t", metavar="TEXT", help="the prompt built from each sample's fields, e.g. 'What is {a}+{b}?'")
@@ -214,6 +218,7 @@ def _sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
         "agent": args.agent, "workspace": args.workspace, "setup": args.setup,
         "keep_workspaces": args.keep_workspaces, "keep_sessions": args.keep_sessions,
         "workspace_limit_mb": args.workspace_limit_mb, "sandbox": args.sandbox, "network": args.network,
+        "task_env": args.task_env,
     }
 
 
@@ -310,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unexpected {argv[0]!r}: give the prompt with --prompt TEXT (or --prompts FILE, --dataset FILE, "
                      "--tasks DIR); `acp-notebook sweep show RUN_DIR` shows a trial of a run")
     args = parser.parse_args(argv)
+    if not args.models and args.agent != "oracle":
+        parser.error("the following arguments are required: --model/-m (unless --agent oracle)")
 
     from ..errors import AcpError
     from .runner import prepare, run_blocking

@@ -65,7 +65,7 @@ class LocalExecutor:
     async def warm(self, agent_name: str | None) -> None:
         """Start the agent now, so every agent's process starts at once rather than when a slot frees up."""
         assert self.pool is not None
-        if self.settings.sandbox is not None:  # sandboxed trials with a workspace start agents of their own
+        if self.settings.sandbox is not None or self.settings.oracle:  # they start no shared agent
             return
         with contextlib.suppress(Exception):  # a failed start is recorded by the trial itself
             await self.pool.get(agent_name)

@@ -38,6 +38,9 @@ PYTHON: Syntax = {
     "setup": "setup=",
     "workspace_limit": "workspace_limit_mb=",
     "sandbox": "sandbox=",
+    "task_env": "task_env=",
+    "oracle": "agent='oracle'",
+    "tasks": "acp_notebook.sweep.tasks(DIR)",
     "sandbox_with_agent": "sandbox= starts each agent in the sandbox itself: pass agent= a registry name or a "
                           "command line, not a started Agent",
 }
@@ -67,5 +70,8 @@ CLI: Syntax = {
     "setup": "--setup",
     "workspace_limit": "--workspace-limit-mb",
     "sandbox": "--sandbox ",
+    "task_env": "--task-env",
+    "oracle": "--agent oracle",
+    "tasks": "--tasks DIR",
     "sandbox_with_agent": "--sandbox starts each agent in the sandbox itself",
 }

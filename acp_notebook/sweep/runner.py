@@ -38,6 +38,8 @@ from .checks import WorkspaceScorer
 from .scorers import GraderReply, Score, Scorer, as_scorers, needs_grading
 from .shipping import shipped_paths
 from .store import RunStore
+from .taskdirs import TaskTests
+from .taskenv import TASK_ENVS
 from .workspace import WorkspaceSettings, directory_size, git_head, temporary_root
 from ..sandbox import make_sandbox
 from .trial import (
@@ -55,6 +57,7 @@ from .trial import (
 __all__ = ["asweep", "sweep"]
 
 AgentLike = Union[Agent, SpecLike, None]
+ORACLE = "oracle"  # agent="oracle": each task's solution/solve.sh runs instead of an agent
 CLEANUP_WAIT_S = 30.0  # how long an interrupted sweep waits for its agents to close before it returns
 MAX_BACKOFF_S = 60.0
 
@@ -92,6 +95,8 @@ class _Options:
     def __init__(self, models: Any, *, agent: AgentLike, repeats: Any, concurrency: Any, agent_concurrency: Any,
                  timeout: Any, retries: Any, backoff: Any, budget: Any, config: Any, syntax: Syntax) -> None:
         self.models = [models] if isinstance(models, str) else list(models or [])
+        if not self.models and agent == ORACLE:
+            self.models = [ORACLE]  # the oracle has one "model": the tasks' own solutions
         if not self.models:
             raise ValueError(f"a sweep needs at least one model id: {syntax['models']}")
         if len(set(self.models)) != len(self.models):
@@ -150,6 +155,23 @@ def _workspace_dir(workspace: Any, syntax: Syntax) -> str | None:
     return str(path)
 
 
+def _task_env(task_env: Any, scorers: Sequence[Scorer], syntax: Syntax) -> str | None:
+    if task_env is None:
+        return None
+    if task_env not in TASK_ENVS:
+        raise ValueError(f"{syntax['task_env']} is 'venv' or None, not {task_env!r}")
+    if not any(isinstance(s, TaskTests) for s in scorers):
+        raise ValueError(f"{syntax['task_env']} makes the environments of task folders: sweep tasks(DIR)")
+    return str(task_env)
+
+
+def _say_not_emulated(lines: Sequence[str]) -> None:
+    """What task_env='venv' leaves out of the tasks' Dockerfiles, said once per sweep (stderr)."""
+    if lines:
+        print("acp-notebook: task_env='venv' installs each task's `pip install` packages and maps its WORKDIR; "
+              "not emulated:\n" + "\n".join(f"  {line}" for line in lines), file=sys.stderr)
+
+
 def _dirty(source: str) -> bool:
     done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source, capture_output=True,
                           text=True, check=False)
@@ -190,7 +212,8 @@ class _Sweep:
                  budget: Any, config: Any, permission: PermissionPolicy | None, cwd: Any, out: Any,
                  retry_failed: bool, executor: Any, workspace: Any = None, setup: str | None = None,
                  keep_workspaces: bool = False, keep_sessions: bool = False, workspace_limit_mb: float = 1024,
-                 sandbox: Any = None, network: bool = True, syntax: Syntax = PYTHON) -> None:
+                 sandbox: Any = None, network: bool = True, task_env: str | None = None,
+                 syntax: Syntax = PYTHON) -> None:
         self.options = _Options(models, agent=agent, repeats=repeats, concurrency=concurrency,
                                 agent_concurrency=agent_concurrency, timeout=timeout, retries=retries,
                                 backoff=backoff, budget=budget, config=config, syntax=syntax)
@@ -201,8 +224,20 @@ class _Sweep:
         self.template = prompt
         self.scorers: list[Scorer] = _with_task_scorers(getattr(dataset, "scorers", None),
                                                         as_scorers(scorers, syntax=syntax))
+        self.oracle = agent == ORACLE
+        self.task_env = _task_env(task_env, self.scorers, syntax)
+        if self.task_env is not None or self.oracle:
+            self.scorers = [s.with_task_env(self.task_env) if isinstance(s, TaskTests) else s for s in self.scorers]
+            if self.oracle and not any(isinstance(s, TaskTests) for s in self.scorers):
+                raise ValueError(f"{syntax['oracle']} runs each task's solution/solve.sh: sweep a folder of tasks "
+                                 f"({syntax['tasks']})")
+        if self.oracle:
+            agent = None
         self.checks = tuple(s for s in self.scorers if isinstance(s, WorkspaceScorer))
-        self.with_agent = agent is not None
+        self.not_emulated = [line for s in self.checks if isinstance(s, TaskTests) for line in s.not_emulated()] \
+            if self.task_env is not None else []
+        _say_not_emulated(self.not_emulated)
+        self.with_agent = agent is not None or self.oracle
         self.given_agent = agent if isinstance(agent, Agent) else None
         self.agent_spec = None if agent is None or isinstance(agent, Agent) else agent
         self.plan = plan_trials(self.samples, self.models, self.options.repeats, with_agent=self.with_agent,
@@ -224,7 +259,8 @@ class _Sweep:
         self.settings = TrialSettings(timeout=self.options.timeout, config=self.options.config,
                                       permission=permission or "deny", permission_in_workspace=permission or "allow",
                                       cwd=str(Path(cwd).resolve()) if cwd is not None else None,
-                                      workspace=self.workspace, checks=self.checks, sandbox=self.sandbox)
+                                      workspace=self.workspace, checks=self.checks, sandbox=self.sandbox,
+                                      oracle=self.oracle)
         self._check_workspaces(workspace_limit_mb, syntax)
         self.metadata_fields = list(dict.fromkeys(k for s in self.samples for k in s.metadata))
         self.columns = ordered_columns([s.name for s in self.scorers], self.metadata_fields)
@@ -335,6 +371,7 @@ class _Sweep:
                            "workspace": self.workspace, "setup": self.setup,
                            "keep_workspaces": self.keep_workspaces, "keep_sessions": self.keep_sessions,
                            "sandbox": self.sandbox.describe() if self.sandbox is not None else None,
+                           "task_env": self.task_env, "not_emulated": self.not_emulated,
                            "workspaces_in": str(self.workspace_root) if self.workspace_root else None},
             "executor": self.executor.describe(),
             "agents": self.executor.agents(),
@@ -489,7 +526,7 @@ class _Sweep:
             await self._write(self.store.append, row, manifest)
 
 
-def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, prompt: str | None = None,
+def sweep(dataset: Any, models: str | Sequence[str] | None = None, *, scorers: Any = None, prompt: str | None = None,
           repeats: int = 1, concurrency: int = 4, agent_concurrency: int | Mapping[str, int] | None = None,
           timeout: float | None = 300, retries: int = 2, backoff: float = 1.0, budget: float | None = None,
           config: Mapping[str, Any] | None = None, permission: PermissionPolicy | None = None,
@@ -497,7 +534,7 @@ def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, pro
           retry_failed: bool = False, executor: Any = "local", agent: AgentLike = None,
           workspace: str | os.PathLike[str] | None = None, setup: str | None = None, keep_workspaces: bool = False,
           keep_sessions: bool = False, workspace_limit_mb: float = 1024, sandbox: str | None = None,
-          network: bool = True, progress: ProgressLike = None) -> SweepResult:
+          network: bool = True, task_env: str | None = None, progress: ProgressLike = None) -> SweepResult:
     """Send every sample to every model ``repeats`` times, score each reply, and record each trial.
 
     ``dataset``: a prompt, a list of prompts or dicts, a pandas DataFrame, or a .csv/.json/.jsonl path.
@@ -539,6 +576,10 @@ def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, pro
     trial's workspace (each trial then has an agent process of its own), a private /tmp and the agent's own
     state folders (``AgentSpec.state_dirs``), the user's credential folders (~/.ssh...) hidden; setup and
     command checks run in the same sandbox; ``network=False`` cuts the network too. Not a VM: see the README.
+    Task folders: a task's container paths (its WORKDIR, /tests, /logs/verifier, /solution) are then mounts of
+    the trial's folders. ``agent="oracle"`` runs each task's ``solution/solve.sh`` instead of an agent (models
+    default to ["oracle"]), to check the tasks can be solved; ``task_env="venv"`` installs the ``pip install``
+    packages of each task's Dockerfile in a cached virtualenv that solve.sh and test.sh run with.
     ``progress``: None picks a widget in notebooks and a text bar elsewhere; False shows nothing.
     """
     state, bar = prepare(dataset, models, scorers=scorers, prompt=prompt, repeats=repeats, concurrency=concurrency,
@@ -546,7 +587,8 @@ def sweep(dataset: Any, models: str | Sequence[str], *, scorers: Any = None, pro
                           budget=budget, config=config, permission=permission, cwd=cwd, out=out,
                           retry_failed=retry_failed, executor=executor, agent=agent, workspace=workspace, setup=setup,
                           keep_workspaces=keep_workspaces, keep_sessions=keep_sessions,
-                          workspace_limit_mb=workspace_limit_mb, sandbox=sandbox, network=network, progress=progress)
+                          workspace_limit_mb=workspace_limit_mb, sandbox=sandbox, network=network, task_env=task_env,
+                          progress=progress)
     return run_blocking(state, bar)
 
 
@@ -563,7 +605,7 @@ def run_blocking(state: _Sweep, bar: Progress) -> SweepResult:
     return state.result()
 
 
-async def asweep(dataset: Any, models: str | Sequence[str], **options: Any) -> SweepResult:
+async def asweep(dataset: Any, models: str | Sequence[str] | None = None, **options: Any) -> SweepResult:
     state, bar = prepare(dataset, models, **options)
     try:
         await _loop.run_async(state.run(bar), None, what="the sweep")

@@ -85,7 +85,8 @@ def localize(trial: Any, settings: Any, unpacked: Unpacked) -> tuple[Any, Any]:
     the worker's own temporary root (the caller's run directory is not on this machine)."""
     sample = trial.sample
     if sample.workspace:
-        trial = dataclasses.replace(trial, sample=dataclasses.replace(sample, workspace=unpacked.path(sample.workspace)))
+        local = dataclasses.replace(sample, workspace=unpacked.path(sample.workspace))
+        trial = dataclasses.replace(trial, sample=local)
     checks = tuple(c.with_paths(unpacked.path) if isinstance(c, WorkspaceScorer) else c for c in settings.checks)
     settings = dataclasses.replace(settings, workspace=unpacked.path(settings.workspace), checks=checks,
                                    workspaces=dataclasses.replace(settings.workspaces, root=None))

@@ -16,6 +16,7 @@ file work, a subprocess for test.sh), touching only that trial's directories.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -31,7 +32,8 @@ from .checks import CheckError, WorkspaceScorer
 from .columns import metadata_clash
 from .dataset import Sample
 from .scorers import Score
-from .workspace import COMMAND_SANDBOX, EMPTY, run_command
+from .taskenv import read_dockerfile, task_venv, venv_env
+from .workspace import COMMAND_SANDBOX, EMPTY, CommandResult, run_command
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,12 +50,16 @@ _said_no_containers = False
 
 @dataclass(frozen=True)
 class TaskCheck:
-    """What grading one task needs: its tests folder, the verifier's timeout and env, the container's workdir."""
+    """What grading one task needs: its tests folder, the verifier's timeout and env, the container's workdir, its
+    solution folder (for the oracle) and what its Dockerfile asks for (for ``task_env``)."""
 
     tests: str
     timeout: float
     env: Mapping[str, str] = field(default_factory=dict)
     workdir: str = DEFAULT_WORKDIR
+    solution: str | None = None
+    requirements: tuple[str, ...] = ()
+    not_emulated: tuple[str, ...] = ()
 
 
 class TaskSet(list):
@@ -72,43 +78,111 @@ class TaskSet(list):
         return f"<TaskSet {self.source}: {len(self)} task(s){skipped}>"
 
 
-class TaskTests(WorkspaceScorer):
-    """Runs the task's ``tests/test.sh`` in the trial's workspace; the score is the reward it writes."""
+# A verifier that could not run: its shell or pytest says a program, module or plugin is missing.
+_BROKEN = re.compile(r"^.*(?:command not found|No module named [^\n]+|unrecognized arguments: [^\n]+|"
+                     r"ModuleNotFoundError: [^\n]+|No such file or directory: '?/(?:usr/)?bin/[^\n]+).*$", re.MULTILINE)
 
-    def __init__(self, checks: Mapping[str, TaskCheck], name: str = "tests") -> None:
+
+class TaskTests(WorkspaceScorer):
+    """Runs the task's ``tests/test.sh`` in the trial's workspace; the score is the reward it writes.
+
+    ``task_env="venv"``: test.sh (and the oracle's solve.sh) run with the task's pip requirements in a cached
+    virtualenv. In a sandbox the task's container paths are bind mounts of the trial's folders; otherwise the
+    scripts are run from copies whose container paths are rewritten to them."""
+
+    def __init__(self, checks: Mapping[str, TaskCheck], name: str = "tests", task_env: str | None = None) -> None:
         self.checks = dict(checks)
         self.name = name
+        self.task_env = task_env
 
-    async def check(self, row: Mapping[str, Any], workspace: Path) -> Score:
+    def with_task_env(self, task_env: str | None) -> TaskTests:
+        return TaskTests(self.checks, self.name, task_env)
+
+    def workdir_for(self, sample_id: str) -> str | None:
+        task = self.checks.get(sample_id)
+        return task.workdir if task is not None else None
+
+    def task(self, row: Mapping[str, Any]) -> TaskCheck:
         task = self.checks.get(str(row.get("sample_id")))
         if task is None:
             raise CheckError(f"no task folder for sample {row.get('sample_id')!r}")
-        scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="acp-notebook-verifier-"))
-        try:
-            script = await asyncio.to_thread(_stage, task, scratch, workspace)
-            env = {**task.env, "TESTS_DIR": str(scratch / "tests"), "VERIFIER_DIR": str(scratch / "logs/verifier")}
-            sandbox = COMMAND_SANDBOX.get()  # sandbox="bwrap": the tests' scratch folder is writable in it too
-            sandbox = sandbox.with_paths([str(scratch)]) if sandbox is not None else None
-            result = await run_command(f"bash {_quote(script)}", workspace, timeout=task.timeout, env=env,
-                                       sandbox=sandbox)
+        return task
+
+    async def check(self, row: Mapping[str, Any], workspace: Path) -> Score:
+        task = self.task(row)
+        async with _scratch() as scratch:
+            result = await self._run(task, "tests", "test.sh", scratch, workspace, task.timeout, dict(task.env))
             if result.timed_out:
                 raise CheckError(f"tests/test.sh gave no result within {task.timeout:g} s (task.toml "
                                  "[verifier] timeout_sec); its processes were killed")
-            value, rewards = _reward(scratch / "logs" / "verifier", result.summary(300))
-        finally:
-            await asyncio.to_thread(shutil.rmtree, scratch, True)
+            try:
+                value, rewards = _reward(scratch / "logs" / "verifier", result.summary(300))
+            except CheckError:
+                _say_if_broken(result)
+                raise
+        if value == 0:
+            _say_if_broken(result)  # reward 0 from a verifier that never ran is not a failed answer
         extra = f" {json.dumps(rewards)}" if len(rewards) > 1 else ""
         return Score(value, f"reward {value:g}{extra}; test.sh {result.summary()}")
 
+    async def solve(self, row: Mapping[str, Any], workspace: Path, timeout: float | None) -> CommandResult:
+        """The oracle: the task's ``solution/solve.sh`` run in the trial's workspace, mapped as test.sh is."""
+        task = self.task(row)
+        if task.solution is None:
+            raise CheckError(f"task {row.get('sample_id')!r} has no solution/solve.sh for the oracle")
+        async with _scratch() as scratch:
+            return await self._run(task, "solution", "solve.sh", scratch, workspace, timeout, {})
+
+    async def _run(self, task: TaskCheck, folder: str, script: str, scratch: Path, workspace: Path,
+                   timeout: float | None, env: dict[str, str]) -> CommandResult:
+        source = task.tests if folder == "tests" else task.solution
+        assert source is not None
+        sandbox = COMMAND_SANDBOX.get()
+        staged = await asyncio.to_thread(_stage, source, folder, script, task, scratch, workspace,
+                                         rewrite=sandbox is None)
+        env.update({"TESTS_DIR": str(scratch / "tests"), "VERIFIER_DIR": str(scratch / "logs/verifier")})
+        if self.task_env == "venv":
+            env.update(venv_env(await task_venv(task.requirements)))
+        if sandbox is None:
+            return await run_command(f"bash {_quote(staged)}", workspace, timeout=timeout, env=env)
+        # In the sandbox the scripts keep their own paths: the container's folders are the trial's, mounted.
+        env.update({"TESTS_DIR": "/tests", "VERIFIER_DIR": "/logs/verifier"})
+        mounts = [(str(workspace), task.workdir), (str(scratch / "logs" / "verifier"), "/logs/verifier"),
+                  (str(scratch / folder), f"/{folder}")]
+        return await run_command(f"bash /{folder}/{script}", workspace, timeout=timeout, env=env,
+                                 sandbox=sandbox.with_paths([str(scratch)], mounts), inside=task.workdir)
+
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": "task_tests", "tasks": len(self.checks)}
+        return {"name": self.name, "kind": "task_tests", "tasks": len(self.checks), "task_env": self.task_env}
 
     def shipped_paths(self) -> list[str]:
-        return [check.tests for check in self.checks.values()]
+        return [p for check in self.checks.values() for p in (check.tests, check.solution) if p]
 
     def with_paths(self, local: Any) -> TaskTests:
-        return TaskTests({key: replace(check, tests=local(check.tests) or check.tests)
-                          for key, check in self.checks.items()}, self.name)
+        return TaskTests({key: replace(check, tests=local(check.tests) or check.tests,
+                                       solution=(local(check.solution) or check.solution) if check.solution else None)
+                          for key, check in self.checks.items()}, self.name, self.task_env)
+
+    def not_emulated(self) -> list[str]:
+        """Each task's Dockerfile instructions task_env='venv' does not carry out, as 'task: instruction'."""
+        return [f"{key}: {line}" for key, check in self.checks.items() for line in check.not_emulated]
+
+
+def _say_if_broken(result: CommandResult) -> None:
+    found = _BROKEN.search(result.output)
+    if found is not None:
+        raise CheckError(f"the verifier could not run: {found.group(0).strip()[:300]} (a command or plugin is "
+                         "missing where test.sh runs: its Dockerfile's packages are not installed here; "
+                         "task_env='venv' installs its pip requirements)")
+
+
+@contextlib.asynccontextmanager
+async def _scratch() -> Any:
+    scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="acp-notebook-verifier-"))
+    try:
+        yield scratch
+    finally:
+        await asyncio.to_thread(shutil.rmtree, scratch, True)
 
 
 def _quote(path: Path) -> str:
@@ -120,17 +194,20 @@ def _container_path(path: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.\-/]){re.escape(path.rstrip('/'))}(?![\w.\-])")
 
 
-def _stage(task: TaskCheck, scratch: Path, workspace: Path) -> Path:
-    """The tests copied to ``scratch``, and test.sh rewritten to the local paths; returns the script's path."""
-    shutil.copytree(task.tests, scratch / "tests", symlinks=True)
-    (scratch / "logs" / "verifier").mkdir(parents=True)
-    script = scratch / "tests" / "test.sh"
-    text = script.read_text(encoding="utf-8")
-    for container, local in (("/logs/verifier", scratch / "logs" / "verifier"), ("/tests", scratch / "tests"),
-                             (task.workdir, workspace)):
-        text = _container_path(container).sub(lambda _m, local=local: str(local), text)
-    script.write_text(text, encoding="utf-8")
-    return script
+def _stage(source: str, folder: str, script: str, task: TaskCheck, scratch: Path, workspace: Path, *,
+           rewrite: bool) -> Path:
+    """``source`` copied to ``scratch/folder`` (and the verifier's log folder made); without a sandbox the script's
+    container paths are rewritten to the trial's folders. Returns the script's path."""
+    shutil.copytree(source, scratch / folder, symlinks=True)
+    (scratch / "logs" / "verifier").mkdir(parents=True, exist_ok=True)
+    staged = scratch / folder / script
+    if rewrite:
+        text = staged.read_text(encoding="utf-8")
+        for container, local in (("/logs/verifier", scratch / "logs" / "verifier"), ("/tests", scratch / "tests"),
+                                 ("/solution", scratch / "solution"), (task.workdir, workspace)):
+            text = _container_path(container).sub(lambda _m, local=local: str(local), text)
+        staged.write_text(text, encoding="utf-8")
+    return staged
 
 
 def _number(value: Any) -> float | None:
@@ -181,17 +258,6 @@ def _config(folder: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not valid TOML ({exc})") from None
 
 
-def _workdir(environment: Path) -> str:
-    """The Dockerfile's last WORKDIR (the container's working directory), else /app."""
-    dockerfile = environment / "Dockerfile"
-    if dockerfile.is_file():
-        found = re.findall(r"^\s*WORKDIR\s+(\S+)", dockerfile.read_text(encoding="utf-8", errors="replace"),
-                           re.IGNORECASE | re.MULTILINE)
-        if found and found[-1].startswith("/"):
-            return found[-1].strip("\"'")
-    return DEFAULT_WORKDIR
-
-
 def _metadata(config: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     """The task's name and folder, and its [metadata] values that are plain scalars (as columns)."""
     task = config.get("task") if isinstance(config.get("task"), Mapping) else {}
@@ -211,7 +277,11 @@ def _read_task(folder: Path, index: int) -> tuple[Sample, TaskCheck]:
     prompt = (folder / "instruction.md").read_text(encoding="utf-8")
     sample = Sample(id=folder.name, prompt=prompt, metadata=_metadata(config, folder), index=index,
                     workspace=str(environment) if environment.is_dir() else EMPTY)
-    return sample, TaskCheck(str(folder / "tests"), timeout, env, _workdir(environment))
+    facts = read_dockerfile(environment / "Dockerfile")
+    solution = folder / "solution"
+    return sample, TaskCheck(str(folder / "tests"), timeout, env, facts.workdir or DEFAULT_WORKDIR,
+                             str(solution) if (solution / "solve.sh").is_file() else None, facts.requirements,
+                             facts.not_emulated)
 
 
 def tasks(directory: str | Path, *, on_invalid: str = "skip") -> TaskSet:

@@ -95,9 +95,18 @@ class TrialSettings:
     # sandbox="bwrap": each trial's agent is a process of its own in a sandbox where its workspace is writable;
     # setup and command checks run in one too (acp_notebook/sandbox.py)
     sandbox: Sandbox | None = None
+    oracle: bool = False  # agent="oracle": each task's solution/solve.sh instead of an agent's turn
 
     def workspace_for(self, sample: Sample) -> str | None:
         return sample.workspace if sample.workspace is not None else self.workspace
+
+    def container_mounts(self, sample: Sample, workspace: Workspace | None) -> list[tuple[str, str]]:
+        """A task's container working directory as a mount of the trial's workspace (in a sandbox)."""
+        for check in self.checks:
+            workdir = check.workdir_for(sample.id) if workspace is not None else None
+            if workdir:
+                return [(str(workspace.path), workdir)]  # type: ignore[union-attr]
+        return []
 
     def sandbox_for(self, workspace: Workspace | None) -> Sandbox | None:
         """The sandbox of a trial's commands: the sweep's, its workspace writable."""
@@ -210,14 +219,15 @@ class AgentPool:
         self.started.append(agent)
         return agent
 
-    async def for_trial(self, name: str | None, workspace: Workspace | None) -> tuple[Agent, bool]:
+    async def for_trial(self, name: str | None, workspace: Workspace | None,
+                        mounts: Sequence[tuple[str, str]] = ()) -> tuple[Agent, bool]:
         """The agent a trial talks to, and whether it is the trial's own: in a sandbox, a trial with a workspace
         gets a process of its own whose only writable folder of ours is that workspace (the trial closes it)."""
         if self.sandbox is None or workspace is None or self.given is not None:
             return await self.get(name), False
         spec = self.spec if name is None else self.specs.get(name, name)
         cwd = str(workspace.path)
-        wrapped = await asyncio.to_thread(wrap_spec, spec, self.sandbox, cwd=cwd)
+        wrapped = await asyncio.to_thread(wrap_spec, spec, self.sandbox.with_paths(mounts=mounts), cwd=cwd)
         agent = await astart(wrapped, cwd=cwd, permission=self.permission)
         self.started.append(agent)
         return agent, True
@@ -271,14 +281,14 @@ class Attempt:
 
 async def open_session(pool: AgentPool, agent_name: str | None, value: str, settings: TrialSettings,
                        row: dict[str, Any], confirmed: Any, attempt: Attempt, *,
-                       workspace: Workspace | None = None) -> Session:
+                       workspace: Workspace | None = None, mounts: Sequence[tuple[str, str]] = ()) -> Session:
     """A fresh session on the agent (in the trial's workspace, if it has one), with the model set and
     confirmed, then ``settings.config``.
 
     ``row`` gets agent, session_id, confirmed_model and config as they become known; ``confirmed``
     maps the agent's model value to the id recorded.
     """
-    agent, own = await pool.for_trial(agent_name, workspace)
+    agent, own = await pool.for_trial(agent_name, workspace, mounts)
     attempt.own_agent = agent if own else None
     row["agent"] = agent.name
     attempt.phase = "session/new"
@@ -351,11 +361,15 @@ async def run_attempt(trial: Trial, pool: AgentPool, settings: TrialSettings) ->
     transient = False
     try:
         workspace = await make_workspace(trial, settings, row, attempt)
-        attempt.phase = "starting the agent"
-        session = await open_session(pool, trial.agent_name, trial.value, settings, row, trial.confirmed_id, attempt,
-                                     workspace=workspace)
-        attempt.phase = "prompt"
-        transient = await _prompt(session, trial, settings, row)
+        if settings.oracle:
+            await _oracle(trial, settings, row, attempt, workspace)
+        else:
+            attempt.phase = "starting the agent"
+            session = await open_session(pool, trial.agent_name, trial.value, settings, row, trial.confirmed_id,
+                                         attempt, workspace=workspace,
+                                         mounts=settings.container_mounts(trial.sample, workspace))
+            attempt.phase = "prompt"
+            transient = await _prompt(session, trial, settings, row)
         if workspace is not None:
             attempt.phase = "measuring the workspace's changes"
             attempt.diff = await _diff(workspace, row)
@@ -430,6 +444,26 @@ async def make_workspace(trial: Trial, settings: TrialSettings, row: dict[str, A
 
 class WorkspaceSetupError(Exception):
     """The setup command failed or timed out; the trial is not prompted."""
+
+
+async def _oracle(trial: Trial, settings: TrialSettings, row: dict[str, Any], attempt: Attempt,
+                  workspace: Workspace | None) -> None:
+    """The task's own solution/solve.sh in place of a turn (in the sandbox, if any): the row's text is its output;
+    a script that fails makes an error row, so a task that cannot be solved is never graded as a wrong answer."""
+    attempt.phase = "solution/solve.sh"
+    solver = next((c for c in settings.checks if hasattr(c, "solve")), None)
+    if solver is None or workspace is None:
+        raise CheckError("agent='oracle' runs each task's solution/solve.sh: sweep tasks(DIR)")
+    row.update(agent="oracle", confirmed_model=trial.model, model_at_end=trial.model)
+    token = COMMAND_SANDBOX.set(settings.sandbox_for(workspace))
+    try:
+        result = await solver.solve(row, workspace.path, settings.timeout)
+    finally:
+        COMMAND_SANDBOX.reset(token)
+    row.update(text=result.output[-ERROR_TEXT_LIMIT * 4:], duration_s=round(result.duration_s, 6),
+               stop_reason="end_turn")
+    if result.exit_code != 0:
+        raise CheckError(f"solution/solve.sh {result.summary(300)}")
 
 
 async def _diff(workspace: Workspace, row: dict[str, Any]) -> str:

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..sandbox import Sandbox
 
-__all__ = ["COMMAND_SANDBOX", "CommandResult", "Workspace", "WorkspaceError", "WorkspaceSettings", "directory_size", "git_head",
-           "run_command", "workspace_method"]
+__all__ = ["COMMAND_SANDBOX", "CommandResult", "Workspace", "WorkspaceError", "WorkspaceSettings", "directory_size",
+           "git_head", "run_command", "workspace_method"]
 
 OUTPUT_LIMIT = 64 * 1024   # bytes of a command's output kept (the tail)
 DIFF_FILE_LIMIT = 2 * 1024 * 1024  # larger files are named in a diff, not compared line by line
@@ -49,7 +49,8 @@ _SKIP = {".git"}  # never part of a copy's diff
 
 # The sandbox a trial's commands run in (sandbox="bwrap"), set by the trial around its checks, so command checks
 # and task tests run in it without each check being handed it; None: commands run unsandboxed.
-COMMAND_SANDBOX: contextvars.ContextVar[Sandbox | None] = contextvars.ContextVar("command_sandbox", default=None)
+COMMAND_SANDBOX: contextvars.ContextVar[Sandbox | None] = contextvars.ContextVar("command_sandbox",
+                                                                                 default=None)
 
 
 class WorkspaceError(Exception):
