@@ -56,7 +56,9 @@ METHODS: dict[str, MethodInfo] = {
         "The agent confirms it logged out."),
     "session/new": MethodInfo(
         "client", "session-setup#creating-a-session",
-        "The client asks for a new conversation rooted in a working directory, with the MCP servers it offers.",
+        "The client asks for a new conversation rooted in a working directory, with the MCP servers it offers "
+        "(and, where the agent takes one, a system prompt: instructions appended to the agent's own or replacing "
+        "them; unstable).",
         "The agent answers with the new session's id and its settings (config options) in order of importance."),
     "session/load": MethodInfo(
         "client", "session-setup#loading-sessions",
@@ -67,6 +69,11 @@ METHODS: dict[str, MethodInfo] = {
         "client", "session-setup#resuming-sessions",
         "The client picks an earlier session up again without having its history replayed.",
         "The agent answers with the session's current settings."),
+    "session/fork": MethodInfo(
+        "client", "schema#forksessionrequest",
+        "The client asks for a new session that starts with an existing one's history, which goes on unchanged "
+        "(unstable: needs the agent's sessionCapabilities.fork); the agent answers with the new session's id and "
+        "settings."),
     "session/close": MethodInfo(
         "client", "session-setup#closing-active-sessions",
         "The client is done with a session: the agent may free what it holds for it.",

@@ -33,6 +33,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REQUEST_CANCELLED",
     "RESOURCE_NOT_FOUND",
+    "SYSTEM_PROMPT_MODES",
     "client_version",
     "find_model_option",
     "join_agent_model",
@@ -40,6 +41,7 @@ __all__ = [
     "parse_bool_word",
     "prompt_text",
     "split_agent_model",
+    "system_prompt_modes",
     "unknown_session",
 ]
 
@@ -82,6 +84,11 @@ COMPACTION_STATUSES = ("in_progress", "completed", "failed", "cancelled")
 # The session/update kinds of a compaction: both name it by its compactionId (an upsert, not a new entry).
 COMPACTION_UPDATES = frozenset({"compaction_update", "compaction_summary_chunk"})
 
+# How a client's system prompt joins the agent's own instructions (unstable ACP v1, `systemPrompt` on session/new,
+# load, resume and fork): every agent that takes one appends it; "override" replaces the agent's default
+# instructions and may be sent only where the agent advertises sessionCapabilities.systemPrompt.mode.override.
+SYSTEM_PROMPT_MODES = ("append", "override")
+
 # Between an agent's name and its own model value in the proxy's ids and in sweeps: ``claude:opus``.
 # Not "/": model ids often contain it (``openai/gpt-5``), and may contain ":" too, so only the first
 # separator splits.
@@ -102,6 +109,17 @@ def client_version() -> str:
         return version("acp-notebook")
     except PackageNotFoundError:
         return "0.0.0"
+
+
+def system_prompt_modes(capabilities: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The system prompt modes an agent's capabilities offer: () when they advertise no
+    ``sessionCapabilities.systemPrompt`` (then none may be sent), ("append",), or ("append", "override")."""
+    session = (capabilities or {}).get("sessionCapabilities")
+    offered = session.get("systemPrompt") if isinstance(session, Mapping) else None
+    if not isinstance(offered, Mapping):
+        return ()
+    mode = offered.get("mode")
+    return SYSTEM_PROMPT_MODES if isinstance(mode, Mapping) and mode.get("override") is not None else ("append",)
 
 
 def parse_bool_word(text: str) -> bool | None:

@@ -29,11 +29,22 @@ ENVELOPE_KEYS = {
     "response": {"jsonrpc", "id", "result", "error"},
 }
 MAX_MESSAGE = 240
+# What only ACP v1's unstable schema defines (the package ships the stable one): such a method is checked for its
+# envelope only, and such a field is noted as unstable, neither marked as wrong. A test keeps these in step with
+# tests/acp_schema/schema.unstable.json.
+UNSTABLE_METHODS = frozenset({
+    "auth/status", "auth/status_update", "mcp/message", "providers/disable", "providers/list", "providers/set",
+    "proxy/initialize", "proxy/successor", "session/archive", "session/fork", "session/set_title", "session/status",
+    "session/unarchive"})
+# Only the names no stable definition uses elsewhere (not "status", "title", "usage"...), since a field is known here
+# by its name alone.
+UNSTABLE_FIELDS = frozenset({"archive", "archived", "fork", "providers", "subagents", "systemPrompt"})
 
 
 @dataclass(frozen=True)
 class SchemaIssue:
-    """One finding: ``level`` is "violation" (the frame breaks the schema) or "unknown" (an undefined field)."""
+    """One finding: ``level`` is "violation" (the frame breaks the schema), "unknown" (an undefined field) or
+    "unstable" (a method or field of ACP's unstable schema, which this check does not hold)."""
 
     level: str
     path: str  # where in the frame, e.g. "params/update/content/type"; "" for the frame itself
@@ -134,18 +145,25 @@ def check_frame(msg: Mapping[str, Any], sender: str, *, answers: str | None = No
     method = str(msg.get("method") or answers or "")
     if kind == "response" and "error" in msg:
         issues += _validate("Error", msg.get("error"), "error")
+    elif method in UNSTABLE_METHODS:
+        issues.append(SchemaIssue("unstable", "method", f"{method} is unstable ACP (not in the stable schema this "
+                                                        "check uses): only its envelope was checked"))
     elif method and not method.startswith("_"):
         definition = definition_for(sender, kind, method)
         where = "result" if kind == "response" else "params"
         if definition is not None:
             payload = msg.get(where)
             issues += _validate(definition, payload, where)
-            issues += [SchemaIssue("unknown", path, f"{key!r} is not defined by the schema (custom data "
-                                                    "belongs in _meta)")
-                       for path, key in _unknown_fields(definition, payload, where)]
+            issues += [_undefined(path, key) for path, key in _unknown_fields(definition, payload, where)]
         elif kind != "response":
             issues.append(SchemaIssue("violation", "method", _misdirected(sender, kind, method)))
     return tuple(issues)
+
+
+def _undefined(path: str, key: str) -> SchemaIssue:
+    if key in UNSTABLE_FIELDS:
+        return SchemaIssue("unstable", path, f"{key!r} is unstable ACP (not in the stable schema this check uses)")
+    return SchemaIssue("unknown", path, f"{key!r} is not defined by the schema (custom data belongs in _meta)")
 
 
 def _misdirected(sender: str, kind: str, method: str) -> str:

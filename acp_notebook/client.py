@@ -38,7 +38,13 @@ from ._inbound import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, AgentRequests, Se
 from ._facade import twins
 from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog  # noqa: F401 - the limits are read here too
 from ._permission import PermissionPolicy, PermissionRequest
-from ._protocol import CLIENT_SESSION_CAPABILITIES, PROTOCOL_VERSION, client_version
+from ._protocol import (
+    CLIENT_SESSION_CAPABILITIES,
+    PROTOCOL_VERSION,
+    SYSTEM_PROMPT_MODES,
+    client_version,
+    system_prompt_modes,
+)
 from ._redact import Redactor, secret_values
 from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
@@ -99,8 +105,16 @@ class Agent:
         kernel_tools: str | None = None,
         sandbox: str | None = None,
         network: bool = True,
+        system_prompt: str | Callable[[Agent], str | None] | None = None,
+        system_prompt_mode: str = "append",
     ) -> None:
         self.spec = spec
+        if system_prompt_mode not in SYSTEM_PROMPT_MODES:
+            raise ValueError(f"system_prompt_mode is 'append' or 'override', not {system_prompt_mode!r}")
+        # Sent as the unstable `systemPrompt` of each session/new, load, resume and fork, where the agent takes
+        # one (_system_prompt): text, or a function of the agent giving the text when a session opens.
+        self.system_prompt = system_prompt
+        self.system_prompt_mode = system_prompt_mode
         # The kernel tools' policy for this agent's sessions (kernel_link.py): "ask", "read-only", "allow", "off".
         self._kernel_tools = resolve_policy(kernel_tools, api="acpnb.start")
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
@@ -422,9 +436,11 @@ class Agent:
             return None
 
         servers, _ = servers_with_kernel((), link.entry if link is not None else None)
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": root, "mcpServers": servers}
         try:
-            await self.connection.request(method, {"sessionId": session_id, "cwd": root, "mcpServers": servers},
-                                       apply=reopened)
+            if (prompt := _system_prompt(self)) is not None:
+                params["systemPrompt"] = session.system_prompt = prompt
+            await self.connection.request(method, params, apply=reopened)
         except BaseException:
             self._sessions.pop(session_id, None)
             self._updates.states.pop(session_id, None)
@@ -485,10 +501,14 @@ def _require(agent: Agent, capability: str, method: str) -> None:
 async def _open_session(agent: Agent, method: str, lead: dict[str, Any], tail: dict[str, Any], extra: Sequence[str],
                         permission: PermissionPolicy | None, mcp_servers: Sequence[Mapping[str, Any]] = ()) -> Session:
     """session/new or session/fork: the request (``lead``, the MCP servers with the notebook's ``kernel``,
-    ``tail``), and the Session its answer opens, with its kernel tools (loop thread)."""
+    ``tail``, the system prompt where the agent takes one), and the Session its answer opens, with its kernel
+    tools (loop thread)."""
+    prompt = _system_prompt(agent)  # before the kernel link: a refused mode leaves nothing to close
     link = await _kernel_link(agent)
     servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
     params: dict[str, Any] = {**lead, "mcpServers": servers, **tail}
+    if prompt is not None:
+        params["systemPrompt"] = prompt
 
     def opened(answer: dict[str, Any]) -> str | None:
         result = answer.get("result")
@@ -505,6 +525,7 @@ async def _open_session(agent: Agent, method: str, lead: dict[str, Any], tail: d
         raise
     session = Session(agent, result["sessionId"], agent._updates.state_for(result["sessionId"]), lead["cwd"], extra,
                       permission)
+    session.system_prompt = prompt
     session._adopt_kernel_tools(link if offered else None)
     if not offered:
         await close_links([link])
@@ -527,6 +548,22 @@ async def open_fork(source: Session, cwd: str | os.PathLike[str] | None = None, 
                                   source.permission if permission is None else permission)
     session.forked_from = source.id
     return session
+
+
+def _system_prompt(agent: Agent) -> dict[str, Any] | None:
+    """The ``systemPrompt`` of a session request: the agent's system prompt in its mode, where the agent takes
+    one (None: no text, or an agent that advertises no systemPrompt, to which none may be sent); a
+    CapabilityError, before anything is sent, for a mode the agent does not offer."""
+    wanted = agent.system_prompt(agent) if callable(agent.system_prompt) else agent.system_prompt
+    offered = system_prompt_modes(agent.capabilities)
+    if not wanted or not offered:
+        return None
+    if agent.system_prompt_mode not in offered:
+        raise CapabilityError(
+            f"agent '{agent.name}' does not take a system prompt in {agent.system_prompt_mode!r} mode (it offers "
+            f"{', '.join(offered)})", hint="Use system_prompt_mode='append', which adds to the agent's own "
+            "instructions.", hints={"magic": "%config AcpMagics.system_prompt_mode = 'append'"})
+    return {"mode": agent.system_prompt_mode, "content": [{"type": "text", "text": str(wanted)}]}
 
 
 async def _kernel_link(agent: Agent) -> KernelLink | None:
@@ -592,7 +629,9 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
                  inherit_env: bool = True, fs: bool = True, name: str | None = None,
                  record: str | os.PathLike[str] | None = None, permission_timeout: float | None = None,
                  notebook_writes: bool = False, elicitation: ElicitationPolicy = "decline",
-                 kernel_tools: str | None = None, sandbox: str | None = None, network: bool = True) -> Agent:
+                 kernel_tools: str | None = None, sandbox: str | None = None, network: bool = True,
+                 system_prompt: str | Callable[[Agent], str | None] | None = None,
+                 system_prompt_mode: str = "append") -> Agent:
     """Start an agent: a registered name ("demo", "claude"...), a command line, an argv list, or an agent
     object with the SDK's agent methods (served in this process). ``timeout`` bounds the start and each
     request; ``permission`` answers permission requests ("allow", "deny" or a callable), and a callable that
@@ -604,11 +643,15 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
     "allow", "off"); None is "ask" in a Jupyter kernel, where "ask" is answered by ``permission`` (in a
     ``%%acp`` cell: Allow / Reject buttons), and "off" in plain Python. ``sandbox="bwrap"`` runs the agent's
     process under bubblewrap, writable only in ``cwd``, /tmp and its own state folders (``network=False``: no
-    network either); see acp_notebook/sandbox.py."""
+    network either); see acp_notebook/sandbox.py. ``system_prompt``: instructions for the agent, sent when each
+    session opens where the agent takes a system prompt (unstable ACP; not sent to others), joined to its own
+    in ``system_prompt_mode`` "append", or replacing them in "override" where the agent offers that (else a
+    CapabilityError); ``session.system_prompt`` shows what was sent."""
     agent = Agent(spec, cwd=cwd, env=env, timeout=timeout, permission=permission, inherit_env=inherit_env,
                   elicitation=elicitation,
                   fs=fs, name=name, record=record, permission_timeout=permission_timeout,
-                  notebook_writes=notebook_writes, kernel_tools=kernel_tools, sandbox=sandbox, network=network)
+                  notebook_writes=notebook_writes, kernel_tools=kernel_tools, sandbox=sandbox, network=network,
+                  system_prompt=system_prompt, system_prompt_mode=system_prompt_mode)
     return await agent._start()
 
 

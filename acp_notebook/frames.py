@@ -185,9 +185,9 @@ def _request_summary(method: str, params: Mapping[str, Any]) -> str:
     if method == "session/prompt":
         return _prompt_text(params.get("prompt"))
     if method == "session/new":
-        return f"cwd={params.get('cwd')}" + _servers_summary(params)
-    if method in ("session/load", "session/resume"):
-        return str(params.get("sessionId") or "") + _servers_summary(params)
+        return f"cwd={params.get('cwd')}" + _servers_summary(params) + _system_prompt_summary(params)
+    if method in ("session/load", "session/resume", "session/fork"):
+        return str(params.get("sessionId") or "") + _servers_summary(params) + _system_prompt_summary(params)
     if method in ("session/close", "session/delete"):
         return str(params.get("sessionId") or "")
     if method == "session/request_permission":
@@ -199,6 +199,15 @@ def _request_summary(method: str, params: Mapping[str, Any]) -> str:
     if method == "authenticate":
         return f"method={params.get('methodId')!r}"
     return ""
+
+
+def _system_prompt_summary(params: Mapping[str, Any]) -> str:
+    """`` · system prompt (append, 312 characters)`` for a request that carries one (unstable ACP)."""
+    prompt = _mapping(params.get("systemPrompt"))
+    if not prompt:
+        return ""
+    text = "".join(str(_mapping(b).get("text", "")) for b in prompt.get("content") or [] if isinstance(b, Mapping))
+    return f" \u00b7 system prompt ({prompt.get('mode')}, {len(text):,} characters)"
 
 
 def _servers_summary(params: Mapping[str, Any]) -> str:

@@ -83,6 +83,7 @@ class Session:
         # The session's kernel tools (kernel_link.KernelLink): None when its agent offered none.
         self.kernel_tools: KernelLink | None = None
         self.forked_from: str | None = None  # the id of the session this one was forked from (session/fork)
+        self.system_prompt: dict[str, Any] | None = None  # the systemPrompt sent when it opened (mode, content)
 
     def _adopt_kernel_tools(self, link: KernelLink | None) -> None:
         self.kernel_tools = link

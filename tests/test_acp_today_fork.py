@@ -36,7 +36,8 @@ def test_a_fork_starts_with_the_sources_history_and_goes_its_own_way(where, tmp_
         assert fork.model == "smart" and fork.cwd == source.cwd
         assert "Tell me about tide pools" in fork.prompt("what did I say first?").text
         source.prompt("new topic: kelp")
-        assert "You have sent 2 prompts before this one" in fork.prompt("what did I say first?").text  # not the source's
+        # the fork's own history, not the source's
+        assert "You have sent 2 prompts before this one" in fork.prompt("what did I say first?").text
         # its own kernel tools: a kernel entry of its own in the request, a token unlike the source's
         (request,) = sent(agent, "session/fork")
         assert request["sessionId"] == source.id and request["cwd"] == str(tmp_path)

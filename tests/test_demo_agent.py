@@ -367,7 +367,8 @@ async def test_initialize_reports_agent_info_and_capabilities(h: Harness) -> Non
     }
     caps = result["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}}
+    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
+                                           "systemPrompt": {"mode": {"override": {}}}}
     assert result["authMethods"] == []
     # The capabilities the demo relies on really went out in the request.
     request = next(f for f in h.log.frames if f.method == "initialize" and f.kind == "request")

@@ -58,7 +58,8 @@ def test_the_demo_agents_frames_are_paired_and_clean_against_the_schema(demo):
     session.prompt("hello")
     session.prompt("read notes.txt")
     rows = analyze(demo.log)
-    assert [str(i) for r in rows for i in r.issues or ()] == []  # our client and the demo speak ACP v1
+    # our client and the demo speak ACP v1 (the demo's unstable capabilities, fork and systemPrompt, noted as such)
+    assert [str(i) for r in rows for i in r.issues or () if i.level != "unstable"] == []
     requests = [r for r in rows if r.kind == "request"]
     assert requests and all(r.pair is not None and r.rtt is not None and r.rtt >= 0 for r in requests)
     permission = next(r for r in rows if r.method == "session/request_permission" and r.kind == "request")

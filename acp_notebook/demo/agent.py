@@ -31,6 +31,7 @@ from .._protocol import (
 )
 from ..kernel_link import kernel_entry
 from .dispatch import PromptTurn
+from .instructions import read_system_prompt
 from .notices import AfterAnswers
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
 from .replies import text_content
@@ -176,6 +177,7 @@ class DemoAgent:
         capabilities: dict[str, Any] = {"list": {}, "resume": {}, "close": {}, "delete": {}}
         if not self.legacy:
             capabilities["fork"] = {}
+            capabilities["systemPrompt"] = {"mode": {"override": {}}}  # both modes (demo/instructions.py)
         return capabilities
 
     async def authenticate(self, method_id: str) -> dict[str, Any]:
@@ -286,11 +288,13 @@ class DemoAgent:
             raise RequestError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}", {"cwd": cwd})
 
     async def new_session(
-        self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None
+        self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: Any = None,
+        system_prompt: Any = None,
     ) -> dict[str, Any]:
         self._check_authenticated()
         self._require_absolute(cwd)
-        session = DemoSession(session_id=new_session_id(), cwd=cwd, kernel=kernel_entry(mcp_servers))
+        session = DemoSession(session_id=new_session_id(), cwd=cwd, kernel=kernel_entry(mcp_servers),
+                              system_prompt=read_system_prompt(system_prompt))
         self.save(session)
         self._sessions[session.session_id] = session
         return {"sessionId": session.session_id, **self._session_state(session)}
@@ -301,8 +305,9 @@ class DemoAgent:
         session_id: str,
         mcp_servers: Any = None,
         additional_directories: list[str] | None = None,
+        system_prompt: Any = None,
     ) -> dict[str, Any]:
-        session = self._reopen(session_id, cwd, mcp_servers)
+        session = self._reopen(session_id, cwd, mcp_servers, system_prompt)
         for exchange in session.history:
             user, agent = text_content(exchange.user), text_content(exchange.agent)
             await self.update(session, {"sessionUpdate": "user_message_chunk", "content": user})
@@ -321,35 +326,42 @@ class DemoAgent:
         cwd: str,
         additional_directories: list[str] | None = None,
         mcp_servers: Any = None,
+        system_prompt: Any = None,
     ) -> dict[str, Any]:
-        return self._session_state(self._reopen(session_id, cwd, mcp_servers))
+        return self._session_state(self._reopen(session_id, cwd, mcp_servers, system_prompt))
 
-    def _reopen(self, session_id: str, cwd: str, mcp_servers: Any = None) -> DemoSession:
+    def _reopen(self, session_id: str, cwd: str, mcp_servers: Any = None, system_prompt: Any = None) -> DemoSession:
         """load and resume alike: the session as stored (another process may have changed it),
-        open on this connection in `cwd`. A session whose turn is running here stays as it is."""
+        open on this connection in `cwd`, with the system prompt sent now if any (else the one it had). A
+        session whose turn is running here stays as it is."""
         self._check_authenticated()
         self._require_absolute(cwd)
+        kept = read_system_prompt(system_prompt)
         running = self._sessions.get(session_id)
         session = running if running is not None and running.turn is not None else self._stored(session_id)
-        if session.cwd != cwd:
+        if session.cwd != cwd or (kept is not None and kept != session.system_prompt):
             session.cwd = cwd
+            session.system_prompt = kept if kept is not None else session.system_prompt
             self.save(session)
         session.kernel = kernel_entry(mcp_servers)  # a reopened session uses the kernel tools offered now
         self._sessions[session_id] = session
         return session
 
     async def fork_session(
-        self, session_id: str, cwd: str, mcp_servers: Any = None, additional_directories: list[str] | None = None
+        self, session_id: str, cwd: str, mcp_servers: Any = None, additional_directories: list[str] | None = None,
+        system_prompt: Any = None,
     ) -> dict[str, Any]:
         """session/fork (unstable): a new session that starts from the source's conversation (its history,
-        settings, title and context), open on this connection in `cwd`; the source goes on unchanged. The
-        source may be open here or only stored."""
+        settings, title, context and system prompt, unless one is sent), open on this connection in `cwd`; the
+        source goes on unchanged. The source may be open here or only stored."""
         if self.legacy:
             raise RequestError.method_not_found("session/fork")
         self._check_authenticated()
         self._require_absolute(cwd)
+        kept = read_system_prompt(system_prompt)
         source = self._sessions.get(session_id) or self._stored(session_id)
         fork = source.forked(new_session_id(), cwd, kernel_entry(mcp_servers))
+        fork.system_prompt = kept if kept is not None else fork.system_prompt
         self.save(fork)
         self._sessions[fork.session_id] = fork
         return {"sessionId": fork.session_id, **self._session_state(fork)}

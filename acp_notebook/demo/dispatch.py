@@ -11,6 +11,7 @@ Which work a prompt gets, the first of these that matches (case is ignored; the 
 4. a kernel command ("what is in NAME?", "run CODE", "compute EXPR", "plot NAME"...): the session's
    `kernel` MCP server (`kernelwork`);
 5. "what did I say first?": answered from the session's history (also after a load in a new process);
+   "what is your system prompt?": the system prompt the client gave, with its mode (`instructions`);
 6. a file edit ("In PATH, replace `OLD` with `NEW`", "Create PATH containing `TEXT`"): file work by the
    edit contract in `tasks`;
 7. "What is A OP B?": the arithmetic contract in `tasks` (last line ``Answer: N``);
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from acp.exceptions import RequestError
 from acp.meta import CLIENT_METHODS
 
-from . import elicitation, notices, replies, tasks
+from . import elicitation, instructions, notices, replies, tasks
 from .filework import FileWork, client_error, parse_file_command, run_edit
 from .kernelwork import KernelWork, parse_kernel_command
 from .session import DemoSession, RunningTurn
@@ -103,6 +104,8 @@ class PromptTurn:
         elif replies.asks_what_was_said_first(text):
             earlier = [exchange.user for exchange in session.history]
             return replies.recall_reply(earlier, settings, fell_back=self.fell_back)
+        elif instructions.asks_for_system_prompt(text):
+            sentence = instructions.system_prompt_reply(session.system_prompt)
         elif (edit := tasks.parse_edit(text)) is not None:
             sentence = await run_edit(self.agent, session, edit, turn)
         elif (task := tasks.parse_task(text)) is not None:

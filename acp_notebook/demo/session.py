@@ -104,13 +104,15 @@ class DemoSession:
     deleted: bool = False
     # The `kernel` MCP server this connection's client offered for the session (kernelwork.kernel_entry), if any.
     kernel: dict[str, Any] | None = None
+    # The client's system prompt ({mode, text}, demo/instructions.py), saved with the session; None: none given.
+    system_prompt: dict[str, Any] | None = None
 
     def forked(self, session_id: str, cwd: str, kernel: dict[str, Any] | None) -> DemoSession:
         """A new session that starts where this one is: its history, settings, title and context (tokens); its
         own id, directory, kernel tools and cost."""
         return DemoSession(session_id=session_id, cwd=cwd, settings=replace(self.settings), title=self.title,
                            history=[replace(exchange) for exchange in self.history], tool_calls=self.tool_calls,
-                           tokens_used=self.tokens_used, kernel=kernel)
+                           tokens_used=self.tokens_used, kernel=kernel, system_prompt=self.system_prompt)
 
     def touch(self) -> None:
         self.updated_at = now_iso()
@@ -137,6 +139,7 @@ class DemoSession:
             "history": [{"user": e.user, "agent": e.agent} for e in self.history],
             "toolCalls": self.tool_calls,
             "usage": {"tokens": self.tokens_used, "cost": self.cost},
+            "systemPrompt": self.system_prompt,
         }
 
     @classmethod
@@ -161,6 +164,7 @@ class DemoSession:
             tool_calls=_typed(record, "toolCalls", int),
             tokens_used=_typed(usage, "tokens", int),
             cost=float(_typed(usage, "cost", (int, float))),
+            system_prompt=_system_prompt(record.get("systemPrompt")),  # absent from files written before it
         )
 
 
@@ -170,6 +174,14 @@ def _typed(record: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> A
     if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int, float))):
         raise ValueError(f"field {key!r} is {value!r}")
     return value
+
+
+def _system_prompt(saved: Any) -> dict[str, Any] | None:
+    if saved is None:
+        return None
+    if not isinstance(saved, dict) or not isinstance(saved.get("mode"), str) or not isinstance(saved.get("text"), str):
+        raise ValueError(f"field 'systemPrompt' is {saved!r}, not {{mode, text}}")
+    return {"mode": saved["mode"], "text": saved["text"]}
 
 
 def _exchange(item: Any) -> Exchange:

@@ -80,6 +80,7 @@ def _mcp_servers(required: bool) -> Param:
 
 _CWD = Param("cwd", "cwd", "a string")
 _DIRECTORIES = Param("additionalDirectories", "additional_directories", "an array", False)
+_SYSTEM_PROMPT = Param("systemPrompt", "system_prompt", "an object", False)  # unstable: demo/instructions.py
 
 # method -> (DemoAgent method, its params, whether it is a notification)
 ROUTES: dict[str, tuple[str, tuple[Param, ...], bool]] = {
@@ -87,10 +88,11 @@ ROUTES: dict[str, tuple[str, tuple[Param, ...], bool]] = {
                                   Param("clientCapabilities", "client_capabilities", "an object", False),
                                   Param("clientInfo", "client_info", "an object", False)), False),
     "authenticate": ("authenticate", (Param("methodId", "method_id", "a string"),), False),
-    "session/new": ("new_session", (_CWD, _mcp_servers(True), _DIRECTORIES), False),
-    "session/load": ("load_session", (_session_id(), _CWD, _mcp_servers(True), _DIRECTORIES), False),
-    "session/resume": ("resume_session", (_session_id(), _CWD, _mcp_servers(False), _DIRECTORIES), False),
-    "session/fork": ("fork_session", (_session_id(), _CWD, _mcp_servers(False), _DIRECTORIES), False),
+    "session/new": ("new_session", (_CWD, _mcp_servers(True), _DIRECTORIES, _SYSTEM_PROMPT), False),
+    "session/load": ("load_session", (_session_id(), _CWD, _mcp_servers(True), _DIRECTORIES, _SYSTEM_PROMPT), False),
+    "session/resume": ("resume_session", (_session_id(), _CWD, _mcp_servers(False), _DIRECTORIES, _SYSTEM_PROMPT),
+                       False),
+    "session/fork": ("fork_session", (_session_id(), _CWD, _mcp_servers(False), _DIRECTORIES, _SYSTEM_PROMPT), False),
     "session/list": ("list_sessions", (Param("cwd", "cwd", "a string", False),
                                        Param("cursor", "cursor", "a string", False)), False),
     "session/close": ("close_session", (_session_id(),), False),

@@ -39,6 +39,7 @@ from .resume import choose_record, reopen, restart_agent, resumable, resume_note
 from .session_ids import known_session_ids, resolve_session_id, unknown_session_id
 from .settings import assign
 from .starting import starting
+from .system_prompt import tell_system_prompt
 
 __all__ = ["Runner", "auth_methods_text"]
 
@@ -197,6 +198,7 @@ class Runner:
                            hint=_auth_hint(entry)) from None
 
     def _open_first_session(self, entry: AgentEntry, timeout: float) -> None:
+        tell_system_prompt(entry.agent, self.magics)
         self.open(entry, self._new_session(entry, None, timeout))
 
     # --- starting agents -------------------------------------------------------------
@@ -303,6 +305,7 @@ class Runner:
                 agent = restart_agent(record, alias, env=dict(command.env) or None,
                                       timeout=self._timeout(command.timeout), kernel_tools=self._kernel_tools(None))
                 entry = self.agents.adopt(alias, agent, dict(record.launch), record.env_names)
+                tell_system_prompt(agent, self.magics)
             session, how = reopen(entry.agent, record, self._timeout(command.timeout), gone=self.agents.mark_gone)
             restored = restore_options(session, record.options, self._timeout(command.timeout)).line()
         self.agents.use(alias)

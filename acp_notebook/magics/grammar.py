@@ -24,7 +24,8 @@ from ..kernel_tools.policy import parse_policy
 
 __all__ = [
     "COMMANDS", "Authenticate", "Cancel", "CellPrompt", "Command", "ForkSession", "Help", "ListSessions",
-    "LoadSession", "Logout", "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop", "Use",
+    "LoadSession", "Logout", "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop",
+    "Use",
     "default_alias", "help_text", "parse_bool", "parse_cell_line", "parse_line",
 ]
 
@@ -450,7 +451,9 @@ Most commands take --agent NAME to act on an agent other than the current one.
 Configuration (%config AcpMagics.<option> = value): default_agent, permission ('ask' | 'allow' | 'deny'),
 permission_timeout, elicitation ('ask' | 'decline' | 'cancel' | a dict of answers), elicitation_timeout,
 wait ('auto' | 'always' | 'never'), stream_interval, timeout, turn_timeout, cwd, switch_interval,
-kernel_tools ('ask' | 'read-only' | 'allow' | 'off': the kernel tools of agents started without --kernel-tools).
+kernel_tools ('ask' | 'read-only' | 'allow' | 'off': the kernel tools of agents started without --kernel-tools),
+system_prompt (None: a note that the agent runs in this notebook, where it takes a system prompt; '': none; or
+your text), system_prompt_mode ('append' | 'override').
 
 A running %%acp cell stops at a kernel interrupt: the agent is sent session/cancel."""
 

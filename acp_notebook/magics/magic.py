@@ -104,6 +104,18 @@ class AcpMagics(Magics, Configurable):
                     "--kernel-tools.",
     ).tag(config=True)
 
+    system_prompt = Unicode(
+        None, allow_none=True,
+        help="What agents started here are told when each session opens, where they take a system prompt "
+             "(unstable ACP): None (the default) a short note that they run in a Jupyter notebook and what their "
+             "kernel tools allow; '' nothing; any other text: that text.",
+    ).tag(config=True)
+    system_prompt_mode = CaselessStrEnum(
+        ["append", "override"], default_value="append",
+        help="How the system prompt joins the agent's own instructions: 'append' (every agent that takes one) or "
+             "'override' (replaces them, where the agent offers it). Read when an agent starts.",
+    ).tag(config=True)
+
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         _loop.switch_interval.target = self.switch_interval
