@@ -104,7 +104,7 @@ def _shown_data(value: Any, budget: list[int]) -> Any:
         return {_shown_data(key, budget): _shown_data(item, budget) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_shown_data(item, budget) for item in value]
-    return _shown_data(str(value), budget)
+    return value  # not JSON: left for the server to notice (it sends the text instead)
 
 
 def cap_text(text: str, limit: int = TEXT_LIMIT) -> str:

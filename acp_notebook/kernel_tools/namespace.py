@@ -177,19 +177,26 @@ def _cell(value: Any) -> Any:
     return render(value, CELL_CAPS)
 
 
-def _table(frame: Any, labels: list[str], secret: list[bool]) -> Any:
+def _columns(data: Any) -> list[Any]:
+    """A frame's columns by position (duplicate names), or a Series as its one column: never a new frame
+    made of a Series (pandas then looks at each odd value's ``__class__``)."""
+    if is_library(data, "pandas", "Series"):
+        return [data]
+    return [data.iloc[:, position] for position in range(data.shape[1])]
+
+
+def _table(data: Any, labels: list[str], secret: list[bool]) -> Any:
     """A frame's head to print: masked secret-named columns and rows, every other cell and label as text
     made by us (pandas would call str() on odd objects), numbers and dates left to pandas."""
     import pandas as pd
 
-    index = frame.index
+    index = data.index
     plain_index = index.dtype.kind in "iufbmM"
     secret_rows = _secret_rows(index) or [False] * len(index)
     columns = {}
-    for position in range(frame.shape[1]):
-        column = frame.iloc[:, position]
+    for position, column in enumerate(_columns(data)):
         if secret[position]:
-            values: Any = [None if missing else MASK for missing in column.isna().to_numpy()]
+            values: Any = [None if missing else MASK for missing in _missing(column)]
         elif column.dtype.kind not in "iufbmM" or any(secret_rows):
             values = [_cell(value) for value in column]
         else:
@@ -210,6 +217,19 @@ def _plain(values: Any) -> bool:
     """Whether every value is a str, a float, a bool or None (by exact type: no isinstance, which reads
     ``__class__``; pandas' infer_dtype does)."""
     return all(id(type(value)) in _PLAIN_VALUES for value in values)
+
+
+def _missing(column: Any) -> Any:
+    """Which of a Series' values are missing, from its array: Series.isna() makes a Series named as this one,
+    and pandas hashes a Series' name (a user object's __hash__, for a column named by one)."""
+    import pandas as pd
+
+    return pd.isna(_array(column))
+
+
+def _array(column: Any) -> Any:
+    """A Series' values as pandas' array (a column already made an array is one)."""
+    return column.array if is_library(column, "pandas", "Series") else column
 
 
 def _describable(column: Any) -> bool:
@@ -237,22 +257,23 @@ def _describe(sample: Any, labels: list[str], secret: list[bool]) -> str:
     import pandas as pd
 
     rows = _secret_rows(sample.index)
-    if rows is not None:  # describe()'s top and extremes would show their values
-        sample = sample.iloc[[not hidden for hidden in rows]]
     columns, kept, left_out = {}, [], []
-    for position in range(sample.shape[1]):
-        column = sample.iloc[:, position]
+    for position, column in enumerate(_columns(sample)):
+        if rows is not None:  # describe()'s top and extremes would show their values
+            column = _array(column)[np.array([not hidden for hidden in rows], dtype=bool)]
         if secret[position]:
-            columns[position] = pd.Series(np.where(column.isna().to_numpy(), None, MASK), dtype=object)
+            columns[position] = pd.Series(np.where(_missing(column), None, MASK), dtype=object)
         elif _describable(column):
-            columns[position] = column.reset_index(drop=True)
+            columns[position] = _array(column)  # not a Series: a new Series would hash its name
         else:
             left_out.append(labels[position])
             continue
         kept.append(labels[position])
     note = f"\n(not described, their values are objects: {', '.join(left_out)})" if left_out else ""
     if rows is not None:
-        note += f"\n({sum(rows):,} rows whose labels mark them secrets are left out)"
+        hidden = sum(rows)
+        note += (f"\n({hidden:,} row{'s' if hidden != 1 else ''} whose label{'s mark them' if hidden != 1 else ' marks it'}"
+                 " a secret left out)")
     if not columns:
         return "(no column describe() can summarise)" + note
     frame = pd.DataFrame(columns)
@@ -273,7 +294,7 @@ def _frame_text(name: str, df: Any, rows: int) -> str:
     size = _size(df)
     nulls_from = shown if size is not None and size <= FULL_SCAN_BYTES else sample
     # Column by column, by position (duplicate names): isna() of the whole frame is a frame of its size.
-    nulls = [int(nulls_from.iloc[:, position].isna().sum()) for position in range(shown.shape[1])]
+    nulls = [int(_missing(nulls_from.iloc[:, position]).sum()) for position in range(shown.shape[1])]
     dtypes = list(shown.dtypes)
     parts = [f"{name}: pandas.DataFrame, {total_rows:,} rows x {total_cols:,} columns, {human_bytes(size)} (shallow)"]
     more = f" (the first {MAX_COLUMNS} of {total_cols})" if total_cols > MAX_COLUMNS else ""
@@ -305,11 +326,11 @@ def _series_text(name: str, series: Any, rows: int) -> str:
     label, secret = _label(series.name), secret_name(series.name)
     masked = " (its name marks it a secret: values masked)" if secret else ""
     parts = [f"{name}: pandas.Series {label}, {len(series):,} values, dtype {series.dtype}, "
-             f"{int(sample.isna().sum())} nulls" + (" in a sample" if sampled else "") + masked]
+             f"{int(_missing(sample).sum())} nulls" + (" in a sample" if sampled else "") + masked]
     if rows:
-        head = _table(series.head(rows).to_frame(), [label], [secret]).to_string(max_colwidth=40, line_width=150)
+        head = _table(series.head(rows), [label], [secret]).to_string(max_colwidth=40, line_width=150)
         parts.append(f"\nhead({rows}):\n{cap_text(head, SECTION_CHARS)}")
-    parts.append("\ndescribe():\n" + _describe(sample.to_frame(), [label], [secret]))
+    parts.append("\ndescribe():\n" + _describe(sample, [label], [secret]))
     return "\n".join(parts)
 
 

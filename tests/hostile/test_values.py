@@ -543,6 +543,9 @@ ODD_FRAMES: dict[str, Callable[[], Any]] = {
     "odd text": lambda: pd.DataFrame({ODD: [ODD_NAME, ODD]}, index=[ODD, ODD_NAME]),
     "a series of odd objects": lambda: pd.Series([Trap(), None], name=ODD),
     "a series of nothing": lambda: pd.Series([], dtype=object),
+    "a series named by a user object": lambda: pd.Series([1.5, None, 2.5], name=Trap()),
+    "columns named by user objects in levels": lambda: pd.DataFrame(
+        [[1, "a"]], columns=pd.MultiIndex.from_tuples([(Trap(), "x"), ("token", Trap())])),
 }
 
 
