@@ -29,14 +29,13 @@ from ..launch import auth_hint
 from ..widgets.chat import TurnView
 from ..widgets.forms import FormAsker
 from ..widgets.permission import PermissionAsker
-from ..widgets.sessions import SessionTable
 from . import context
 from . import grammar as g
 from .records import notebook_path
 from .registry import AgentEntry, NotebookAgents, env_names, launch_of
 from .restore import restore_options
 from .resume import choose_record, reopen, restart_agent, resumable, resume_note
-from .session_ids import known_session_ids, resolve_session_id, unknown_session_id
+from .listing import SessionListing
 from .settings import assign
 from .starting import starting
 from .system_prompt import tell_system_prompt
@@ -116,9 +115,11 @@ class Runner:
         self.agents = NotebookAgents(lambda: magics.default_agent,
                                      notebook=lambda: notebook_path(getattr(getattr(magics, "shell", None),
                                                                             "user_ns", None)))
+        self.listing = SessionListing(self.agents, timeout=self._timeout, cwd=self._cwd, open_session=self.open)
         self._handlers = {
             g.Start: self.start, g.Proxy: self.proxy, g.ShowPanel: self.show_panel, g.SetOptions: self.set_options,
-            g.NewSession: self.new_session, g.ListSessions: self.list_sessions, g.LoadSession: self.load_session,
+            g.NewSession: self.new_session, g.ListSessions: self.listing.list_sessions,
+            g.LoadSession: self.listing.load_session,
             g.ForkSession: self.fork_session,
             g.ShowLog: self.show_log, g.Stop: self.stop, g.Use: self.use, g.Cancel: self.cancel,
             g.Authenticate: self.authenticate, g.Logout: self.logout,
@@ -337,59 +338,6 @@ class Runner:
         source = self.agents.session_of(entry)
         cwd = os.path.expanduser(command.cwd) if command.cwd else None  # default: the source's directory
         self.open(entry, source.fork(cwd, timeout=self._timeout()), title_hint=source.display_title)
-
-    def _listed(self, entry: AgentEntry) -> list[dict[str, Any]]:
-        """The agent's sessions (session/list), or the ones open here when it cannot list them."""
-        if entry.agent.connection.supports("list"):
-            return entry.agent.list_sessions(timeout=self._timeout())
-        return [{"sessionId": s.id, "title": s.title, "updatedAt": s.updated_at, "cwd": s.cwd}
-                for s in entry.agent.sessions]
-
-    def list_sessions(self, command: g.ListSessions) -> None:
-        entry = self.agents.entry(command.alias)
-        listed = self._listed(entry)
-        if command.delete:
-            for wanted in command.delete:
-                self._delete_session(entry, wanted, listed)
-            listed = self._listed(entry)
-        open_here = {s.id: s for s in entry.agent.sessions}
-        current = entry.session.id if entry.session is not None and not entry.session.closed else None
-        table = SessionTable.build(listed, open_here, current,
-                                   can_delete=entry.agent.connection.supports("delete"))
-        table.show()
-
-    def _delete_session(self, entry: AgentEntry, wanted: str, listed: list[dict[str, Any]]) -> None:
-        """``%acp sessions --delete ID``: session/delete for the session named by ID or a unique prefix of it."""
-        known = known_session_ids(listed, entry.agent.sessions)
-        session_id = resolve_session_id(wanted, known, "%acp sessions --delete")
-        if session_id is None:
-            raise unknown_session_id(wanted, known, "%acp sessions --delete", f"the sessions of agent {entry.alias!r}",
-                                     "%acp sessions lists them all.")
-        title = known[session_id]
-        entry.agent.delete_session(session_id, timeout=self._timeout())
-        self.agents.forget_session(entry, session_id, "deleted with %acp sessions --delete")
-        print(f"Deleted session {session_id}" + (f" ({title!r})" if title else "") + ".")
-
-    def load_session(self, command: g.LoadSession) -> None:
-        """``%acp load ID``: the session named by ID or a unique prefix of it, among the agent's (when it can
-        list them; otherwise the id goes to the agent as typed)."""
-        entry = self.agents.entry(command.alias)
-        where, hint = f"the sessions of agent {entry.alias!r}", "%acp sessions lists them all."
-        can_list = entry.agent.connection.supports("list")
-        known = known_session_ids(self._listed(entry), entry.agent.sessions)
-        session_id = resolve_session_id(command.session_id, known, "%acp load")
-        if session_id is None and can_list:
-            raise unknown_session_id(command.session_id, known, "%acp load", where, hint)
-        session_id = session_id or command.session_id
-        existing = next((s for s in entry.agent.sessions if s.id == session_id and not s.closed), None)
-        if existing is None:
-            try:
-                existing = entry.agent.load_session(session_id, self._cwd(None), timeout=self._timeout())
-            except RpcError as exc:
-                if not exc.not_found:
-                    raise
-                raise unknown_session_id(session_id, known, "%acp load", where, hint) from None
-        self.open(entry, existing)
 
     def show_log(self, command: g.ShowLog) -> None:
         from ..widgets.inspector import ProtocolInspector
