@@ -104,6 +104,7 @@ class SecretMemory:
         self._lock = threading.Lock()
         self._values: OrderedDict[str, str] = OrderedDict()
         self._redactor: Redactor | None = None
+        self._longest = 0  # of the values ever kept (an over-estimate once some are forgotten: harmless)
         self._history: tuple[int, int] = (0, 0)  # (id of the history list read, cells of it read)
 
     def __len__(self) -> int:
@@ -124,6 +125,7 @@ class SecretMemory:
                     self._values.move_to_end(text)
                     continue
                 self._values[text] = label
+                self._longest = max(self._longest, len(text))
                 while len(self._values) > self.limit:
                     self._values.popitem(last=False)
                 self._redactor = None
@@ -137,8 +139,7 @@ class SecretMemory:
             return self._redactor
 
     def longest(self) -> int:
-        with self._lock:
-            return max(map(len, self._values), default=0)
+        return self._longest
 
     def history_read(self, inputs: list[Any], most: int) -> list[tuple[int, Any]]:
         """The cells of ``inputs`` not read yet (at most ``most``), marked read."""
@@ -155,12 +156,16 @@ class SecretMemory:
         with self._lock:
             self._values.clear()
             self._redactor = None
+            self._longest = 0
             self._history = (0, 0)
 
 
 def _texts(value: Any) -> Iterator[str]:
     if type(value) is str:
         yield value
+        escaped = repr(value[:65_536])[1:-1]
+        if escaped != value:  # as a repr shows it: quotes, backslashes, control characters escaped
+            yield escaped
     elif type(value) in (bytes, bytearray):
         raw = bytes(value[:65_536])
         yield raw.decode("utf-8", "surrogateescape")

@@ -186,7 +186,8 @@ def test_secret_named_rows_levels_and_fields_are_masked() -> None:
     assert_hidden(secret, inspect({"config": by_row}, "config"))
     levels = pd.DataFrame([[secret, 1]], columns=pd.MultiIndex.from_tuples([("svc", "token"), ("svc", "n")]))
     text = inspect({"wide": levels}, "wide")
-    assert_hidden(secret, text) and "svc / token" in text
+    assert_hidden(secret, text)
+    assert "svc / token" in text
     records = np.array([("ann", secret)], dtype=[("user", "U10"), ("password", "U64")])
     text = inspect({"records": records}, "records")
     assert_hidden(secret, text)
@@ -246,6 +247,15 @@ def test_run_code_masks_a_secret_the_code_itself_defines() -> None:
     secret = fresh_secret()
     answer = call({}, "run_code", {"code": f"SERVICE_TOKEN = {secret!r}\nprint('got', SERVICE_TOKEN)"})
     assert not answer.is_error and answer.text_of() == "got ***SERVICE_TOKEN***\n"
+
+
+def test_a_secret_with_quotes_and_escapes_is_masked_in_a_repr_too() -> None:
+    secret = f"it's\\a\tsecret-{uuid.uuid4().hex}"
+    namespace = {"client": Client(secret), "API_TOKEN": secret}
+    text = inspect(namespace, "client")
+    assert_hidden(secret, text)
+    assert_hidden(repr(secret)[1:-1], text)
+    assert "***API_TOKEN***" in text
 
 
 def test_a_secret_longer_than_a_cell_is_not_shown_in_part() -> None:
