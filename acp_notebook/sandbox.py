@@ -27,7 +27,9 @@ from .errors import AcpError
 __all__ = ["HIDDEN", "SANDBOXES", "Sandbox", "SandboxUnavailable", "check_bwrap", "make_sandbox", "sandboxed_launch",
            "state_paths", "wrap_spec"]
 
-SANDBOXES = ("bwrap",)
+# "bwrap": a sandbox per process, for a sweep a process per trial, writable only in its own workspace;
+# "bwrap-shared" (sweeps): one sandboxed process per agent, writable in every workspace of the sweep.
+SANDBOXES = ("bwrap", "bwrap-shared")
 # Credential folders and files under HOME an agent never needs; each is replaced by an empty one inside.
 HIDDEN = (".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker", ".netrc", ".git-credentials",
           ".password-store", ".pypirc", ".npmrc", ".config/gh")
@@ -105,6 +107,11 @@ class Sandbox:
                 args += ["--ro-bind", entry.path, entry.path]
         return args
 
+    @property
+    def per_trial(self) -> bool:
+        """Whether a sweep gives each trial an agent process (and sandbox) of its own."""
+        return self.kind != "bwrap-shared"
+
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "network": self.network}
 
@@ -130,7 +137,7 @@ def make_sandbox(sandbox: Any, *, network: bool = True, where: str = "sandbox=")
     elif sandbox in SANDBOXES:
         made = Sandbox(kind=str(sandbox), network=bool(network))
     else:
-        raise ValueError(f"{where} is 'bwrap' (bubblewrap) or None, not {sandbox!r}")
+        raise ValueError(f"{where} is 'bwrap' (bubblewrap), 'bwrap-shared' or None, not {sandbox!r}")
     check_bwrap()
     return made
 

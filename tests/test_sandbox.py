@@ -160,7 +160,7 @@ def test_a_bwrap_that_cannot_make_a_sandbox_is_named_with_what_it_said(tmp_path,
 
 
 def test_sandbox_arguments_are_checked():
-    with pytest.raises(ValueError, match=r"sandbox= is 'bwrap' \(bubblewrap\) or None, not 'docker'"):
+    with pytest.raises(ValueError, match=r"sandbox= is 'bwrap' \(bubblewrap\), 'bwrap-shared' or None, not 'docker'"):
         acpnb.sweep(["hi"], ["demo:fast"], sandbox="docker", progress=False)
     with pytest.raises(ValueError, match=r"network=False cuts the network inside a sandbox"):
         acpnb.sweep(["hi"], ["demo:fast"], network=False, progress=False)
@@ -203,4 +203,17 @@ def test_the_magic_starts_a_sandboxed_agent(hostile, monkeypatch):
             ip.run_line_magic("acp", "stop --all")
     finally:
         ip.run_line_magic("unload_ext", "acp_notebook")
+    assert not (hostile["outside"] / "pwned.txt").exists()
+
+
+def test_a_shared_sandbox_runs_one_agent_writable_in_the_sweeps_workspaces_only(hostile):
+    plan = {"outside": hostile["plan"]["outside"], "secret": hostile["plan"]["secret"]}
+    result = acpnb.sweep([json.dumps(plan), json.dumps({**plan, "n": 2})], ["escape:fast"],
+                         workspace=hostile["workspace"], sandbox="bwrap-shared", progress=False)
+    assert [r["status"] for r in result.rows] == ["ok", "ok"], [r["error"] for r in result.rows]
+    for row in result.rows:
+        report = json.loads(row["text"])
+        assert report["inside"] == "done" and report["outside"].startswith("refused: OSError: Read-only"), report
+        assert report["secret"].startswith("refused"), report
+    assert result.metadata["agents"]["escape"]["processes"] == 1
     assert not (hostile["outside"] / "pwned.txt").exists()

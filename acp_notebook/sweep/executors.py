@@ -60,12 +60,14 @@ class LocalExecutor:
     async def start(self, setup: ExecutorSetup) -> None:
         self.settings = setup.settings
         self.pool = AgentPool(setup.specs, cwd=setup.settings.cwd, permission=setup.settings.permission,
-                              given=setup.given_agent, spec=setup.agent_spec, sandbox=setup.settings.sandbox)
+                              given=setup.given_agent, spec=setup.agent_spec, sandbox=setup.settings.sandbox,
+                              workspace_root=setup.settings.workspaces.root)
 
     async def warm(self, agent_name: str | None) -> None:
         """Start the agent now, so every agent's process starts at once rather than when a slot frees up."""
         assert self.pool is not None
-        if self.settings.sandbox is not None or self.settings.oracle:  # they start no shared agent
+        sandbox = self.settings.sandbox
+        if (sandbox is not None and sandbox.per_trial) or self.settings.oracle:  # they start no shared agent
             return
         with contextlib.suppress(Exception):  # a failed start is recorded by the trial itself
             await self.pool.get(agent_name)

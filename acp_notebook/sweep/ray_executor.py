@@ -32,7 +32,7 @@ from ..launch import SpecLike
 from .executors import ExecutorSetup
 from .extras import MissingExtra, require
 from .shipping import Unpacked, localize, pack, pack_kept, restore_paths, unpack_into
-from .trial import AgentPool, Outcome, Trial, TrialSettings, blank_row, run_attempt
+from .trial import AgentPool, Outcome, Trial, TrialSettings, blank_row, default_root, run_attempt
 
 __all__ = ["RayExecutor", "TrialWorker"]
 
@@ -60,7 +60,7 @@ class TrialWorker:
                  shipped: Mapping[str, Any] | None = None) -> None:
         self.settings = settings
         self.pool = AgentPool(specs, cwd=settings.cwd, permission=settings.permission, spec=agent_spec,
-                              sandbox=settings.sandbox)
+                              sandbox=settings.sandbox, workspace_root=default_root())
         # Caller's folder -> its tar in the object store; fetched and unpacked here on a trial's first use.
         self.unpacked = Unpacked(shipped or {}, lambda ref: _import_ray().get(ref))
 

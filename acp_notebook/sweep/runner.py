@@ -155,6 +155,13 @@ def _workspace_dir(workspace: Any, syntax: Syntax) -> str | None:
     return str(path)
 
 
+def _sandbox(sandbox: Any, network: Any, given: Agent | None, syntax: Syntax) -> Any:
+    made = make_sandbox(sandbox, network=network, where=syntax["sandbox"])
+    if made is not None and given is not None:
+        raise ValueError(syntax["sandbox_with_agent"])
+    return made
+
+
 def _task_env(task_env: Any, scorers: Sequence[Scorer], syntax: Syntax) -> str | None:
     if task_env is None:
         return None
@@ -225,18 +232,8 @@ class _Sweep:
         self.scorers: list[Scorer] = _with_task_scorers(getattr(dataset, "scorers", None),
                                                         as_scorers(scorers, syntax=syntax))
         self.oracle = agent == ORACLE
-        self.task_env = _task_env(task_env, self.scorers, syntax)
-        if self.task_env is not None or self.oracle:
-            self.scorers = [s.with_task_env(self.task_env) if isinstance(s, TaskTests) else s for s in self.scorers]
-            if self.oracle and not any(isinstance(s, TaskTests) for s in self.scorers):
-                raise ValueError(f"{syntax['oracle']} runs each task's solution/solve.sh: sweep a folder of tasks "
-                                 f"({syntax['tasks']})")
-        if self.oracle:
-            agent = None
-        self.checks = tuple(s for s in self.scorers if isinstance(s, WorkspaceScorer))
-        self.not_emulated = [line for s in self.checks if isinstance(s, TaskTests) for line in s.not_emulated()] \
-            if self.task_env is not None else []
-        _say_not_emulated(self.not_emulated)
+        agent = None if self.oracle else agent
+        self._task_options(task_env, syntax)
         self.with_agent = agent is not None or self.oracle
         self.given_agent = agent if isinstance(agent, Agent) else None
         self.agent_spec = None if agent is None or isinstance(agent, Agent) else agent
@@ -249,9 +246,7 @@ class _Sweep:
         if self.given_agent is not None and not isinstance(self.executor, LocalExecutor):
             raise ValueError(syntax["ray_with_agent"])
         self.permission = permission
-        self.sandbox = make_sandbox(sandbox, network=network, where=syntax["sandbox"])
-        if self.sandbox is not None and self.given_agent is not None:
-            raise ValueError(syntax["sandbox_with_agent"])
+        self.sandbox = _sandbox(sandbox, network, self.given_agent, syntax)
         self.workspace = _workspace_dir(workspace, syntax)
         self.setup, self.keep_workspaces, self.keep_sessions = setup, bool(keep_workspaces), bool(keep_sessions)
         self.workspace_root: Path | None = None
@@ -282,6 +277,20 @@ class _Sweep:
         # interrupted caller can wait for the cleanup before it returns.
         self.started = threading.Event()
         self.cleaned = threading.Event()
+
+    def _task_options(self, task_env: Any, syntax: Syntax) -> None:
+        """task_env= and the oracle: both need task folders; the tasks' tests learn the environment to use, and
+        what a venv cannot emulate of their Dockerfiles is said once."""
+        self.task_env = _task_env(task_env, self.scorers, syntax)
+        if self.task_env is not None or self.oracle:
+            self.scorers = [s.with_task_env(self.task_env) if isinstance(s, TaskTests) else s for s in self.scorers]
+            if self.oracle and not any(isinstance(s, TaskTests) for s in self.scorers):
+                raise ValueError(f"{syntax['oracle']} runs each task's solution/solve.sh: sweep a folder of tasks "
+                                 f"({syntax['tasks']})")
+        self.checks = tuple(s for s in self.scorers if isinstance(s, WorkspaceScorer))
+        self.not_emulated = [line for s in self.checks if isinstance(s, TaskTests) for line in s.not_emulated()] \
+            if self.task_env is not None else []
+        _say_not_emulated(self.not_emulated)
 
     def _resume(self, retry_failed: bool, syntax: Syntax) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """The rows ``out`` already has for planned trials, and which of them lack a score this sweep adds."""

@@ -191,13 +191,15 @@ class AgentPool:
     """
 
     def __init__(self, specs: Mapping[str, SpecLike], *, cwd: str | None, permission: PermissionPolicy,
-                 given: Agent | None = None, spec: SpecLike | None = None, sandbox: Sandbox | None = None) -> None:
+                 given: Agent | None = None, spec: SpecLike | None = None, sandbox: Sandbox | None = None,
+                 workspace_root: str | None = None) -> None:
         self.specs = dict(specs)
         self.cwd = cwd
         self.permission = permission
         self.given = given
         self.spec = spec
         self.sandbox = sandbox
+        self.workspace_root = workspace_root  # writable for a shared sandbox ("bwrap-shared")
         self._starting: dict[str, SharedStart[Agent]] = {}
         self.started: list[Agent] = []
 
@@ -212,9 +214,12 @@ class AgentPool:
 
     async def _start(self, name: str | None) -> Agent:
         spec = self.spec if name is None else self.specs.get(name, name)
-        if self.sandbox is not None:  # trials without a workspace: a shared agent that can write nowhere of ours
-            cwd = self.cwd or os.getcwd()
-            spec = await asyncio.to_thread(wrap_spec, spec, self.sandbox, cwd=cwd, writable_cwd=False)
+        if self.sandbox is not None:  # a shared agent: writable only in this sweep's workspaces ("bwrap-shared")
+            cwd, roots = self.cwd or os.getcwd(), [self.workspace_root] if self.workspace_root else []
+            for root in roots:
+                await asyncio.to_thread(os.makedirs, root, exist_ok=True)
+            spec = await asyncio.to_thread(wrap_spec, spec, self.sandbox.with_paths(roots), cwd=cwd,
+                                           writable_cwd=False)
         agent = await astart(spec, cwd=self.cwd, permission=self.permission)  # type: ignore[arg-type]
         self.started.append(agent)
         return agent
@@ -223,7 +228,7 @@ class AgentPool:
                         mounts: Sequence[tuple[str, str]] = ()) -> tuple[Agent, bool]:
         """The agent a trial talks to, and whether it is the trial's own: in a sandbox, a trial with a workspace
         gets a process of its own whose only writable folder of ours is that workspace (the trial closes it)."""
-        if self.sandbox is None or workspace is None or self.given is not None:
+        if self.sandbox is None or workspace is None or self.given is not None or not self.sandbox.per_trial:
             return await self.get(name), False
         spec = self.spec if name is None else self.specs.get(name, name)
         cwd = str(workspace.path)
@@ -426,7 +431,7 @@ async def make_workspace(trial: Trial, settings: TrialSettings, row: dict[str, A
         return None
     options = settings.workspaces
     attempt.phase = "making the workspace"
-    root = Path(options.root) if options.root else Path(tempfile.gettempdir()) / "acp-notebook-workspaces"
+    root = Path(options.root) if options.root else Path(default_root())
     workspace = attempt.workspace = await Workspace.create(source, root, trial.trial_id)
     row.update(workspace=source, workspace_method=workspace.method, workspace_commit=workspace.commit,
                workspace_path=str(workspace.path))
@@ -440,6 +445,11 @@ async def make_workspace(trial: Trial, settings: TrialSettings, row: dict[str, A
     await workspace.mark_start(after_setup=bool(options.setup))
     attempt.workspace_ready = True
     return workspace
+
+
+def default_root() -> str:
+    """Where a process makes trial workspaces when the sweep names no root (a Ray worker's own)."""
+    return str(Path(tempfile.gettempdir()) / "acp-notebook-workspaces")
 
 
 class WorkspaceSetupError(Exception):
