@@ -513,16 +513,21 @@ def _exception_text(exc: BaseException) -> str:
 
 
 def _masked_pandas(value: Any) -> Any:
-    """A DataFrame (its first rows) with secret-named columns shown as ***, a secret-named Series as ***."""
+    """A DataFrame or Series inside a container as a one-line summary: pandas' repr cuts long cells before
+    any masking could see a whole secret (inspecting the frame itself shows it, masked)."""
     if is_library(value, "pandas", "DataFrame"):
-        secret = [index for index, label in enumerate(value.columns) if secret_name(label)]
-        if secret:
-            value = value.head(20).copy()
-            for index in secret:
-                value.isetitem(index, [MASK] * len(value))
-    elif is_library(value, "pandas", "Series") and secret_name(value.name):
-        return f"<pandas.Series {value.name!r} of {len(value):,} values: {MASK} (its name marks it a secret)>"
+        rows, columns = value.shape
+        return _Summary(f"<pandas.DataFrame, {rows:,} rows x {columns:,} columns; inspect it on its own to see it>")
+    if is_library(value, "pandas", "Series"):
+        return _Summary(f"<pandas.Series, {len(value):,} values, dtype {value.dtype}; inspect it on its own to see it>")
     return value
+
+
+class _Summary(str):
+    """Text shown as it is in place of a value's repr."""
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
 
 
 def render(value: Any, caps: Caps = Caps()) -> str:
