@@ -130,11 +130,13 @@ class Stop:
                 each.f_trace = self._trace
 
     def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if not self.region_active:
+        if not self.region_active or not self.requested or not self.inside(frame):
             return None
-        if self.requested and self.inside(frame):
-            raise Stopped(self)
-        return None
+        if event == "exception":
+            # The exception being raised is (most often) our own: raising here would spend the tracer before
+            # the line that catches it, where raising again is what gets out of the ``try``.
+            return self._trace
+        raise Stopped(self)
 
     def on_sigint(self, frame: FrameType | None) -> None:
         """What SIGINT does while this work runs (kernel thread): stop the region, or the whole work."""
