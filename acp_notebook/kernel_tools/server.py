@@ -33,9 +33,10 @@ from typing import Any
 
 from .. import _loop
 from .._visible import visible
-from .answers import Answer, busy_message
+from .answers import Answer, busy_message, current_shell
 from .channel import CHANNEL_ENV, TOKEN_ENV, Channel, LineReader, LineWriter
 from .policy import READ_ONLY_REFUSAL, REJECTED, KernelToolEvent, RunRequest, parse_policy
+from .secrets import watch
 from .tools import TOOLS, ArgumentError, argument
 
 __all__ = ["READ_TIMEOUT_S", "KernelTools", "safe_answer", "start_kernel_tools"]
@@ -96,6 +97,10 @@ class KernelTools:
         # in a worker thread, so the first tool call need not wait for all of it.
         self._import_sdk()
         self._channel = channel
+        if self.namespace is None:
+            # Secrets are learned after every cell from now on, not from the first tool call: a key computed
+            # and deleted before the agent first looks is still masked when it shows up later (in history).
+            watch(current_shell())
         _loop.on_shutdown(self.close)
         self.entry = {"name": SERVER_NAME, "command": sys.executable, "args": ["-m", BRIDGE_MODULE],
                       "env": [{"name": CHANNEL_ENV, "value": path}, {"name": TOKEN_ENV, "value": channel.token}]}

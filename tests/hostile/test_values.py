@@ -748,3 +748,20 @@ def test_in_a_kernel_history_and_deleted_secrets_stay_masked(kernel: Any) -> Non
     assert "***OPENAI_API_KEY***" in texts[1] and "***API_TOKEN***" in texts[1]
     assert "{'api_key': '***', 'region': 'eu'}" in texts[4]
     assert os.environ.get("HF_TOKEN") != env_token  # the kernel's environment is its own
+
+
+@pytest.mark.kernel
+def test_a_secret_computed_and_deleted_before_the_agent_first_looks_stays_masked(kernel: Any) -> None:
+    """The kernel learns secret-named values after every cell from the moment the tools start, not from
+    the agent's first call: nothing in the history or the environment holds this one any more."""
+    computed = fresh_secret()
+    entry = json.loads(run_cell(kernel, KERNEL_SETUP).strip().splitlines()[-1])
+    for cell in (f"SERVICE_TOKEN = ''.join(reversed({computed[::-1]!r}))",
+                 "copy = {'note': SERVICE_TOKEN}",
+                 "del SERVICE_TOKEN"):
+        run_cell(kernel, cell)
+    texts = agent_calls(entry, ("inspect_variable", {"name": "copy"}), ("notebook_history", {"n": 20}),
+                        ("run_code", {"code": "print(copy['note'])"}))
+    for text in texts:
+        assert_hidden(computed, text)
+    assert "***SERVICE_TOKEN***" in texts[0]
