@@ -250,8 +250,7 @@ class TurnView:
         with self._lock:
             turn = self.turn
             running = self._is_running()
-            pending = [(f"The agent asks permission: {p.tool_call.get('title') or p.call_id} (waiting for your answer)",
-                        p.static_html()) for p in self._prompts if not p.future.done()]
+            pending = [(p.pending_text(), p.static_html()) for p in self._prompts if not p.future.done()]
             tools = [ToolSnapshot(str(c.title or c.id), str(c.kind or "other"), str(c.status or "pending"),
                                   self._tool_html(c)) for c in turn.tool_calls]
             forms = [(item.plain_text(), item.static_html()) if isinstance(item, FormPrompt) else item
