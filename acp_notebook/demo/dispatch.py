@@ -11,7 +11,9 @@ Which work a prompt gets, the first of these that matches (case is ignored; the 
 4. a kernel command ("what is in NAME?", "run CODE", "compute EXPR", "plot NAME"...): the session's
    `kernel` MCP server (`kernelwork`);
 5. "what did I say first?": answered from the session's history (also after a load in a new process);
-   "what is your system prompt?": the system prompt the client gave, with its mode (`instructions`);
+   "what did I say before?" (or ask / send): "You have sent N prompts before this one: "...", "..."", every
+   earlier prompt of the session quoted in order (the first 20; the rest counted), so a fork or a branch
+   shows which conversation it carries; "what is your system prompt?": the system prompt the client gave, with its mode (`instructions`);
 6. a file edit ("In PATH, replace `OLD` with `NEW`", "Create PATH containing `TEXT`"): file work by the
    edit contract in `tasks`;
 7. "What is A OP B?": the arithmetic contract in `tasks` (last line ``Answer: N``);
@@ -101,6 +103,9 @@ class PromptTurn:
             sentence = await notices.compact(self.agent, session, turn)
         elif (kernel_command := parse_kernel_command(text)) is not None:
             sentence = await KernelWork(self.agent, session, kernel_command, turn).run()
+        elif replies.asks_what_was_said_before(text):
+            return replies.before_reply([exchange.user for exchange in session.history], settings,
+                                        fell_back=self.fell_back)
         elif replies.asks_what_was_said_first(text):
             earlier = [exchange.user for exchange in session.history]
             return replies.recall_reply(earlier, settings, fell_back=self.fell_back)

@@ -17,6 +17,8 @@ _QUOTE_LIMIT = 60
 _WORDS_PER_CHUNK = 3
 _RECALL_LIMIT = 200
 _RECALL_QUESTION = re.compile(r"\bwhat\s+did\s+i\s+(?:say|ask)\s+first\b", re.IGNORECASE)
+_BEFORE_QUESTION = re.compile(r"\bwhat\s+did\s+i\s+(?:say|ask|send)\s+before\b", re.IGNORECASE)
+_BEFORE_LISTED = 20  # prompts quoted by "what did I say before?"; more are counted, not quoted
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Voice:
     permission_failed: str
     recall: str
     recall_none: str
+    before: str
     task_fast: str
     task_smart: str
     form_declined: str
@@ -62,6 +65,7 @@ VOICES: dict[str, Voice] = {
         permission_failed="Could not {action} {path}: asking for permission failed ({error}).",
         recall='You first said: "{first}". You have sent {count} before this one.',
         recall_none="Nothing yet: this is the first thing you said.",
+        before="You have sent {count} before this one: {prompts}.",
         task_fast="At a glance, {question} comes to {answer}.",
         task_smart="Working it through step by step: {question} = {answer}.",
         form_declined="No problem, I will not ask.",
@@ -87,6 +91,7 @@ VOICES: dict[str, Voice] = {
         permission_failed="Arr, could not {action} {path}: askin' leave failed ({error}).",
         recall='Arr, first ye said: "{first}". Ye sent {count} before this one.',
         recall_none="Nothin' yet, matey: this be the first thing ye said.",
+        before="Arr, ye sent {count} before this one: {prompts}.",
         task_fast="Arr, at a squint, {question} be {answer}.",
         task_smart="I reckoned it careful, arr: {question} = {answer}.",
         form_declined="No matter, matey, I'll not ask.",
@@ -141,6 +146,23 @@ def recall_reply(history: list[str], settings: SessionSettings, *, fell_back: bo
 
 def asks_what_was_said_first(prompt: str) -> bool:
     return _RECALL_QUESTION.search(prompt) is not None
+
+
+def before_reply(history: list[str], settings: SessionSettings, *, fell_back: bool = False) -> str:
+    """The answer to "what did I say before?": how many prompts the session saw before this one, each quoted in
+    order (the first ``_BEFORE_LISTED``; the rest counted), so a branch shows plainly which conversation it has."""
+    voice = VOICES[settings.tone]
+    if not history:
+        return _with_prefix(settings, voice.recall_none, fell_back=fell_back)
+    quoted = ", ".join(f'"{quote(text)}"' for text in history[:_BEFORE_LISTED])
+    if len(history) > _BEFORE_LISTED:
+        quoted += f" and {len(history) - _BEFORE_LISTED} more"
+    body = voice.before.format(count=plural(len(history), "prompt"), prompts=quoted)
+    return _with_prefix(settings, body, fell_back=fell_back)
+
+
+def asks_what_was_said_before(prompt: str) -> bool:
+    return _BEFORE_QUESTION.search(prompt) is not None
 
 
 def task_reply(task: tasks.Task, settings: SessionSettings, *, fell_back: bool = False) -> str:
