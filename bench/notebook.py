@@ -129,8 +129,9 @@ def one_turn(kernel: Kernel, chunks: int, gap: float, timeout: float = 300) -> d
         kind = msg["msg_type"]
         if kind in counts:
             counts[kind] += 1
-            state = (msg["content"].get("data") or {}).get("state") or {}
-            if not streaming and state.get("outputs"):
+            data = msg["content"].get("data") or {}
+            # The reply's first chunks: the view's sections send their parts as custom messages.
+            if not streaming and (data.get("state") or {}).get("outputs") or data.get("method") == "custom":
                 streaming, next_at = True, now  # the first chunks are on screen: the first cell goes now
         if pending is not None and msg["parent_header"].get("msg_id") == pending[0] and kind == "status" \
                 and msg["content"]["execution_state"] == "idle":

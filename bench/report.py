@@ -98,6 +98,23 @@ def _workspace_setup(b: dict[str, Any]) -> Any:
                  for method in ("worktree", "copy")) + (found.get("megabytes"),)
 
 
+def _turn_bytes(case: str) -> Callable[[dict[str, Any]], Any]:
+    """(bytes per byte of content, per byte of final HTML, all bytes, saved bytes per byte of content) of a byte
+    case of bench/notebook.py, each beyond what a one-chunk turn costs."""
+    def get(b: dict[str, Any]) -> Any:
+        found, one = _get(b, "notebook", "bytes", case), _get(b, "notebook", "bytes", "one_chunk_turn")
+        if not found or not one:
+            return None
+        beyond = found["bytes"] - one["bytes"]
+        return (beyond / found["content_chars"], beyond / found["shown_html_bytes"], found["bytes"],
+                (found["saved_cell_bytes"] - one["saved_cell_bytes"]) / found["content_chars"])
+    return get
+
+
+def _turn_bytes_shown(v: Any) -> str:
+    return f"{_x(v[0])} [{_x(v[1])}; {v[2] / 1e6:.2f} MB]; saved {_x(v[3])}"
+
+
 ROWS: list[Row] = [
     ("1 client", "20,000-chunk turn, acp-notebook / bare SDK client", "<= 1.0x",
      lambda b: _get(b, "client", "ratio"), _x, lambda v: v <= 1.0),
@@ -124,6 +141,11 @@ ROWS: list[Row] = [
     ("3 notebook", "a trivial cell run mid-stream waits (median; p90)", "< 200 ms",
      lambda b: (_get(b, "notebook", "trivial_cell_wait_s", "median"), _get(b, "notebook", "trivial_cell_wait_p90_s")),
      lambda v: f"{_ms(v[0])}; {_ms(v[1])}", lambda v: v[0] is not None and v[1] < 0.2),
+    *[("3 notebook", f"bytes sent for a turn of {label}, beyond a one-chunk turn, per byte of its content "
+       "[per byte of its final HTML; all bytes]; its saved cell per byte of content", "<= 3x (+ a constant); saved <= 2x",
+       _turn_bytes(case), _turn_bytes_shown, lambda v: v[0] <= 3 and v[3] <= 2)
+      for case, label in (("reply_20s", "a 200 kB reply over 20 s"), ("reply_120s", "a 200 kB reply over 120 s"),
+                          ("tools", "300 tool calls with 2 kB diffs"), ("plan", "2,000 plan updates"))],
     ("4 sweeps", "8 runs of a 1 s reply at concurrency 8: wall time / the slowest run's own time "
      "[/ a sweep of one run]", "<= 1.5x",
      lambda b: (_get(b, "sweeps", "concurrency", "wall_vs_slowest_trial"), _get(b, "sweeps", "concurrency", "ratio")),
