@@ -129,6 +129,25 @@ class _Completion:
                 self.future.set_result(self.turn)
 
 
+def _resend_when_held_calls_end(turn: Turn, live: LiveDisplay) -> None:
+    """Code the agent ran that still holds the kernel as the turn ends: once it ends, the final output is sent
+    again, so the cell stops saying the kernel is held (events on the loop, sent from the render thread)."""
+    held: set[str] = set()
+
+    def on_event(event: TurnEvent) -> None:
+        call = event.data
+        if event.kind == "kernel" and call.id in held and call.status != "held":
+            held.discard(call.id)
+            render_thread.call_later(0.0, live.resend_final)
+            if not held:
+                unobserve()
+
+    unobserve = turn.observe(on_event)  # first, so an end that comes meanwhile is not missed
+    held.update(call.id for call in list(turn.kernel_calls) if call.status == "held")
+    if not held:
+        unobserve()
+
+
 class TurnView:
     """The widgets of one ``%%acp`` cell, following ``turn``.
 
@@ -461,6 +480,7 @@ class TurnView:
         self.live.finalize()
         self._close_widgets()
         self.render()
+        _resend_when_held_calls_end(self.turn, self.live)
 
     def _close_widgets(self) -> None:
         """The output is static now: free the widget models (the kernel and a saved notebook keep none).

@@ -287,6 +287,15 @@ class LiveDisplay:
             _open.pop(self.display_id, None)
         return True
 
+    def resend_final(self) -> None:
+        """Send the static form again (any thread): what a final output shows changed after it was made final
+        (code that held the kernel past its turn's end has ended)."""
+        with self._sending:
+            with self._flags:
+                if not (self.final and self.shown):
+                    return
+            self._send(self._render(True, "").static())
+
     @contextlib.contextmanager
     def _turn_to_send(self, wait: float | None) -> Iterator[bool]:
         """Hold the sending lock, waiting at most ``wait`` seconds for it (None: no limit); yields whether held."""

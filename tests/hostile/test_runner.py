@@ -26,6 +26,7 @@ jupyter_client = pytest.importorskip("jupyter_client")
 pytest.importorskip("ipykernel")
 
 from test_kernel_tools_kernel import SETUP, TIMEOUT, Fifo, Kernel, call, kernel, texts  # noqa: E402,F401
+from test_widgets import comms, on_loop, outputs_of, shown  # noqa: E402,F401
 
 # Code that catches every stop and goes on, each a way to hold the kernel with plain Python.
 SWALLOWERS = {
@@ -240,3 +241,38 @@ def test_a_call_that_ignores_interrupts_is_reported_still_running_and_holding_th
     assert kinds == "['run_code_started', 'run_code_held', 'run_code_finished']"
     assert "stopped: the code ran over the 1 s limit" in last and "it has ended and the kernel is free again" in last
     assert not call(entry, "list_variables").is_error
+
+
+# --- the running cell ---------------------------------------------------------------------------------------
+def test_a_cell_whose_turn_ended_while_code_held_the_kernel_stops_saying_so_when_the_code_ends(
+        comms: Any, shown: Any, tmp_path: Path) -> None:
+    """The agent got "still running" and ended its turn while its code still held the kernel: the cell's final
+    output says the kernel is held and how to get it back, and is sent again once the code has ended."""
+    import acp_notebook as acpnb
+    from acp_notebook.turn import KernelCall
+    from acp_notebook.widgets import render_thread
+    from acp_notebook.widgets.chat import TurnView
+    from acp_notebook.widgets.kernel import HELD_NOTE
+
+    agent = acpnb.start("demo", cwd=tmp_path, env={"ACP_DEMO_DELAY": "0.3"})
+    try:
+        view = TurnView(agent.new_session().start_turn("tell me a long story about the sea and the stars"))
+        view.show()
+        held = KernelCall(id="kernel-held", tool="run_code", code="while True: pass", status="held",
+                          error="the code is still running: it ignores interrupts")
+        on_loop(lambda: view.turn.record_kernel(held))
+        comms.click(view.cancel_button)
+        view.finished.result(TIMEOUT)
+        assert HELD_NOTE in outputs_of(shown, view.live)[-1].data["text/plain"]
+        ended = "stopped: the code ran over the 1 s limit\n(it held the kernel 9 s after it was reported still running)"
+
+        def end() -> None:
+            held.status, held.error = "failed", ended
+            view.turn.record_kernel(held)
+
+        on_loop(end)
+        render_thread.submit(lambda: None).result(TIMEOUT)  # the render thread has sent what the end queued
+        final = outputs_of(shown, view.live)[-1].data["text/plain"]
+        assert HELD_NOTE not in final and "it held the kernel 9 s" in final
+    finally:
+        agent.close()
