@@ -46,12 +46,13 @@ from ._protocol import (
     system_prompt_modes,
 )
 from ._redact import Redactor, secret_values
+from .auth_terminal import is_terminal_method, shown_command
 from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
 from .elicitation import ElicitationPolicy
 from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError, ProtocolError
 from .kernel_link import KernelLink, close_links, entry_secrets, resolve_policy, servers_with_kernel
-from .launch import AgentSpec, SpecLike, environment, spec_of, terminal_login_command
+from .launch import AgentSpec, SpecLike, environment, spec_of
 from .record.format import Recorder
 from .session import Session, _agent_timeout, _apply_session_result, _state_applier
 from .state import SessionState
@@ -146,6 +147,8 @@ class Agent:
         # Secret values the agent gets some other way than its environment (the proxy's agents' keys, which
         # travel on its command line): masked like the environment's.
         self.extra_secrets: list[tuple[str, str]] = []
+        # Kept so the agent can be started again as it was (auth_terminal.arelaunch, after a terminal login).
+        self.sandbox, self.network = sandbox, network
         launched = self.spec
         if sandbox is not None or not network:  # acp_notebook/sandbox.py: the same spec, run under bwrap
             from .sandbox import sandboxed_launch
@@ -366,23 +369,29 @@ class Agent:
         if self.auth_methods and method_id not in ids:
             raise AcpError(f"agent '{self.name}' has no auth method {method_id!r}",
                            hint=f"Its auth methods are: {', '.join(map(str, ids))}.")
-        if _auth_method(self.auth_methods, method_id).get("type") == "terminal":
+        if is_terminal_method(_auth_method(self.auth_methods, method_id)):
+            # ACP: a terminal method is never sent to authenticate. Scripts get the command line to run (the
+            # environment by name only); %acp auth runs it in the cell (magics/login.py).
             raise AcpError(f"{method_id!r} is a login you do in a terminal, not through the agent",
                            hint=f"Run this in a terminal, then start the agent again: "
-                                f"{self.terminal_login_command(method_id)}")
+                                f"{self.terminal_login_command(method_id)}",
+                           hints={"magic": f"Run this in a terminal, then start the agent again: "
+                                           f"{self.terminal_login_command(method_id)} (in a notebook, %acp auth "
+                                           f"{method_id} runs it in the cell for an agent started as a program)"})
         return await self.connection.authenticate(method_id)
 
     authenticate, aauthenticate = twins(_authenticate, what="authenticate", default_timeout=_agent_timeout)
 
     def terminal_login_command(self, method_id: str) -> str:
         """The shell command for a terminal auth method: this agent's own command with the method's
-        arguments and environment (ACP's terminal authentication)."""
+        arguments and environment (ACP's terminal authentication). Secret values are never in it: the method's
+        secret-named variables and those the agent was started with appear as ``NAME="$NAME"``."""
         method = _auth_method(self.auth_methods, method_id)
-        if method.get("type") != "terminal":
+        if not is_terminal_method(method):
             raise AcpError(f"{method_id!r} is not a terminal login of agent '{self.name}'",
                            hint="agent.auth_methods lists each method's type.",
                            hints={"magic": "%acp auth lists each method and how to use it."})
-        return terminal_login_command(self.command, method)
+        return shown_command(self.command, method, launch_env_names=sorted(self.extra_env), redactor=self._redactor)
 
     async def _logout(self) -> dict[str, Any]:
         """Log out of the agent (where it offers ``logout``); new sessions then need authentication."""
@@ -499,12 +508,13 @@ def _require(agent: Agent, capability: str, method: str) -> None:
 
 
 async def _open_session(agent: Agent, method: str, lead: dict[str, Any], tail: dict[str, Any], extra: Sequence[str],
-                        permission: PermissionPolicy | None, mcp_servers: Sequence[Mapping[str, Any]] = ()) -> Session:
+                        permission: PermissionPolicy | None, mcp_servers: Sequence[Mapping[str, Any]] = (),
+                        kernel_tools: bool = True) -> Session:
     """session/new or session/fork: the request (``lead``, the MCP servers with the notebook's ``kernel``,
     ``tail``, the system prompt where the agent takes one), and the Session its answer opens, with its kernel
-    tools (loop thread)."""
+    tools (loop thread; none with ``kernel_tools=False``: a branch's checkpoint, never prompted itself)."""
     prompt = _system_prompt(agent)  # before the kernel link: a refused mode leaves nothing to close
-    link = await _kernel_link(agent)
+    link = await _kernel_link(agent) if kernel_tools else None
     servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
     params: dict[str, Any] = {**lead, "mcpServers": servers, **tail}
     if prompt is not None:
@@ -534,18 +544,18 @@ async def _open_session(agent: Agent, method: str, lead: dict[str, Any], tail: d
 
 
 async def open_fork(source: Session, cwd: str | os.PathLike[str] | None = None, *,
-                    permission: PermissionPolicy | None = None) -> Session:
+                    permission: PermissionPolicy | None = None, kernel_tools: bool = True) -> Session:
     """session/fork (unstable) for ``Session.fork``: a new session of the same agent that starts from ``source``'s
     history, in ``cwd`` (default: the source's), with the source's additional directories and permission policy
-    and kernel tools of its own. A CapabilityError naming the agent unless it advertises
-    ``sessionCapabilities.fork``."""
+    and kernel tools of its own (none with ``kernel_tools=False``). A CapabilityError naming the agent unless it
+    advertises ``sessionCapabilities.fork``."""
     agent = source.agent
     _require(agent, "fork", "session/fork")
     root = _session_directory(cwd, source.cwd)
     extra = list(source.additional_directories)
     session = await _open_session(agent, "session/fork", {"sessionId": source.id, "cwd": root},
                                   {"additionalDirectories": extra} if extra else {}, extra,
-                                  source.permission if permission is None else permission)
+                                  source.permission if permission is None else permission, kernel_tools=kernel_tools)
     session.forked_from = source.id
     return session
 
@@ -581,7 +591,8 @@ def _client_capabilities(fs: bool) -> dict[str, Any]:
         "terminal": False,
         "session": copy.deepcopy(dict(CLIENT_SESSION_CAPABILITIES)),  # boolean options, notices, compaction
         "elicitation": {"form": {}},
-        # Terminal logins are shown to the user as the command to run (terminal_login_command).
+        # Terminal logins: %acp auth runs the agent's login in a pseudo-terminal in the cell and reconnects
+        # (auth_terminal.py, magics/login.py); scripts are told the command line to run.
         "auth": {"terminal": True},
     }
 

@@ -32,6 +32,7 @@ from ..widgets.permission import PermissionAsker
 from . import context
 from . import grammar as g
 from .records import notebook_path
+from .login import TerminalLoginFlow, can_run_here, terminal_method
 from .registry import AgentEntry, NotebookAgents, env_names, launch_of
 from .restore import restore_options
 from .resume import choose_record, reopen, restart_agent, resumable, resume_note
@@ -58,18 +59,21 @@ class TurnPolicies:
     elicitation_note: str
 
 
-def auth_methods_text(agent: Any) -> str:
-    """The agent's auth methods, one per line; a terminal login shows the command to run (ACP terminal auth)."""
+def auth_methods_text(agent: Any, shell: Any = None) -> str:
+    """The agent's auth methods, one per line; a terminal login shows its command, which ``%acp auth METHOD``
+    runs in the cell where it can (``can_run_here``: in a kernel, for an agent started as a program)."""
     methods = [m for m in agent.auth_methods if isinstance(m, dict) and m.get("id")]
     if not methods:
         return f"Agent '{agent.name}' offers no auth methods."
     lines = [f"Auth methods of agent '{agent.name}':"]
+    in_cell = can_run_here(agent, shell)
     for method in methods:
         method_id = str(method["id"])
         named = f"{method_id} ({method['name']})" if method.get("name") and method["name"] != method_id else method_id
         if method.get("type") == "terminal":
-            lines.append(f"  {named}: log in from a terminal, then start the agent again:\n"
-                         f"      {agent.terminal_login_command(method_id)}")
+            how = (f"%acp auth {method_id} runs this login in the cell, then starts the agent again" if in_cell
+                   else "log in from a terminal, then start the agent again")
+            lines.append(f"  {named}: {how}:\n      {agent.terminal_login_command(method_id)}")
         else:
             lines.append(f"  {named}: %acp auth {method_id}")
         if method.get("description"):
@@ -77,9 +81,19 @@ def auth_methods_text(agent: Any) -> str:
     return "\n".join(lines)
 
 
-def _auth_hint(entry: AgentEntry) -> str:
+def _auth_hint(entry: AgentEntry, shell: Any = None) -> str:
     agent = entry.agent
-    return auth_hint(agent.registry_spec, agent.auth_methods, how="%acp auth METHOD", command=agent.command) or ""
+    if not can_run_here(agent, shell):
+        return auth_hint(agent.registry_spec, agent.auth_methods, how="%acp auth METHOD", command=agent.command) or ""
+    # Terminal logins run in the cell here: named as %acp auth commands, not as command lines for a terminal.
+    terminal = [m for m in agent.auth_methods if isinstance(m, dict) and m.get("id") and m.get("type") == "terminal"]
+    others = [m for m in agent.auth_methods if m not in terminal]
+    hint = auth_hint(agent.registry_spec, others, how="%acp auth METHOD", command=agent.command) or ""
+    if terminal:
+        runs = " or ".join(f"%acp auth {m['id']}" for m in terminal)
+        hint += (f" {'Or log in' if hint else 'Log in'} with {runs}: it runs the agent's login in the cell "
+                 "(you answer it there), then starts the agent again.")
+    return hint.strip()
 
 
 def _recording_inspector(command: g.ShowLog, method: str | None) -> Any:
@@ -196,7 +210,7 @@ class Runner:
             if not exc.auth_required or not entry.agent.auth_methods:
                 raise
             raise AcpError(f"agent {entry.alias!r} asks you to authenticate before it opens a session",
-                           hint=_auth_hint(entry)) from None
+                           hint=_auth_hint(entry, getattr(self.magics, "shell", None))) from None
 
     def _open_first_session(self, entry: AgentEntry, timeout: float) -> None:
         tell_system_prompt(entry.agent, self.magics)
@@ -381,8 +395,10 @@ class Runner:
     def authenticate(self, command: g.Authenticate) -> None:
         entry = self.agents.entry(command.alias)
         if command.method_id is None:
-            print(auth_methods_text(entry.agent))
+            print(auth_methods_text(entry.agent, getattr(self.magics, "shell", None)))
             return
+        if terminal_method(entry.agent, command.method_id) is not None:
+            return TerminalLoginFlow(self, entry, command.method_id).start()  # in the cell; reconnects after
         entry.agent.authenticate(command.method_id, timeout=self._timeout())
         if entry.session is None:
             self.open(entry, self._new_session(entry, None, self._timeout()))
