@@ -16,12 +16,15 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from datetime import timedelta
+
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import acp_notebook as acpnb
@@ -300,17 +303,30 @@ def wait_for_request(agent: acpnb.Agent, method: str) -> Any:
 
 
 # --- behind the proxy ------------------------------------------------------------------------------
+# Each proxy example fails fast: every call it makes has a short timeout, and the example a deadline that a
+# loaded 2-core machine still meets (an example takes about 0.1 s; seconds under load). It is not shrunk: it
+# is at most ten lines, printed whole, and shrinking re-runs a failing turn many times over (a run that found
+# a fault once went on shrinking into the suite's 300 s timeout).
+PROXY_CALL_TIMEOUT = 15
+PROXY_SETTINGS: dict[str, Any] = {**SETTINGS, "deadline": timedelta(seconds=20),
+                                  "phases": (Phase.explicit, Phase.reuse, Phase.generate)}
+
+
 class Warnings:
-    """Counts the proxy's stderr lines naming a bad frame (its log), with an event for each new one."""
+    """Counts the proxy's stderr lines naming a bad frame (its log), with an event for each new one; keeps any
+    traceback (a fault in the proxy's own code, which must never happen whatever its agent sends)."""
 
     def __init__(self) -> None:
         self.count = 0
         self.arrived = threading.Event()
+        self.faults: list[str] = []
 
     def __call__(self, line: str) -> None:
         if "bad frame (" in line:
             self.count += 1
             self.arrived.set()
+        if line.startswith("Traceback"):
+            self.faults.append(line)
 
     def wait_for(self, count: int) -> None:
         while self.count < count:
@@ -329,19 +345,106 @@ def proxied(tmp_path_factory):
         yield proxy, session, tmp_path_factory.mktemp("plays"), warnings
 
 
-@settings(max_examples=EXAMPLES * 2 // 3, **SETTINGS)
+@settings(max_examples=EXAMPLES * 2 // 3, **PROXY_SETTINGS)
 @given(st.lists(lines, min_size=1, max_size=10))
 def test_the_proxy_survives_any_frames_from_its_agent(proxied, examples):
     proxy, session, plays, warnings = proxied
     script = plays / f"play-{len(list(plays.iterdir()))}.txt"
-    script.write_text("".join(text + "\n" for text, _ in examples))
+    script.write_text("".join(text + "\n" for text, _ in examples), encoding="utf-8")
     warned = warnings.count
     before = bad_notes(proxy)
-    turn = session.prompt(f"play {script}", timeout=30)
+    turn = session.prompt(f"play {script}", timeout=PROXY_CALL_TIMEOUT)
     assert turn.stop_reason == "end_turn"
     expected = sum(1 for _, bad in examples if bad)
     warnings.wait_for(warned + expected)
     assert warnings.count - warned == expected
     assert bad_notes(proxy) == before, "the proxy forwarded a bad frame"
     check_state(session)
-    assert session.prompt("still there?", timeout=30).text == "echo: still there?"
+    assert session.prompt("still there?", timeout=PROXY_CALL_TIMEOUT).text == "echo: still there?"
+    assert warnings.faults == [], "the proxy's own code failed on a frame"
+
+
+def test_a_model_option_whose_choices_are_not_a_list_leaves_the_proxy_answering(proxied):
+    """The example a loaded run found: `options` of the model option a number. The proxy's model reader raised
+    in its receive loop, which ended the connection of an agent still running: every later request failed
+    "exited with code None", with the agent alive."""
+    proxy, session, plays, warnings = proxied
+    update = {"sessionUpdate": "config_option_update", "configOptions": [
+        {"id": "model", "name": "Name", "type": "select", "currentValue": "", "options": 1}]}
+    script = plays / "not-a-list.txt"
+    script.write_text(json.dumps({"jsonrpc": "2.0", "method": "session/update",
+                                  "params": {"sessionId": SID, "update": update}}) + "\n", encoding="utf-8")
+    assert session.prompt(f"play {script}", timeout=PROXY_CALL_TIMEOUT).stop_reason == "end_turn"
+    assert session.prompt("still there?", timeout=PROXY_CALL_TIMEOUT).text == "echo: still there?"
+    assert warnings.faults == []
+
+
+def test_a_frame_handler_that_fails_leaves_the_connection_answering(tmp_path):
+    """A fault in the owner's frame handler is logged; the agent's frames go on (the fault used to end the
+    SDK's receive loop, and the running agent could never answer again)."""
+    from acp_notebook.connection import AgentConnection, transport_for
+
+    async def scenario() -> list[str]:
+        _, transport, env = transport_for([*FAULT_AGENT, "normal"], cwd=str(tmp_path))
+
+        def on_frame(direction: str, message: dict[str, Any], note: str | None) -> None:
+            if message.get("method") == "session/update":
+                raise RuntimeError("a bug in whoever reads the frames")
+
+        async def handler(method: str, params: Any, is_notification: bool) -> Any:
+            return None
+
+        connection = AgentConnection(transport, name="f", handler=handler, on_frame=on_frame, env=env)
+        await connection.start({"protocolVersion": 1, "clientCapabilities": {}}, timeout=PROXY_CALL_TIMEOUT)
+        try:
+            sid = (await connection.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))["sessionId"]
+            said = []
+            for text in ("one", "two"):
+                answer = await connection.request("session/prompt", {
+                    "sessionId": sid, "prompt": [{"type": "text", "text": text}]}, timeout=PROXY_CALL_TIMEOUT)
+                said.append(answer["stopReason"])
+            return said
+        finally:
+            await connection.close()
+
+    with_logs = logging.getLogger("acp_notebook.connection.core")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(with_logs, "disabled", True)  # the traceback it logs is the expected part here
+        assert _loop.run_sync(scenario(), 60) == ["end_turn", "end_turn"]
+
+
+def test_an_agent_that_closes_its_output_is_gone_and_the_message_says_so(tmp_path):
+    """Gone when its pipe closed, though its process still ran: the proxy says which, ends that process, and
+    the next prompt starts the agent again."""
+    from tests.proxy_agents.harness import quirky, status
+
+    with acpnb.start_proxy({"q": quirky()}, cwd=tmp_path, timeout=30) as proxy:
+        session = proxy.new_session()
+        first = status(proxy)["agents"]["q"]["pid"]
+        with pytest.raises(acpnb.AcpError) as gone:
+            session.prompt("close-stdout", timeout=PROXY_CALL_TIMEOUT)
+        message = str(gone.value)
+        assert f"agent 'q' closed its output (stdout); its process (pid {first}) was still running" in message
+        assert "exited" not in message
+        assert "heard: again" in session.prompt("again", timeout=PROXY_CALL_TIMEOUT).text  # a new process
+        assert status(proxy)["agents"]["q"]["pid"] != first
+        assert _ends(first), "the mute process was left running"
+
+
+def _ends(pid: int, timeout: float = 30.0) -> bool:
+    """Whether process ``pid`` is gone within ``timeout`` (another process's end has no event to wait on)."""
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:  # a zombie not reaped yet is not running
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"

@@ -25,7 +25,11 @@ The lifecycle shared by the client's ``Agent`` and the proxy's backends:
   read is answered with an error, so the agent does not wait for ever;
 - what this module puts into errors (stderr lines, the command, the agent's error text and
   data) and every bad-frame excerpt is masked by ``redactor`` (secret environment values);
-- the peer's exit is watched: ``on_exit`` is called once, right after the state changes.
+- the peer's exit is watched: ``on_exit`` is called once, right after the state changes. A process
+  that closes its stdout is gone too (it can never answer): once it has not exited within a short
+  grace it is ended, and ``end_reason()`` says which of the two happened;
+- a fault in ``on_frame`` (the owner's code) is logged and the frame still goes on: an exception in
+  the tap would end the SDK's receive loop and leave a live agent that can never answer.
 
 The SDK's ``Connection`` speaks JSON-RPC (ids, pending futures, dispatch of agent requests to
 ``handler``); nothing here parses or builds JSON-RPC beyond reading a frame's id and method.
@@ -39,6 +43,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -72,6 +77,8 @@ from .transport import EXCERPT_CHARS, DroppedFrame, MemoryTransport, StdioTransp
 
 __all__ = ["AgentConnection", "ConnectionState", "FrameSink", "transport_for"]
 
+logger = logging.getLogger(__name__)
+
 ConnectionState = Literal["created", "starting", "running", "exited", "closed", "failed"]
 # (direction "send" | "recv", the frame, a note or None). Called on the loop thread, in wire order.
 FrameSink = Callable[[str, dict[str, Any], "str | None"], None]
@@ -79,6 +86,8 @@ RequestHandler = Callable[[str, Any, bool], Awaitable[Any]]
 ExitHook = Callable[[], "Awaitable[None] | None"]
 
 _DEFAULT = object()  # "use the connection's request_timeout"
+# How long a process whose stdout closed may take to exit before it is taken for gone (and ended).
+OUTPUT_CLOSED_GRACE_S = 2.0
 
 
 # In the data of an error the connection made up itself, standing in for an answer it could not
@@ -166,6 +175,8 @@ class AgentConnection:
         self._conn: Any = None  # acp.connection.Connection, made in start()
         self._exit_watch: asyncio.Task[None] | None = None
         self._env_auth: asyncio.Future[None] | None = None
+        # Set when the peer's output reached its end (its stdout closed): it can never answer again.
+        self._output_closed: asyncio.Event | None = None
 
     # --- what the agent said about itself -----------------------------------------
     @property
@@ -222,6 +233,7 @@ class AgentConnection:
         from acp.connection import Connection
 
         self.transport.on_bad_frame = self._bad_frame
+        self._output_closed = asyncio.Event()
         self._conn = Connection(self._handler, _Tap(self.transport, self))
         self._exit_watch = asyncio.create_task(self._watch_exit(), name=f"acp-exit-{self.name}")
         try:
@@ -368,8 +380,20 @@ class AgentConnection:
         if self.state == "closed":
             return AgentClosedError(f"agent '{self.name}' was closed {doing}")
         await self.settle()
-        return AgentExitedError(f"agent '{self.name}' exited (code {self.exit_code}) {doing}",
-                                exit_code=self.exit_code, stderr_tail=self.stderr_tail())
+        return AgentExitedError(f"{self.end_reason()} {doing}", exit_code=self.exit_code,
+                                stderr_tail=self.stderr_tail())
+
+    def end_reason(self) -> str:
+        """How the agent went, in words: it exited (with its code), it closed its output while its process
+        still ran, or (a fault of ours, logged) the connection failed while it ran."""
+        if self.exit_code is not None:
+            return f"agent '{self.name}' exited with code {self.exit_code}"
+        if self.state == "closed":
+            return f"agent '{self.name}' was closed"
+        running = f"its process (pid {self.pid}) was still running" if self.pid is not None else "it had not ended"
+        if self._output_closed is not None and self._output_closed.is_set():
+            return f"agent '{self.name}' closed its output (stdout); {running}"
+        return f"the connection to agent '{self.name}' failed ({running}; the log says why)"
 
     # --- authentication -----------------------------------------------------------------
     async def authenticate(self, method_id: str) -> dict[str, Any]:
@@ -409,8 +433,17 @@ class AgentConnection:
     # --- frames -------------------------------------------------------------------------
     def _tap(self, direction: str, message: dict[str, Any]) -> None:
         note = self.router.on_receive(message) if direction == "recv" else self.router.on_send(message)
-        if self._on_frame is not None:
+        self._observe(direction, message, note)
+
+    def _observe(self, direction: str, message: dict[str, Any], note: str | None) -> None:
+        """``on_frame``, whose fault is logged, never raised: raised in the tap it would end the SDK's receive
+        loop, and the agent, still running, could never answer again."""
+        if self._on_frame is None:
+            return
+        try:
             self._on_frame(direction, message, note)
+        except Exception:  # noqa: BLE001 - see the docstring
+            logger.exception("agent '%s': handling a frame failed; the frame goes on", self.name)
 
     def _stops_at_tap(self, message: dict[str, Any]) -> bool:
         tapped = self._tapped_notifications
@@ -419,8 +452,7 @@ class AgentConnection:
         return tapped(message["method"])
 
     def _bad_frame(self, reason: str, excerpt: str) -> None:
-        if self._on_frame is not None:
-            self._on_frame("recv", {}, f"bad frame ({reason}): {self.redactor.text(excerpt)}")
+        self._observe("recv", {}, f"bad frame ({reason}): {self.redactor.text(excerpt)}")
 
     def _screened(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """The frame to hand to the SDK: ``message`` itself, a stand-in error for the request a bad
@@ -457,15 +489,29 @@ class AgentConnection:
 
     # --- exit and close ------------------------------------------------------------------
     async def _watch_exit(self) -> None:
-        assert self.transport.ended is not None
-        await self.transport.ended.wait()
+        assert self.transport.ended is not None and self._output_closed is not None
+        ended = asyncio.ensure_future(self.transport.ended.wait())
+        output = asyncio.ensure_future(self._output_closed.wait())
+        try:
+            await asyncio.wait({ended, output}, return_when=asyncio.FIRST_COMPLETED)
+            if not ended.done():  # its output closed: an exit usually follows at once
+                await asyncio.wait({ended}, timeout=OUTPUT_CLOSED_GRACE_S)
+        finally:
+            ended.cancel()
+            output.cancel()
         if self.state not in ("running", "starting"):
             return
         self.state = "exited"
-        if self._on_exit is not None:
-            outcome = self._on_exit()
-            if inspect.isawaitable(outcome):
-                await outcome
+        lingering = not self.transport.ended.is_set()
+        try:
+            if self._on_exit is not None:
+                outcome = self._on_exit()
+                if inspect.isawaitable(outcome):
+                    await outcome
+        finally:
+            if lingering:  # a process that closed its output but lives on can never answer: end it
+                with contextlib.suppress(Exception):
+                    await self.transport.close()
 
     async def settle(self) -> None:
         """Let the exit code and the last stderr lines arrive (bounded), for error messages."""
@@ -518,6 +564,9 @@ class _Tap:
         while True:
             message = await self._transport.receive()
             if message is None:
+                closed = self._connection._output_closed
+                if closed is not None and self._connection.pid is not None:  # a process's stdout closed
+                    closed.set()
                 return None
             if isinstance(message, DroppedFrame):
                 screened = await self._connection._dropped(message, self)

@@ -225,11 +225,17 @@ class Backend:
     def failure(self) -> BackendGone:
         """Why this backend cannot serve a request right now."""
         if self.status == "exited":
-            return self._gone(f"agent '{self.name}' exited with code {self.exit_code}")
+            return self._gone(self._end_reason())
         if self.status == "closed":
             return BackendGone(f"agent '{self.name}' was shut down", agent=self.name)
         return BackendGone(self.error or f"agent '{self.name}' is not running", agent=self.name,
                            exit_code=self.exit_code, stderr=self.stderr_tail())
+
+    def _end_reason(self) -> str:
+        """Whether the agent's process exited (and its code) or its output closed: never "exited" when it did not."""
+        if self.connection is None:
+            return f"agent '{self.name}' is not running"
+        return self.connection.end_reason()
 
     def _gone(self, message: str) -> BackendGone:
         tail = self.stderr_tail(10)
@@ -293,7 +299,7 @@ class Backend:
         self._on_exit(self)
         await connection.settle()
         if connection is self.connection:
-            self.error = str(self._gone(f"agent '{self.name}' exited with code {self.exit_code}"))
+            self.error = str(self._gone(self._end_reason()))
 
     # --- requests and frames ----------------------------------------------------
     async def request(self, method: str, params: dict[str, Any], *, timeout: Any = _DEFAULT) -> Any:
@@ -313,8 +319,7 @@ class Backend:
         except ProtocolError as exc:  # an answer that could not be read (too large, malformed)
             raise RequestError(INTERNAL_ERROR, exc.message, {"agent": self.name}) from None
         except (AgentExitedError, AgentClosedError):
-            raise self._gone(f"agent '{self.name}' exited with code {self.exit_code} while answering {method}") \
-                from None
+            raise self._gone(f"{connection.end_reason()} while answering {method}") from None
         except AcpTimeoutError as exc:
             raise BackendGone(exc.message, agent=self.name, stderr=self.stderr_tail()) from None
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,9 +61,11 @@ class AgentModels:
         return join_agent_model(self.agent, value)
 
 
-def _flatten(entries: Iterable[Any]) -> list[ModelChoice]:
+def _flatten(entries: Any) -> list[ModelChoice]:
+    """The choices of a select option's ``options`` (grouped or not); anything but a list has none (an agent's
+    frame may hold any JSON there: an exception here would end the agent's connection)."""
     choices: list[ModelChoice] = []
-    for entry in entries:
+    for entry in entries if isinstance(entries, list) else ():
         if not isinstance(entry, Mapping):
             continue
         if "group" in entry and isinstance(entry.get("options"), list):

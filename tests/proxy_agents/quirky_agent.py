@@ -5,7 +5,8 @@ session/new it sends a session_info_update (so the notification precedes the ses
 Prompts: containing "crash" -> a chunk, a line on stderr, exit 3 mid-turn; "slow" -> waits for
 session/cancel; "run CMD" -> terminal/* on the client; "ask" -> session/request_permission;
 "ext" -> an extension notification and request to the client; "burst N" -> N tiny chunks;
-"mcp" -> the mcpServers its session/new or session/load got, as JSON; anything else -> an echo.
+"mcp" -> the mcpServers its session/new or session/load got, as JSON; "close-stdout" -> a chunk,
+then it closes its stdout and lives on without answering; anything else -> an echo.
 
 --no-model          no model option at all (only "effort" and a custom-category option)
 --probe-delay S     session/new takes S seconds
@@ -184,6 +185,10 @@ class Quirky:
             await self.chunk(sid, "about to crash")
             print("quirky: simulated crash in the model client (on purpose)", file=sys.stderr, flush=True)
             os._exit(3)
+        if text == "close-stdout":
+            await self.chunk(sid, "closing my output")
+            close_stdout()  # the process lives on, mute: only its pipe says it is gone
+            await asyncio.Event().wait()
         if "slow" in text:
             event = self.cancelled[sid] = asyncio.Event()
             await self.chunk(sid, "waiting for cancel")
@@ -224,6 +229,19 @@ class Quirky:
         await self.update(sid, {"sessionUpdate": "session_info_update", "title": f"About {text[:20]}",
                                 "_meta": {"quirky": {"turns": len(state["history"])}}})
         return {"stopReason": "end_turn", "_meta": {"quirky": {"model": model}}}
+
+
+def close_stdout() -> None:
+    """Close every descriptor of stdout's pipe (a uvloop parent leaves copies of it in its children), so the
+    reader sees its end."""
+    stdout = os.fstat(1)
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            same = os.path.samestat(os.fstat(int(name)), stdout)
+        except OSError:
+            continue
+        if same:
+            os.close(int(name))
 
 
 async def main() -> None:
