@@ -84,6 +84,11 @@ class Session:
         self.kernel_tools: KernelLink | None = None
         self.forked_from: str | None = None  # the id of the session this one was forked from (session/fork)
         self.system_prompt: dict[str, Any] | None = None  # the systemPrompt sent when it opened (mode, content)
+        # Branches (branching.py): take a Checkpoint before each prompt (turn.checkpoint); the Branch of a
+        # conversation this session carries; the Handover its first prompt carries (a conversation it did not see).
+        self.checkpoints = False
+        self.branch: Any = None
+        self.handover: Any = None
 
     def _adopt_kernel_tools(self, link: KernelLink | None) -> None:
         self.kernel_tools = link
@@ -295,9 +300,33 @@ class Session:
             raise turn.error
         return turn
 
-    async def _send_turn(self, turn: Turn) -> None:
+    async def _checkpoint(self, turn: Turn) -> None:
+        """Keep the conversation as it stands before ``turn`` goes (branching.py), where checkpoints are on."""
+        if not self.checkpoints:
+            return
+        from .branching import take_checkpoint  # it imports nothing of this module at run time
+
+        try:
+            turn.checkpoint = await take_checkpoint(self)
+        except asyncio.CancelledError:
+            turn.finish({"stopReason": "cancelled"}, self.model)  # given up before it was sent
+            raise
+
+    def _prompt_params(self, turn: Turn) -> dict[str, Any]:
+        """session/prompt's params; the first prompt of a session handed a conversation carries it first, and
+        says so in ``_meta`` (branching.HANDOVER_META)."""
         blocks = [{"type": "text", "text": turn.prompt}] if isinstance(turn.prompt, str) \
             else [dict(b) for b in turn.prompt]
+        params: dict[str, Any] = {"sessionId": self.id, "prompt": blocks}
+        if self.handover is not None and not self.turns:
+            turn.handover = self.handover
+            blocks.insert(0, {"type": "text", "text": self.handover.text()})
+            params["_meta"] = self.handover.meta()
+        return params
+
+    async def _send_turn(self, turn: Turn) -> None:
+        await self._checkpoint(turn)
+        params = self._prompt_params(turn)
         self._running = turn
         self.turns.append(turn)
         self.state.note_prompt(turn.prompt if isinstance(turn.prompt, str) else
@@ -315,8 +344,7 @@ class Session:
 
         try:
             with _loop.switch_interval.streaming():
-                await self.agent.connection.request("session/prompt", {"sessionId": self.id, "prompt": blocks},
-                                                 apply=answered, timeout=None)
+                await self.agent.connection.request("session/prompt", params, apply=answered, timeout=None)
         except asyncio.CancelledError:
             await self._cancel_running(turn)
             raise
@@ -376,16 +404,18 @@ class Session:
 
     delete, adelete = twins(_delete, what="session/delete", default_timeout=_session_timeout)
 
-    async def _fork(self, cwd: str | None = None, *, permission: PermissionPolicy | None = None) -> Session:
+    async def _fork(self, cwd: str | None = None, *, permission: PermissionPolicy | None = None,
+                    kernel_tools: bool = True) -> Session:
         """A new session that starts with this one's history (``session/fork``, unstable in ACP v1), where the
         agent advertises ``sessionCapabilities.fork``; a CapabilityError naming the agent where it does not.
-        The new session gets its own kernel tools, this one's directories (``cwd`` to change its working
-        directory) and permission policy; ``forked_from`` names this session. This one goes on unchanged."""
+        The new session gets its own kernel tools (none with ``kernel_tools=False``), this one's directories
+        (``cwd`` to change its working directory) and permission policy; ``forked_from`` names this session.
+        This one goes on unchanged."""
         if self.closed:
             raise AgentClosedError(f"session {self.id} is closed")
         from .client import open_fork  # client.py imports this module
 
-        return await open_fork(self, cwd, permission=permission)
+        return await open_fork(self, cwd, permission=permission, kernel_tools=kernel_tools)
 
     fork, afork = twins(_fork, what="session/fork", default_timeout=_session_timeout)
 

@@ -176,7 +176,8 @@ class KernelCall:
 class TurnEvent:
     """What changed in a turn. ``kind``: status, update (data: the update dict), permission
     (data: the PermissionRecord), elicitation (data: the ElicitationRecord), kernel (data: the
-    KernelCall that was added or changed), done."""
+    KernelCall that was added or changed), branch (data: the turn's Branch; the conversation's current
+    branch changed, see ``Turn.branch_state``), done."""
 
     kind: str
     turn: Turn
@@ -237,6 +238,12 @@ class Turn:
         self._text = TextBuffer()
         self._thoughts = TextBuffer()
         self.other_content: list[dict[str, Any]] = []
+        # Branches of a conversation (acp_notebook/branching.py), plain data for views: the conversation just
+        # before this turn was sent (a Checkpoint: a fork, or the exchanges to hand over), the Branch it was made
+        # on, and the Handover its prompt carried when its session was given the conversation above instead.
+        self.checkpoint: Any = None
+        self.branch: Any = None
+        self.handover: Any = None
         self.done = threading.Event()
         self.future: concurrent.futures.Future[Turn] = concurrent.futures.Future()
         self.future.set_running_or_notify_cancel()
@@ -391,6 +398,18 @@ class Turn:
         if not any(known is call for known in self.kernel_calls):
             self.kernel_calls.append(call)
         self._observers.emit(TurnEvent("kernel", self, call))
+
+    def note_branch_change(self) -> None:
+        """The conversation's current branch changed: views that show whether this turn is on it re-read
+        ``branch_state`` (loop thread, like every event)."""
+        self._observers.emit(TurnEvent("branch", self, self.branch))
+
+    @property
+    def branch_state(self) -> Any:
+        """Where this turn stands among its conversation's branches (``branching.BranchState``: the branch's
+        name, whether it is the current one, how it was made), or None outside a branched conversation."""
+        branch = self.branch
+        return branch.conversation.state_of(self) if branch is not None else None
 
     def record_elicitation(self, record: Any) -> None:
         self.elicitations.append(record)

@@ -1,0 +1,359 @@
+"""Conversations shaped like a notebook: a checkpoint before each turn, branches opened from them, handovers.
+
+In a notebook a cell's output should depend on the cells above it, not on cells run later. So a session
+whose ``checkpoints`` is on keeps, before each prompt, the conversation as it stood (``take_checkpoint``):
+a ``session/fork`` of the session taken just before the prompt goes (no kernel tools: it is never
+prompted itself), where the agent advertises fork; otherwise the exchanges above (prompts, replies, tool
+calls with their results), to be handed over. A ``Conversation`` is the tree of branches such sessions
+make: each ``Branch`` is a live session and the turns it carries (shared with its parent up to where it
+was opened). ``branch_at(i)`` opens a new branch from the checkpoint of the current branch's turn ``i``:
+a fork of that checkpoint (the checkpoint stays as it was, so the same point can be branched from again),
+or a new session whose first prompt carries the conversation above, marked "handed over, not forked"
+(``Handover``; its prompt's ``_meta`` says so under ``HANDOVER_META``). The magics map cells to turns
+(magics/branches.py); this module knows nothing of Jupyter.
+
+Threads: ``take_checkpoint`` and the opening of a branch run on the background loop thread; a
+Conversation's branches and current branch are changed on the caller's thread (the kernel thread for the
+magics) under its lock, and read (``state_of``, ``branches``) on any thread. Turns are told of a change
+of the current branch on the loop thread (``Turn.note_branch_change``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import _loop
+from ._facade import twins
+from ._visible import visible
+from .errors import AcpError
+
+if TYPE_CHECKING:
+    from .session import Session
+    from .turn import ToolCall, Turn
+
+__all__ = ["HANDOVER_META", "Branch", "BranchState", "Checkpoint", "Conversation", "Exchange", "Handover",
+           "exchanges_of", "handover_text", "take_checkpoint"]
+
+HANDOVER_META = "acp-notebook/handover"  # the _meta key of a prompt that carries a conversation handed over
+HANDOVER_LIMIT_CHARS = 24_000  # the conversation handed over, at most; the oldest exchanges go first, said so
+REPLY_LIMIT_CHARS = 2_000  # of each reply handed over
+TOOL_LIMIT_CHARS = 300  # of each tool call's summary (its title, status and result)
+NOT_FORKED = "handed over, not forked"
+
+
+# --- what a conversation held ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Exchange:
+    """One turn as text: the prompt, the reply, and each tool call summarised with its result."""
+
+    prompt: str
+    reply: str
+    tools: tuple[str, ...] = ()
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(str(b.get("text", "")) for b in prompt if isinstance(b, Mapping) and b.get("type") == "text")
+
+
+def _tool_result(call: ToolCall) -> str:
+    if call.raw_output is not None:
+        return call.raw_output if isinstance(call.raw_output, str) else json.dumps(call.raw_output, default=str)
+    texts = [str((c.get("content") or {}).get("text", "")) for c in call.content if c.get("type") == "content"]
+    return " ".join(t for t in texts if t)
+
+
+def tool_summary(call: ToolCall) -> str:
+    """A tool call in one line: what it was, how it ended, what it gave (capped)."""
+    name = call.title or call.name or call.id
+    result = " ".join(_tool_result(call).split())
+    return _clip(f"{name} ({call.status or 'no status'})" + (f": {result}" if result else ""), TOOL_LIMIT_CHARS)
+
+
+def exchanges_of(turns: Iterable[Turn]) -> tuple[Exchange, ...]:
+    """The turns as exchanges. A turn whose prompt carried a handover stands on that conversation: what it was handed
+    replaces the exchanges before it (a branch's turns begin with those it shares with its parent)."""
+    made: list[Exchange] = []
+    for turn in turns:
+        if turn.handover is not None:
+            made = list(turn.handover.exchanges)
+        made.append(Exchange(_prompt_text(turn.prompt), turn.text, tuple(tool_summary(c) for c in turn.tool_calls)))
+    return tuple(made)
+
+
+def handover_text(exchanges: Sequence[Exchange], source: str, limit: int = HANDOVER_LIMIT_CHARS) -> tuple[str, bool]:
+    """The text that hands ``exchanges`` to an agent that did not see them, and whether it was cut: the latest
+    exchanges that fit in ``limit`` characters (each reply and tool summary capped), the others counted."""
+    parts: list[str] = []
+    used = 0
+    for number, exchange in reversed(list(enumerate(exchanges, start=1))):
+        lines = [f"[{number}] User: {exchange.prompt}", f"[{number}] Assistant: {_clip(exchange.reply, REPLY_LIMIT_CHARS)}"]
+        lines += [f"[{number}] Tool call: {tool}" for tool in exchange.tools]
+        block = "\n".join(lines)
+        if used + len(block) > limit and parts:
+            break
+        parts.insert(0, block)
+        used += len(block)
+    left_out = len(exchanges) - len(parts)
+    head = (f"This conversation was handed over to you from {source} after {len(exchanges)} "
+            f"{'turn' if len(exchanges) == 1 else 'turns'}; you did not see it happen. Here it is")
+    head += f" (the {left_out} earliest {'turn is' if left_out == 1 else 'turns are'} left out to keep it short):" \
+        if left_out else ":"
+    tail = "End of the conversation handed over. The user's next message follows."
+    return visible("\n\n".join([head, *parts, tail])), left_out > 0
+
+
+@dataclass(frozen=True)
+class Handover:
+    """A conversation given to a session that did not have it, in the text of its first prompt."""
+
+    exchanges: tuple[Exchange, ...]
+    source: str  # who had it: an agent's name, or agent:model
+    reason: str = NOT_FORKED
+
+    @property
+    def turns(self) -> int:
+        return len(self.exchanges)
+
+    def text(self) -> str:
+        return handover_text(self.exchanges, self.source)[0]
+
+    @property
+    def capped(self) -> bool:
+        return handover_text(self.exchanges, self.source)[1]
+
+    def describe(self) -> str:
+        turns = f"{self.turns} {'turn' if self.turns == 1 else 'turns'}"
+        return f"handed over from {self.source} after {turns}" + (", not forked" if self.reason == NOT_FORKED else "")
+
+    def meta(self) -> dict[str, Any]:
+        """The prompt's ``_meta`` that tells a client (or a recording's reader) this turn carries a handover."""
+        return {HANDOVER_META: {"from": self.source, "turns": self.turns, "reason": self.reason,
+                                "capped": self.capped}}
+
+
+# --- checkpoints (loop thread) -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Checkpoint:
+    """The conversation just before a turn: a fork of its session taken before the prompt went (never prompted
+    itself), or, where there is none, the exchanges above; ``note`` says why there is no fork."""
+
+    fork: Session | None
+    exchanges: tuple[Exchange, ...]
+    note: str = ""
+
+
+def _conversation_so_far(session: Session) -> tuple[Exchange, ...]:
+    if session.turns:  # the first turn of a session handed a conversation carries it (exchanges_of reads it)
+        return exchanges_of(list(session.turns))
+    return session.handover.exchanges if session.handover is not None else ()
+
+
+async def take_checkpoint(session: Session) -> Checkpoint:
+    """A Checkpoint of ``session`` as it stands (loop thread; before a prompt is sent). Never raises but for
+    cancellation: a fork the agent refuses leaves the exchanges, saying why."""
+    exchanges = _conversation_so_far(session)
+    if not session.agent.connection.supports("fork"):
+        return Checkpoint(None, exchanges, f"agent '{session.agent.name}' cannot fork sessions")
+    try:
+        return Checkpoint(await session.afork(kernel_tools=False), exchanges)
+    except asyncio.CancelledError:
+        raise
+    except AcpError as exc:
+        return Checkpoint(None, exchanges, f"session/fork failed: {str(exc).splitlines()[0]}")
+
+
+async def _copy_settings(source: Session, target: Session) -> None:
+    """The source's option values on a session opened fresh for a handover, where offered (best effort: a value
+    the new session does not take keeps its own)."""
+    for option in list(source.config):
+        mine = target.config.get(option.id)
+        if option.read_only or mine is None or mine.read_only or mine.value == option.value:
+            continue
+        try:
+            target.check_value(option.id, option.value)
+            await target.aset(option.id, option.value)
+        except AcpError:
+            continue
+
+
+async def open_from(checkpoint: Checkpoint | None, source: Session, exchanges: Sequence[Exchange]) -> Session:
+    """A live session that starts where ``checkpoint`` is: a fork of its fork, else a new session of the source's
+    agent that will be handed ``exchanges`` (the checkpoint's, or those given) in its first prompt."""
+    if checkpoint is not None and checkpoint.fork is not None:
+        return await checkpoint.fork.afork(permission=source.permission)
+    session = await source.agent.anew_session(source.cwd)
+    session.permission = source.permission
+    await _copy_settings(source, session)
+    session.handover = Handover(tuple(checkpoint.exchanges if checkpoint is not None else exchanges),
+                                source.agent.name)
+    return session
+
+
+# --- branches ------------------------------------------------------------------------------------------
+@dataclass
+class Branch:
+    """One line of a conversation: its live session and the turns it carries, in order (the first
+    ``fork_point`` shared with its parent), with the key each was run under (a notebook cell) and a label."""
+
+    conversation: Conversation
+    name: str
+    session: Session
+    turns: list[Turn] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # where each turn was run, for listings ("In [7]")
+    parent: str | None = None
+    fork_point: int = 0
+    how: str = "root"  # root, forked, handed over, not forked, or a sweep's "forked for MODEL"
+    created_at: float = field(default_factory=time.time)
+
+    def holds(self, turn: Turn) -> bool:
+        return any(t is turn for t in self.turns)
+
+    @property
+    def own_turns(self) -> list[Turn]:
+        """The turns made on this branch (after the point it shares with its parent)."""
+        return self.turns[self.fork_point:]
+
+    def describe(self) -> str:
+        where = f" from {self.parent} after {self.fork_point} {'turn' if self.fork_point == 1 else 'turns'}" \
+            if self.parent is not None else ""
+        return f"branch {self.name}{where}" + (f" ({self.how})" if self.how != "root" else "")
+
+
+@dataclass(frozen=True)
+class BranchState:
+    """Where a turn stands: on branch ``name`` (made ``how``), which is (``on_current``) the current branch or not."""
+
+    name: str
+    current: str
+    on_current: bool
+    how: str
+    parent: str | None
+    fork_point: int
+    branches: int  # how many branches the conversation has
+    handover: str | None = None  # Handover.describe() of the turn, when its prompt carried one
+
+
+class Conversation:
+    """The branches of one notebook conversation, one of them current (see the module docstring)."""
+
+    def __init__(self, session: Session, *, name: str = "main") -> None:
+        self._lock = threading.Lock()
+        root = Branch(self, name, session)
+        self._branches: dict[str, Branch] = {name: root}
+        self.current = root
+        self._adopt(root)
+
+    def _adopt(self, branch: Branch) -> None:
+        branch.session.checkpoints = True
+        branch.session.branch = branch
+
+    @property
+    def branches(self) -> list[Branch]:
+        with self._lock:
+            return list(self._branches.values())
+
+    def branch(self, name: str) -> Branch:
+        with self._lock:
+            found = self._branches.get(name)
+        if found is None:
+            raise KeyError(f"no branch {name!r}; branches: {', '.join(self._branches)}")
+        return found
+
+    def record(self, turn: Turn, key: str | None = None, label: str = "") -> Branch:
+        """``turn`` was started on the current branch (under ``key``, e.g. a notebook cell's id)."""
+        with self._lock:
+            branch = self.current
+            branch.turns.append(turn)
+            branch.keys.append(key)
+            branch.labels.append(label)
+        turn.branch = branch
+        return branch
+
+    def position(self, key: str) -> int | None:
+        """Where the current branch holds the turn run under ``key`` (its latest), or None."""
+        with self._lock:
+            keys = self.current.keys
+            return next((i for i in range(len(keys) - 1, -1, -1) if keys[i] == key), None)
+
+    def state_of(self, turn: Turn) -> BranchState | None:
+        with self._lock:
+            current, count = self.current, len(self._branches)
+        branch = current if current.holds(turn) else turn.branch
+        if branch is None:
+            return None
+        handover = turn.handover.describe() if turn.handover is not None else None
+        return BranchState(branch.name, current.name, branch is current, branch.how, branch.parent,
+                           branch.fork_point, count, handover)
+
+    def _new_name(self) -> str:
+        number = len(self._branches) + 1
+        while f"b{number}" in self._branches:
+            number += 1
+        return f"b{number}"
+
+    def add_branch(self, session: Session, *, fork_point: int, how: str, name: str | None = None,
+                   make_current: bool = True) -> Branch:
+        """A branch carried by ``session``, sharing the current branch's first ``fork_point`` turns."""
+        with self._lock:
+            parent = self.current
+            chosen = name if name is not None and name not in self._branches else self._new_name()
+            branch = Branch(self, chosen, session, list(parent.turns[:fork_point]), list(parent.keys[:fork_point]),
+                            list(parent.labels[:fork_point]), parent=parent.name, fork_point=fork_point, how=how)
+            self._branches[chosen] = branch
+            if make_current:
+                self.current = branch
+        self._adopt(branch)
+        if make_current:
+            self._tell_turns()
+        return branch
+
+    async def _branch_at(self, index: int) -> Branch:
+        """A new current branch that starts just before the current branch's turn ``index``: its session forked
+        from that turn's checkpoint, else handed the conversation above ("handed over, not forked")."""
+        with self._lock:
+            source = self.current
+            if not 0 <= index < len(source.turns):
+                raise IndexError(f"branch {source.name} has {len(source.turns)} turns, not a turn {index}")
+            turn = source.turns[index]
+        checkpoint: Checkpoint | None = turn.checkpoint
+        session = await open_from(checkpoint, source.session, exchanges_of(source.turns[:index]))
+        how = "forked" if checkpoint is not None and checkpoint.fork is not None else NOT_FORKED
+        return self.add_branch(session, fork_point=index, how=how)
+
+    branch_at, abranch_at = twins(_branch_at, what="opening a branch",
+                                  default_timeout=lambda self, *_a, **_k: _branch_timeout(self))
+
+    def checkout(self, name: str) -> Branch:
+        """Make branch ``name`` the current one (its session carries the next turns)."""
+        branch = self.branch(name)
+        if branch.session.closed:
+            raise AcpError(f"branch {name}'s session {branch.session.id} is closed",
+                           hint="Its agent was stopped or the session closed; run its cells again on another branch.")
+        with self._lock:
+            self.current = branch
+        self._tell_turns()
+        return branch
+
+    def _tell_turns(self) -> None:
+        turns = {id(t): t for b in self.branches for t in b.turns}
+        for turn in turns.values():
+            _loop.call_soon(turn.note_branch_change)
+
+
+def _branch_timeout(conversation: Conversation) -> float | None:
+    timeout = conversation.current.session.agent.timeout
+    return None if timeout is None else timeout * 3  # a fork, and for a handover a new session and its settings
+
