@@ -18,6 +18,7 @@ thread with ``_loop.on_kernel_thread`` (the registry is only changed there).
 
 from __future__ import annotations
 
+import logging
 import weakref
 from typing import Any
 
@@ -27,13 +28,20 @@ from ..errors import AcpError, RpcError
 from ..widgets.terminal import TerminalLoginView
 from .registry import AgentEntry
 
-__all__ = ["TerminalLoginFlow", "can_run_here", "terminal_method"]
+__all__ = ["TerminalLoginFlow", "can_run_here", "running_login", "terminal_method"]
+
+logger = logging.getLogger(__name__)
 
 KERNEL_WAIT_S = 120.0  # how long the new agent waits for a kernel busy with a cell before it is given up
 KERNEL_RUN_S = 60.0  # closing the old agent and opening the new one's session in the registry
 
 # The login running for an agent (keyed by the Agent: entries are unhashable dataclasses); kernel thread.
 _running: weakref.WeakKeyDictionary[Any, TerminalLoginFlow] = weakref.WeakKeyDictionary()
+
+
+def running_login(agent: Any) -> TerminalLoginFlow | None:
+    """The terminal login ``%acp auth`` last started for ``agent`` (running or ended), if any."""
+    return _running.get(agent)
 
 
 def terminal_method(agent: Any, method_id: str | None) -> dict[str, Any] | None:
@@ -80,7 +88,16 @@ class TerminalLoginFlow:
         _running[agent] = self
         view.show()
         login.start()
-        login.done.add_done_callback(lambda done: _loop.submit(self._after(done.result())))
+        login.done.add_done_callback(lambda done: _loop.submit(self._after_safely(done.result())))
+
+    async def _after_safely(self, outcome: LoginOutcome) -> None:
+        """``_after``, and a view that says so if it failed: it must never stay "running" for ever."""
+        try:
+            await self._after(outcome)
+        except Exception as exc:  # noqa: BLE001 - shown in the view, logged in full
+            logger.exception("the end of a terminal login failed")
+            assert self.view is not None
+            self.view.finish(f"The login ended ({outcome.describe()}), then this failed: {exc}", ok=False)
 
     async def _after(self, outcome: LoginOutcome) -> None:
         """The login ended (loop thread): on success, the agent started again and a session opened on it."""

@@ -18,6 +18,7 @@ and the state are guarded by the view's lock. ``show()`` runs on the kernel thre
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections.abc import Callable
 from html import escape
@@ -51,6 +52,8 @@ class TerminalLoginView:
         self.cut = False
         self.secret = False  # the terminal's echo is off: the box is a password field
         self.result: tuple[str, bool] | None = None  # (message, ok) once finished
+        # Resolved with ``result`` once the static form is out (tests and callers wait on it).
+        self.finished: concurrent.futures.Future[tuple[str, bool]] = concurrent.futures.Future()
         self._note = ""
         self.header = widgets.HTML(self._header_html())
         self.output = widgets.Output(layout=widgets.Layout(max_height="320px", overflow="auto",
@@ -149,6 +152,9 @@ class TerminalLoginView:
             box.value = ""
         self.live.finalize()
         close_widget_tree(self.widget)
+        for box in (self.field, self.password):  # the one not shown at the end is in no tree
+            close_widget_tree(box)
+        self.finished.set_result((message, ok))
 
     # --- the forms ----------------------------------------------------------------------------
     def _header_html(self) -> str:
