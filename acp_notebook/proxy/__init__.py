@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .launcher import astart_proxy, proxy_command, start_proxy
+from .launcher import astart_proxy, proxy_command, proxy_environment, start_proxy
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -14,4 +14,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     return serve(argv)
 
-__all__ = ["astart_proxy", "main", "proxy_command", "start_proxy"]
+__all__ = ["astart_proxy", "main", "proxy_command", "proxy_environment", "start_proxy"]
