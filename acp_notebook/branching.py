@@ -167,7 +167,9 @@ async def take_checkpoint(session: Session) -> Checkpoint:
     if not session.agent.connection.supports("fork"):
         return Checkpoint(None, exchanges, f"agent '{session.agent.name}' cannot fork sessions")
     try:
-        return Checkpoint(await session.afork(kernel_tools=False), exchanges)
+        fork = await session.afork(kernel_tools=False)
+        fork.checkpoint_of = session.id
+        return Checkpoint(fork, exchanges)
     except asyncio.CancelledError:
         raise
     except AcpError as exc:

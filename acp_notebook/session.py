@@ -87,6 +87,7 @@ class Session:
         # Branches (branching.py): take a Checkpoint before each prompt (turn.checkpoint); the Branch of a
         # conversation this session carries; the Handover its first prompt carries (a conversation it did not see).
         self.checkpoints = False
+        self.checkpoint_of: str | None = None  # this session is a checkpoint of that one (listings leave it out)
         self.branch: Any = None
         self.handover: Any = None
 

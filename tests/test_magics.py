@@ -121,9 +121,9 @@ def test_bad_cell_lines_raise_usage_errors():
         parse_cell_line("--wait --no-wait")
     with pytest.raises(UsageError) as raised:
         parse_cell_line("--model smart")
-    assert str(raised.value) == ("%%acp: unrecognized arguments: --model; its options are --attach, --new, "
-                                 "--no-wait, --wait; settings such as the model change with %acp set ID=VALUE "
-                                 "before the cell (see %acp?)")
+    assert str(raised.value) == ("%%acp: unrecognized arguments: --model (did you mean --models?); its options are "
+                                 "--attach, --cell, --models, --new, --no-wait, --wait; settings such as the model "
+                                 "change with %acp set ID=VALUE before the cell (see %acp?)")
     with pytest.raises(UsageError, match=r"--atach \(did you mean --attach\?\); its options are [-a-z, ]+ \(see"):
         parse_cell_line("--atach df")
 

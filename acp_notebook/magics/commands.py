@@ -36,6 +36,7 @@ from .login import TerminalLoginFlow, can_run_here, terminal_method
 from .registry import AgentEntry, NotebookAgents, env_names, launch_of
 from .restore import restore_options
 from .resume import choose_record, reopen, restart_agent, resumable, resume_note
+from .branches import BranchCommands
 from .listing import SessionListing
 from .settings import assign
 from .starting import starting
@@ -130,6 +131,7 @@ class Runner:
                                      notebook=lambda: notebook_path(getattr(getattr(magics, "shell", None),
                                                                             "user_ns", None)))
         self.listing = SessionListing(self.agents, timeout=self._timeout, cwd=self._cwd, open_session=self.open)
+        self.branches = BranchCommands(self.agents, magics, timeout=self._timeout, open_session=self.open)
         self._handlers = {
             g.Start: self.start, g.Proxy: self.proxy, g.ShowPanel: self.show_panel, g.SetOptions: self.set_options,
             g.NewSession: self.new_session, g.ListSessions: self.listing.list_sessions,
@@ -140,6 +142,7 @@ class Runner:
             g.Resume: lambda c: display(resumable(c.notebook, self.agents.records(),
                                                   getattr(getattr(magics, "shell", None), "user_ns", None)), raw=True)
             if c.listing else self.resume(c),
+            g.Branches: self.branches.list_branches, g.Checkout: self.branches.checkout,
             g.Help: lambda _c: print(g.help_text()),
         }
 
@@ -430,10 +433,11 @@ class Runner:
         attach = context.attached(command.attach, namespace)
         if command.new_session:
             self.open(entry, self._new_session(entry, self._cwd(None), self._timeout()), show=False)
-        session = self.agents.session_of(entry)
+        session = self.branches.session_for(entry, command)  # a new branch when the cell is run again
         policies = self.turn_policies()
         turn = session.start_turn(prompt, attach=attach or None, permission=policies.permission,
                                   elicitation=policies.elicitation, timeout=self.magics.turn_timeout or None)
+        self.branches.started(session, turn, command)
         self.agents.touch(entry, session)
         view = TurnView(turn, interval=self.magics.stream_interval, asker=policies.permission_asker,
                         permission_note=policies.permission_note, form_asker=policies.form_asker,

@@ -23,7 +23,7 @@ from .._protocol import parse_bool_word
 from ..kernel_tools.policy import parse_policy
 
 __all__ = [
-    "COMMANDS", "Authenticate", "Cancel", "CellPrompt", "Command", "ForkSession", "Help", "ListSessions",
+    "COMMANDS", "Authenticate", "Branches", "Cancel", "CellPrompt", "Checkout", "Command", "ForkSession", "Help", "ListSessions",
     "LoadSession", "Logout", "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop",
     "Use",
     "default_alias", "help_text", "parse_bool", "parse_cell_line", "parse_line",
@@ -136,6 +136,17 @@ class Resume:
 
 
 @dataclass(frozen=True)
+class Branches:
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class Checkout:
+    branch: str
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
 class Help:
     pass
 
@@ -146,10 +157,12 @@ class CellPrompt:
     wait: bool | None = None  # None: AcpMagics.wait decides
     new_session: bool = False
     attach: tuple[str, ...] = ()  # --attach REF (repeatable): notebook variables sent as content blocks
+    cell: str | None = None  # --cell NAME: the cell's identity for branches, where the frontend sends no cell id
+    models: tuple[str, ...] = ()  # --models A,B: the prompt to each model from the same point (a branch sweep)
 
 
 Command = Union[Start, Proxy, ShowPanel, SetOptions, NewSession, ForkSession, ListSessions, LoadSession, ShowLog,
-                Stop, Use, Cancel, Authenticate, Logout, Resume, Help]
+                Stop, Use, Cancel, Authenticate, Logout, Resume, Branches, Checkout, Help]
 
 
 # --- the table -----------------------------------------------------------------------
@@ -173,7 +186,9 @@ class _Parser(argparse.ArgumentParser):
         close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
         said = f" (did you mean {close[0]}?)" if close else ""
         said += f"; its options are {', '.join(options)}" if options else "; it takes no options"
-        return said + (f"; {self.not_an_option}" if self.not_an_option and not close else "")
+        # "--model" is close to "--models" (a branch sweep), yet most likely meant a setting: both are said.
+        return said + (f"; {self.not_an_option}" if self.not_an_option and (not close or close[0] == "--models")
+                       else "")
 
 
 @dataclass(frozen=True)
@@ -428,6 +443,13 @@ COMMANDS: tuple[Verb, ...] = (
         ("%acp stop [NAME]", "stop an agent (default: the current one; or --agent NAME); its panels show it closed"),
         ("%acp stop --all", "stop every agent (before saving: every panel is saved closed)"),
     )),
+    Verb("branches", _agent_option, lambda a: Branches(alias=a.alias), (
+        ("%acp branches", "the branches of this conversation (re-running an earlier %%acp cell opens one): cell, "
+                          "prompt, title, when"),
+    )),
+    Verb("checkout", _one_with_agent("BRANCH"), lambda a: Checkout(a.target, a.alias), (
+        ("%acp checkout b2", "make a branch current: the next %%acp cells continue it"),
+    )),
     Verb("help", lambda _parser: None, lambda _a: Help(), (("%acp help", "this help"),)),
 )
 VERBS = {verb.name: verb for verb in COMMANDS}
@@ -438,6 +460,9 @@ CELL_EXAMPLES = (
     ("%%acp --new", "open a new session first"),
     ("%%acp --attach df --attach fig", "send variables with the prompt (a table as CSV, a figure as an image)"),
     ("%%acp ... {df.shape} ...", "{name} in the cell inserts a variable's value as text ({{ and }}: braces)"),
+    ("%%acp --models demo:fast,demo:smart", "the prompt to each model from this point, replies side by side (a "
+                                            "branch sweep; each answer becomes a branch)"),
+    ("%%acp --cell NAME", "name the cell for branches where the frontend sends no cell id (nbclient, console)"),
 )
 
 OPTIONS_HELP = """\
@@ -453,7 +478,8 @@ permission_timeout, elicitation ('ask' | 'decline' | 'cancel' | a dict of answer
 wait ('auto' | 'always' | 'never'), stream_interval, timeout, turn_timeout, cwd, switch_interval,
 kernel_tools ('ask' | 'read-only' | 'allow' | 'off': the kernel tools of agents started without --kernel-tools),
 system_prompt (None: a note that the agent runs in this notebook, where it takes a system prompt; '': none; or
-your text), system_prompt_mode ('append' | 'override').
+your text), system_prompt_mode ('append' | 'override'), rerun ('branch': running a %%acp cell again answers from
+the conversation just before its turn, on a new branch | 'append': as a new turn at the end).
 
 A running %%acp cell stops at a kernel interrupt: the agent is sent session/cancel."""
 
@@ -506,9 +532,18 @@ def parse_cell_line(line: str) -> CellPrompt:
     group.add_argument("--no-wait", dest="wait", action="store_const", const=False)
     parser.add_argument("--new", dest="new_session", action="store_true")
     parser.add_argument("--attach", action="append", default=[], metavar="NAME")
+    parser.add_argument("--cell", metavar="NAME")
+    parser.add_argument("--models", metavar="A,B,...")
     args = parser.parse_args(_split(line))
     _given_once(args.attach, "%%acp: --attach {} given more than once; attach each once")
-    return CellPrompt(alias=args.alias, wait=args.wait, new_session=args.new_session, attach=tuple(args.attach))
+    models = tuple(m.strip() for m in (args.models or "").split(",") if m.strip())
+    if args.models is not None and len(models) < 1:
+        raise UsageError("%%acp --models: name the models, comma-separated, e.g. --models demo:fast,demo:smart")
+    _given_once(list(models), "%%acp --models: {} named more than once; name each model once")
+    if models and args.new_session:
+        raise UsageError("%%acp --models asks each model from this conversation's current point: not with --new")
+    return CellPrompt(alias=args.alias, wait=args.wait, new_session=args.new_session, attach=tuple(args.attach),
+                      cell=args.cell, models=models)
 
 
 def parse_bool(text: str, option_id: str) -> bool:

@@ -30,11 +30,15 @@ class SessionListing:
         self._open = open_session
 
     def _listed(self, entry: AgentEntry) -> list[dict[str, Any]]:
-        """The agent's sessions (session/list), or the ones open here when it cannot list them."""
+        """The agent's sessions (session/list), or the ones open here when it cannot list them; the checkpoints
+        branches keep here (branching.py) are left out."""
+        checkpoints = {s.id for s in entry.agent.sessions if s.checkpoint_of is not None}
         if entry.agent.connection.supports("list"):
-            return entry.agent.list_sessions(timeout=self._timeout())
-        return [{"sessionId": s.id, "title": s.title, "updatedAt": s.updated_at, "cwd": s.cwd}
-                for s in entry.agent.sessions]
+            listed = entry.agent.list_sessions(timeout=self._timeout())
+        else:
+            listed = [{"sessionId": s.id, "title": s.title, "updatedAt": s.updated_at, "cwd": s.cwd}
+                      for s in entry.agent.sessions]
+        return [s for s in listed if s.get("sessionId") not in checkpoints]
 
     def list_sessions(self, command: g.ListSessions) -> None:
         entry = self.agents.entry(command.alias)

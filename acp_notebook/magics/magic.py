@@ -116,6 +116,14 @@ class AcpMagics(Magics, Configurable):
              "'override' (replaces them, where the agent offers it). Read when an agent starts.",
     ).tag(config=True)
 
+    rerun = CaselessStrEnum(
+        ["branch", "append"], default_value="branch",
+        help="Running a %%acp cell that already holds a turn of the conversation: 'branch' answers it from the "
+             "conversation just before that turn, on a new branch (a checkpoint is kept before each prompt: a "
+             "session/fork where the agent offers it, else the conversation above is handed to a new session); "
+             "'append' sends it as a new turn at the end and keeps no checkpoints.",
+    ).tag(config=True)
+
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         _loop.switch_interval.target = self.switch_interval

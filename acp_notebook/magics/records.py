@@ -44,6 +44,8 @@ class SessionRecord:
     closed: bool = False
     at: float = 0.0  # when the session was last opened or prompted (time.time())
     options: tuple[tuple[str, str | bool], ...] = ()  # (option id, value) in force, in the agent's order
+    # The branch of its conversation this session carries ({name, parent, fork_point, how}; branching.py), if any
+    branch: Mapping[str, Any] | None = None
     version: int = field(default=RECORD_VERSION)
 
     def to_json(self) -> dict[str, Any]:
@@ -51,6 +53,7 @@ class SessionRecord:
         data["launch"] = dict(self.launch)
         data["env_names"] = list(self.env_names)
         data["options"] = [[option_id, value] for option_id, value in self.options]
+        data["branch"] = dict(self.branch) if self.branch is not None else None
         return data
 
     @property
@@ -74,7 +77,7 @@ class SessionRecord:
                    env_names=tuple(str(n) for n in data.get("env_names") or ()),
                    title=data.get("title") if isinstance(data.get("title"), str) else None,
                    closed=bool(data.get("closed")), at=float(data.get("at") or 0.0),
-                   options=_options(data.get("options")))
+                   options=_options(data.get("options")), branch=_branch(data.get("branch")))
 
     def metadata(self) -> dict[str, Any]:
         """The output metadata that carries this record."""
@@ -99,6 +102,13 @@ class SessionRecord:
         """One line for messages: id, title and agent."""
         title = f' "{self.title}"' if self.title else ""
         return f"session {self.session_id}{title} of {self.alias}"
+
+
+def _branch(data: Any) -> Mapping[str, Any] | None:
+    """The recorded branch, when it names one (records written before branches have none)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+        return None
+    return {key: data[key] for key in ("name", "parent", "fork_point", "how") if key in data}
 
 
 def _options(data: Any) -> tuple[tuple[str, str | bool], ...]:

@@ -185,7 +185,8 @@ class NotebookAgents:
                 title=session.title or title or (known.title if known else None),
                 closed=closed if closed is not None else bool(known and known.closed),
                 at=at if at is not None else (known.at if known else time.time()),
-                options=tuple((o.id, o.value) for o in session.config if not o.read_only))
+                options=tuple((o.id, o.value) for o in session.config if not o.read_only),
+                branch=_branch_of(session))
             self._records = {**self._records, session.id: record}
         self._save(record)
 
@@ -239,6 +240,11 @@ class NotebookAgents:
         with self._lock:
             return self._title_hints.get(session.id)
 
+    def record_of(self, session_id: str) -> SessionRecord | None:
+        """The record of a session opened here (any thread)."""
+        with self._lock:
+            return self._records.get(session_id)
+
     def records(self) -> list[SessionRecord]:
         """The record of every session opened in this kernel, with its latest title (a stopped agent's
         sessions: the title they had when it stopped, kept in their records)."""
@@ -269,6 +275,14 @@ class NotebookAgents:
             len(named), f"its {len(named)} sessions ({', '.join(named)})")
         label = agent_label(sessions[0]) if sessions else entry.agent.name
         return f"Stopped agent '{entry.alias}' ({label}) and closed {what}; its panels show it closed."
+
+
+def _branch_of(session: Session) -> dict[str, Any] | None:
+    """The branch a session carries, as records keep it (branching.Branch), or None outside a branched one."""
+    branch = session.branch
+    if branch is None or len(branch.conversation.branches) < 2:
+        return None
+    return {"name": branch.name, "parent": branch.parent, "fork_point": branch.fork_point, "how": branch.how}
 
 
 def launch_of(spec: Any) -> dict[str, Any]:

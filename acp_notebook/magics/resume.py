@@ -160,6 +160,8 @@ def restart_agent(record: SessionRecord, alias: str, *, env: Mapping[str, str] |
 def resume_note(record: SessionRecord, how: str, env: Mapping[str, str]) -> str:
     """The one line ``%acp resume`` prints."""
     line = f"Resumed {record.describe()} ({how})."
+    if record.branch:
+        line += f" It carries branch {record.branch['name']} of its conversation (a re-run cell branches anew from it)."
     missing = [name for name in record.env_names if name not in env]
     if missing:
         pairs = " ".join(f"--env {name}=..." for name in missing)

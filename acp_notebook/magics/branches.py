@@ -1,0 +1,124 @@
+"""Branches in the magics: a ``%%acp`` cell run again opens a branch, ``%acp branches``, ``%acp checkout``, and
+the ``%%acp --models`` cell (a branch sweep whose answers become branches).
+
+Which cell: the cell id JupyterLab and Notebook 7 send in the execute request's metadata (``cellId``), else
+the cell's ``--cell NAME``; a cell with neither cannot be recognised when run again, so it appends. A cell whose
+turn is on the current branch of its session's conversation (``branching.Conversation``), run again with
+``AcpMagics.rerun = "branch"`` (the default), answers from the checkpoint just before that turn on a new
+branch, which becomes current (the agent's session in the magics); ``"append"`` sends it at the end, as
+before, and takes no checkpoints. Each cell shows its turn's branch line (widgets/branches.py), republished
+here whenever the current branch changes, so cells on another branch say so until run again.
+
+Given the Runner's registry and a few of its settings and operations as callables, so it reads the current
+ones (the Runner is at its method budget). Threads: the kernel thread, like every command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.display import display
+
+from ..branching import Conversation
+from ..session import Session
+from ..widgets.branches import BranchLabel, branches_forms
+from . import grammar as g
+from .registry import AgentEntry, NotebookAgents
+
+__all__ = ["BranchCommands", "cell_id"]
+
+
+def cell_id(shell: Any) -> str | None:
+    """The running cell's id from the execute request (JupyterLab, Notebook 7), or None where it is not sent."""
+    kernel = getattr(shell, "kernel", None)
+    get_parent = getattr(kernel, "get_parent", None)
+    parent = get_parent("shell") if callable(get_parent) else None
+    metadata = parent.get("metadata") if isinstance(parent, dict) else None
+    found = metadata.get("cellId") if isinstance(metadata, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
+class BranchCommands:
+    """What the magics do about branches (see the module docstring)."""
+
+    def __init__(self, agents: NotebookAgents, magics: Any, *, timeout: Callable[[], float],
+                 open_session: Callable[..., None]) -> None:
+        self.agents = agents
+        self.magics = magics
+        self._timeout = timeout
+        self._open = open_session
+        self._labels: dict[str, BranchLabel] = {}  # cell -> the label its latest run shows
+
+    # --- the conversation of a session --------------------------------------------------------
+    def conversation(self, session: Session) -> Conversation:
+        """The conversation ``session`` carries a branch of; a new one (named as its record says) otherwise."""
+        if session.branch is not None:
+            return session.branch.conversation
+        record = self.agents.record_of(session.id)
+        name = str((record.branch or {}).get("name") or "main") if record is not None else "main"
+        return Conversation(session, name=name)
+
+    def _cell(self, command: g.CellPrompt) -> str | None:
+        return command.cell or cell_id(getattr(self.magics, "shell", None))
+
+    def _where(self) -> str:
+        count = getattr(getattr(self.magics, "shell", None), "execution_count", None)
+        return f"In [{count}]" if isinstance(count, int) else ""
+
+    # --- a %%acp cell --------------------------------------------------------------------------
+    def session_for(self, entry: AgentEntry, command: g.CellPrompt) -> Session:
+        """The session the cell's turn goes to: the current one, or a new branch when the cell is run again."""
+        session = self.agents.session_of(entry)
+        conversation = self.conversation(session)
+        branching = self.magics.rerun == "branch"
+        cell = self._cell(command)
+        # A cell with no identity can never be recognised when run again: its turn needs no checkpoint.
+        session.checkpoints = branching and cell is not None
+        index = conversation.position(cell) if cell is not None and branching else None
+        if index is None:
+            return session
+        branch = conversation.branch_at(index, timeout=self._timeout())
+        self._open(entry, branch.session, show=False, title_hint=session.display_title)
+        self.relabel()
+        branch.session.checkpoints = True
+        return branch.session
+
+    def started(self, session: Session, turn: Any, command: g.CellPrompt) -> None:
+        """The cell's turn was started: it joins the current branch; its branch line shows above it."""
+        conversation = self.conversation(session)
+        cell = self._cell(command)
+        conversation.record(turn, cell, self._where())
+        label = BranchLabel(turn, cell)
+        if cell is not None:
+            self._labels[cell] = label
+        label.show()
+
+    def relabel(self) -> None:
+        """Every cell's branch line as the conversations now stand."""
+        for label in list(self._labels.values()):
+            label.update()
+
+    # --- commands -------------------------------------------------------------------------------
+    def list_branches(self, command: g.Branches) -> None:
+        entry = self.agents.entry(command.alias)
+        conversation = self.conversation(self.agents.session_of(entry))
+        display(branches_forms(conversation.branches, conversation.current.name), raw=True)
+
+    def checkout(self, command: g.Checkout) -> None:
+        entry = self.agents.entry(command.alias)
+        conversation = self.conversation(self.agents.session_of(entry))
+        try:
+            branch = conversation.branch(command.branch)
+        except KeyError:
+            names = ", ".join(b.name for b in conversation.branches)
+            raise UsageError(f"%acp checkout: no branch {command.branch!r} in this conversation (branches: {names}; "
+                             "%acp branches lists them)") from None
+        conversation.checkout(branch.name)
+        self._open(entry, branch.session, show=False)
+        self.agents.touch(entry, branch.session)
+        self.relabel()
+        turns = len(branch.turns)
+        print(f"Now on branch {branch.name} ({branch.describe()}, {turns} {'turn' if turns == 1 else 'turns'}, "
+              f"session {branch.session.id}); the next %%acp cells continue it, and cells on other branches say so.")

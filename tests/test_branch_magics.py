@@ -1,0 +1,97 @@
+"""Branches through the magics on a real IPython shell (no kernel): a %%acp cell run again answers from the
+conversation before its turn on a new branch, %acp branches and %acp checkout, the rerun setting, and the
+grammar of the new commands and cell options. Cells are named with --cell here (a shell without a kernel gets no
+cell id); tests/test_branch_kernel.py runs the same with the cell ids a frontend sends."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing import globalipapp
+from IPython.utils.capture import capture_output
+
+import acp_notebook as acpnb
+from acp_notebook.magics.grammar import Branches, CellPrompt, Checkout, help_text, parse_cell_line, parse_line
+from acp_notebook.magics.records import SessionRecord
+
+
+@pytest.fixture
+def shell(tmp_path, monkeypatch):
+    globalipapp.start_ipython()
+    ip = globalipapp.get_ipython()
+    monkeypatch.chdir(tmp_path)
+    ip.run_line_magic("load_ext", "acp_notebook")
+    yield ip
+    ip.run_line_magic("unload_ext", "acp_notebook")
+    ip.config.pop("AcpMagics", None)
+
+
+def run(ip, source):
+    with capture_output() as captured:
+        result = ip.run_cell(source)
+    for error in (result.error_before_exec, result.error_in_exec):
+        if error is not None:
+            raise error
+    return captured
+
+
+def reply(ip):
+    return acpnb.current().turns[-1].text
+
+
+def test_grammar_of_branches_checkout_cell_and_models():
+    assert parse_line("branches") == Branches() and parse_line("checkout b2 --agent a") == Checkout("b2", "a")
+    assert parse_cell_line("--cell intro") == CellPrompt(cell="intro")
+    assert parse_cell_line("--models demo:fast,demo:smart").models == ("demo:fast", "demo:smart")
+    with pytest.raises(UsageError, match="named more than once"):
+        parse_cell_line("--models a:x,a:x")
+    with pytest.raises(UsageError, match="not with --new"):
+        parse_cell_line("--models a:x --new")
+    text = help_text()
+    assert "%acp branches" in text and "%acp checkout b2" in text and "--models" in text and "rerun" in text
+
+
+def test_running_a_cell_again_branches_and_checkout_goes_back(shell):
+    run(shell, "%acp start demo")
+    main = acpnb.current()
+    run(shell, "%%acp --cell one\napples")
+    run(shell, "%%acp --cell two\npears")
+    run(shell, "%%acp --cell three\nwhat did I say before?")
+    assert reply(shell).endswith('"apples", "pears".')
+    edited = run(shell, "%%acp --cell two\nplums")  # cell two edited and run again
+    branch = acpnb.current()
+    assert branch is not main and branch.branch.name == "b2" and branch.branch.how == "forked"
+    assert "branch b2 from main after 1 turn, forked" in edited.outputs[0].data["text/plain"]
+    run(shell, "%%acp --cell three\nwhat did I say before?")
+    assert reply(shell).endswith('"apples", "plums".')
+    listed = run(shell, "%acp branches").outputs[0].data["text/plain"].splitlines()
+    assert listed[0].split()[:3] == ["branch", "from", "cell"]
+    assert listed[1].split()[:2] == ["main", "-"] and listed[2].split()[:4] == ["*", "b2", "main", "after"]
+    assert "plums" in listed[2]
+    said = run(shell, "%acp checkout main")
+    assert acpnb.current() is main and "Now on branch main" in said.stdout
+    run(shell, "%%acp --cell four\nwhat did I say before?")
+    assert reply(shell).endswith('"pears", "what did I say before?".')
+    # the record of each branch's session names its branch: %acp resume reopens the current one
+    records = {r.session_id: r for r in shell.magics_manager.registry["AcpMagics"].runner.agents.records()}
+    assert records[branch.id].branch == {"name": "b2", "parent": "main", "fork_point": 1, "how": "forked"}
+    assert SessionRecord.from_json(records[branch.id].to_json()).branch["name"] == "b2"
+    assert max(records.values(), key=lambda r: r.at).session_id == main.id
+    # the checkpoints are sessions of the agent, left out of %acp sessions
+    checkpoints = [s.id for s in main.agent.sessions if s.checkpoint_of is not None]
+    assert len(checkpoints) == 6  # one before each of the six prompts
+    shown = str([output.data for output in run(shell, "%acp sessions").outputs])
+    assert main.id in shown and branch.id in shown and not any(c in shown for c in checkpoints)
+    with pytest.raises(UsageError, match="no branch 'b9'.*branches: main, b2"):
+        run(shell, "%acp checkout b9")
+
+
+def test_append_keeps_the_old_behaviour_and_takes_no_checkpoints(shell):
+    run(shell, "%config AcpMagics.rerun = 'append'")
+    run(shell, "%acp start demo")
+    session = acpnb.current()
+    run(shell, "%%acp --cell one\napples")
+    run(shell, "%%acp --cell one\npears")
+    assert acpnb.current() is session and session.turns[-1].checkpoint is None
+    run(shell, "%%acp --cell two\nwhat did I say before?")
+    assert reply(shell).endswith('"apples", "pears".')
