@@ -27,6 +27,7 @@ thread), where ``current`` (the innermost work running there) is set and reset b
 from __future__ import annotations
 
 import _signal
+import ctypes
 import signal
 import sys
 import threading
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, TypeVar
 
-__all__ = ["Stop", "Stopped", "give_back_sigint", "take_sigint"]
+__all__ = ["Stop", "Stopped", "give_back_sigint", "restore_handled_exception", "take_sigint"]
 
 T = TypeVar("T")
 
@@ -150,6 +151,23 @@ class Stop:
         self.arm(frame)
         if self.inside(frame):
             raise Stopped(self)
+
+
+def restore_handled_exception(handled: BaseException | None) -> None:
+    """Put back the exception the kernel thread was handling when its work began (kernel thread; call it
+    outside any ``except`` or ``finally`` block, where the handled exception is the caller's own).
+
+    Seen with ``contextlib.suppress(BaseException)`` in a loop: a stop raised by the tracer while the
+    ``with`` statement hands the previous stop to the context manager's ``__exit__`` leaves CPython 3.11's handled
+    exception set to that ``Stopped`` after the region has ended: every later ``except`` and traceback on
+    the thread would chain to it ("During handling of the above exception..."), the user's next cells'
+    included. Python code cannot reset it; the C API's PyErr_SetHandledException (3.11+) can.
+    """
+    if sys.exc_info()[1] is handled or sys.version_info < (3, 11):
+        return
+    set_handled = ctypes.pythonapi.PyErr_SetHandledException
+    set_handled.argtypes, set_handled.restype = [ctypes.py_object], None
+    set_handled(handled)  # None clears it
 
 
 # The work running on the kernel thread now, innermost last (a tool call can run inside our wait inside

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from ._kernelstop import Stop, give_back_sigint, take_sigint
+from ._kernelstop import Stop, give_back_sigint, restore_handled_exception, take_sigint
 from .errors import AcpTimeoutError
 
 T = TypeVar("T")
@@ -486,6 +486,7 @@ def _run_item(item: KernelWork) -> None:
     if not item.claim():
         return
     previous = take_sigint(item.stop)
+    handled = sys.exc_info()[1]
     with _kernel_lock:
         _kernel_running.append(item)
     result: Any = None
@@ -505,6 +506,7 @@ def _run_item(item: KernelWork) -> None:
             _kernel_running.remove(item)
             if _kernel_held is item:
                 _kernel_held = None
+    restore_handled_exception(handled)
     item.loop.call_soon_threadsafe(_resolve, item.done, result, error)
 
 

@@ -88,6 +88,9 @@ def test_code_that_swallows_interrupts_is_stopped_in_this_process(code: str) -> 
     # Nothing of the stop is left behind: the next code runs whole, the handler and tracer are as they were.
     assert not run_here(tools, "after = sum(range(10))").is_error and namespace["after"] == 45
     assert (signal.getsignal(signal.SIGINT), sys.gettrace()) == (handler, tracer)
+    # ... and no stop is left as the exception the kernel thread "handles": every later traceback of the
+    # user's would chain to it ("During handling of the above exception, another exception occurred").
+    assert sys.exc_info() == (None, None, None)
 
 
 def test_refusals_are_undone_and_other_threads_are_not_refused() -> None:

@@ -300,11 +300,14 @@ def test_a_source_keeps_what_holds_no_literal_secret() -> None:
 
 @pytest.fixture
 def shell() -> Iterator[Any]:
-    """An IPython shell in this process, gone after the test (other tests run without one)."""
+    """An IPython shell in this process: the one there is (another module's, started by IPython's
+    globalipapp, must outlive this test), else one made for this test and gone after it."""
     from IPython.core.interactiveshell import InteractiveShell
 
+    made = not InteractiveShell.initialized()
     yield InteractiveShell.instance()
-    InteractiveShell.clear_instance()
+    if made:
+        InteractiveShell.clear_instance()
 
 
 def test_notebook_history_masks_as_inspect_variable_does(shell: Any) -> None:
