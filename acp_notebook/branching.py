@@ -284,6 +284,14 @@ class Conversation:
         turn.branch = branch
         return branch
 
+    def record_on(self, branch: Branch, turn: Turn, key: str | None = None, label: str = "") -> None:
+        """``turn`` was made on ``branch`` (not the current one: a branch sweep's answer)."""
+        with self._lock:
+            branch.turns.append(turn)
+            branch.keys.append(key)
+            branch.labels.append(label)
+        turn.branch = branch
+
     def position(self, key: str) -> int | None:
         """Where the current branch holds the turn run under ``key`` (its latest), or None."""
         with self._lock:

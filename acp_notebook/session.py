@@ -420,6 +420,22 @@ class Session:
 
     fork, afork = twins(_fork, what="session/fork", default_timeout=_session_timeout)
 
+    async def _branch_sweep(self, prompt: str, models: Sequence[str], *, agents: Mapping[str, Any] | None = None,
+                            scorers: Any = None, target: Any = None, turn_timeout: float | None = None) -> Any:
+        """Ask several models the same ``prompt`` from this conversation's current point: a fork per model of this
+        session's agent (``"smart"``, or ``"a:fast"`` through the proxy), a handover to a new session for
+        ``AGENT:MODEL`` of another agent in ``agents`` ({name: Agent}); each answer stays in its own session
+        (``result.sessions``), this one goes on unchanged. Returns a sweep result (``to_pandas()``, ``compare``,
+        ``scorers=`` as for ``acpnb.sweep``, ``target=`` for them) shown side by side with time, tokens, cost."""
+        if self.closed:
+            raise AgentClosedError(f"session {self.id} is closed")
+        from .branch_sweep import branch_sweep
+
+        return await branch_sweep(self, prompt, models, agents=agents, scorers=scorers, target=target,
+                                  timeout=turn_timeout)
+
+    branch_sweep, abranch_sweep = twins(_branch_sweep, what="the branch sweep")
+
     # --- agent requests for this session (loop thread) -------------------
     def _agent_gone(self, error: AcpError) -> None:
         turn = self._running

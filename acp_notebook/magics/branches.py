@@ -100,6 +100,32 @@ class BranchCommands:
         for label in list(self._labels.values()):
             label.update()
 
+    def sweep(self, entry: AgentEntry, command: g.CellPrompt, prompt: str) -> Any:
+        """``%%acp --models A,B``: the prompt to each model from the current point (``Session.branch_sweep``); each
+        answer becomes a branch of the conversation (named after its model), the current branch is unchanged."""
+        session = self.agents.session_of(entry)
+        conversation = self.conversation(session)
+        agents = {alias: e.agent for alias, e in self.agents.agents.items()}
+        result = session.branch_sweep(prompt, list(command.models), agents=agents,
+                                      turn_timeout=self.magics.turn_timeout or None)
+        point = len(conversation.current.turns)
+        before = {alias: e.session for alias, e in self.agents.agents.items()}
+        for model, branch_session in result.sessions.items():
+            turn = branch_session.turns[-1] if branch_session.turns else None
+            owner = self.agents.entry_of(branch_session) or entry
+            self._open(owner, branch_session, show=False, title_hint=session.display_title)  # recorded, resumable
+            how = "forked" if branch_session.agent is session.agent else "handed over, not forked"
+            branch = conversation.add_branch(branch_session, fork_point=point, how=f"{how} for {model}",
+                                             name=model, make_current=False)
+            if turn is not None:
+                conversation.record_on(branch, turn, self._cell(command), self._where())
+        for alias, previous in before.items():  # each agent keeps the session it had; the current branch goes on
+            owner = self.agents.agents.get(alias)
+            if owner is not None and previous is not None and owner.session is not previous:
+                self._open(owner, previous, show=False)
+        display(result)
+        return result
+
     # --- commands -------------------------------------------------------------------------------
     def list_branches(self, command: g.Branches) -> None:
         entry = self.agents.entry(command.alias)
@@ -116,8 +142,10 @@ class BranchCommands:
             raise UsageError(f"%acp checkout: no branch {command.branch!r} in this conversation (branches: {names}; "
                              "%acp branches lists them)") from None
         conversation.checkout(branch.name)
-        self._open(entry, branch.session, show=False)
-        self.agents.touch(entry, branch.session)
+        owner = self.agents.entry_of(branch.session) or entry  # a sweep's branch may be another agent's session
+        self.agents.use(owner.alias)
+        self._open(owner, branch.session, show=False)
+        self.agents.touch(owner, branch.session)
         self.relabel()
         turns = len(branch.turns)
         print(f"Now on branch {branch.name} ({branch.describe()}, {turns} {'turn' if turns == 1 else 'turns'}, "

@@ -421,8 +421,9 @@ class Runner:
             raise RuntimeError("no IPython shell to put the cell in")
         shell.set_next_input(code, replace=False)
 
-    def begin_turn(self, command: g.CellPrompt, body: str) -> TurnView:
-        """Start the cell's turn (after any earlier turn of the session) and show its view; returns at once."""
+    def begin_turn(self, command: g.CellPrompt, body: str) -> TurnView | None:
+        """Start the cell's turn (after any earlier turn of the session) and show its view; returns at once. A
+        ``--models`` cell runs a branch sweep instead, shown when it ends (None: nothing to wait for)."""
         prompt = body.strip()
         if not prompt:
             raise UsageError("%%acp: the cell is empty: write the prompt under the %%acp line")
@@ -431,6 +432,9 @@ class Runner:
         # Every reference is looked up before anything is sent: a bad one sends nothing.
         prompt = context.expand(prompt, namespace, redactor=entry.agent.redactor)
         attach = context.attached(command.attach, namespace)
+        if command.models:
+            self.branches.sweep(entry, command, prompt)  # blocking: the replies side by side once all have come
+            return None
         if command.new_session:
             self.open(entry, self._new_session(entry, self._cwd(None), self._timeout()), show=False)
         session = self.branches.session_for(entry, command)  # a new branch when the cell is run again

@@ -540,8 +540,9 @@ def parse_cell_line(line: str) -> CellPrompt:
     if args.models is not None and len(models) < 1:
         raise UsageError("%%acp --models: name the models, comma-separated, e.g. --models demo:fast,demo:smart")
     _given_once(list(models), "%%acp --models: {} named more than once; name each model once")
-    if models and args.new_session:
-        raise UsageError("%%acp --models asks each model from this conversation's current point: not with --new")
+    if models and (args.new_session or args.attach):
+        raise UsageError("%%acp --models asks each model from this conversation's current point: not with --new or "
+                         "--attach")
     return CellPrompt(alias=args.alias, wait=args.wait, new_session=args.new_session, attach=tuple(args.attach),
                       cell=args.cell, models=models)
 

@@ -198,7 +198,7 @@ class AcpMagics(Magics, Configurable):
     def run_cell(self, command: CellPrompt, body: str) -> None:
         """The blocking path (no async cells here): wait, and turn Ctrl-C into session/cancel."""
         view = self.runner.begin_turn(command, body)
-        if self.should_wait(command):
+        if view is not None and self.should_wait(command):
             cells.wait_for_view(view)
 
     async def run_cell_async(self, line: str, body: str) -> None:
@@ -211,7 +211,7 @@ class AcpMagics(Magics, Configurable):
                 wait = self.should_wait(command)
             finally:
                 self._in_async_cell = False
-            if wait:
+            if wait and view is not None:
                 await cells.await_view(view)
         except AcpError as error:
             raise error.in_terms_of("magic") from None
