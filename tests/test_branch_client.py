@@ -66,6 +66,8 @@ def test_without_fork_the_conversation_above_is_handed_over_and_marked(tmp_path)
                                                   "capped": False}
         assert "[1] User: apples" in prompt["prompt"][0]["text"] and prompt["prompt"][1]["text"] == "plums"
         assert conversation.state_of(first).handover == first.handover.describe()
+        # the demo agent takes the prompts handed over as its history
+        assert run(conversation, "what did I say before?").text.endswith('"apples", "pears", "plums".')
         # a branch of the handed-over branch hands over what it was handed, and what came after
         run(conversation, "dates")
         again = conversation.branch_at(3)

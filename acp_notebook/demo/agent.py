@@ -34,7 +34,7 @@ from .dispatch import PromptTurn
 from .instructions import read_system_prompt
 from .notices import AfterAnswers
 from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
-from .replies import text_content
+from .replies import handed_over, text_content
 from .session import DemoSession, Exchange, RunningTurn, TurnCancelled, new_session_id
 from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir
 from .wire import serve_connection
@@ -472,7 +472,10 @@ class DemoAgent:
         session = self._open_session(session_id)
         if session.turn is not None:
             raise RequestError(INVALID_REQUEST, f"Session {session_id!r} is already running a prompt turn")
-        text = prompt_text(prompt)
+        handed, own = handed_over(list(prompt))
+        if handed and not session.history:  # a session given the conversation so far: it becomes its history
+            session.history.extend(Exchange(user=text, agent="") for text in handed)
+        text = prompt_text(own)
         turn = RunningTurn()
         session.turn = turn
         stop_reason = "end_turn"

@@ -13,7 +13,9 @@ Which work a prompt gets, the first of these that matches (case is ignored; the 
 5. "what did I say first?": answered from the session's history (also after a load in a new process);
    "what did I say before?" (or ask / send): "You have sent N prompts before this one: "...", "..."", every
    earlier prompt of the session quoted in order (the first 20; the rest counted), so a fork or a branch
-   shows which conversation it carries; "what is your system prompt?": the system prompt the client gave, with its mode (`instructions`);
+   shows which conversation it carries (a prompt whose first block is a conversation handed over, as
+   acp_notebook/branching.py writes it, starts a new session's history with the prompts it lists; the blocks
+   after it are the message); "what is your system prompt?": the system prompt the client gave, with its mode (`instructions`);
 6. a file edit ("In PATH, replace `OLD` with `NEW`", "Create PATH containing `TEXT`"): file work by the
    edit contract in `tasks`;
 7. "What is A OP B?": the arithmetic contract in `tasks` (last line ``Answer: N``);

@@ -18,6 +18,8 @@ _WORDS_PER_CHUNK = 3
 _RECALL_LIMIT = 200
 _RECALL_QUESTION = re.compile(r"\bwhat\s+did\s+i\s+(?:say|ask)\s+first\b", re.IGNORECASE)
 _BEFORE_QUESTION = re.compile(r"\bwhat\s+did\s+i\s+(?:say|ask|send)\s+before\b", re.IGNORECASE)
+_HANDOVER_LEAD = "This conversation was handed over to you from "  # acp_notebook/branching.py's handover text
+_HANDED_PROMPT = re.compile(r"^\[(\d+)\] User: (.*)$", re.MULTILINE)
 _BEFORE_LISTED = 20  # prompts quoted by "what did I say before?"; more are counted, not quoted
 
 
@@ -241,3 +243,14 @@ def title_from(text: str) -> str:
 def token_count(*texts: str) -> int:
     """The demo's stand-in for tokens: whitespace-separated words."""
     return sum(len(text.split()) for text in texts)
+
+
+def handed_over(blocks: list[Any]) -> tuple[list[str], list[Any]]:
+    """A prompt whose first block is a conversation handed over (the text acp_notebook/branching.py writes, in a
+    block of its own): the prompts it lists (each one's first line, in order) and the blocks after it, which are
+    the user's message. Any other prompt: no prompts, the blocks as they are."""
+    first = blocks[0] if blocks else None
+    text = first.get("text") if isinstance(first, dict) and first.get("type") == "text" else None
+    if len(blocks) < 2 or not isinstance(text, str) or not text.startswith(_HANDOVER_LEAD):
+        return [], blocks
+    return [match.group(2) for match in _HANDED_PROMPT.finditer(text)], blocks[1:]

@@ -81,6 +81,8 @@ class BranchCommands:
             return session
         branch = conversation.branch_at(index, timeout=self._timeout())
         self._open(entry, branch.session, show=False, title_hint=session.display_title)
+        # The cell's old line went with its old outputs (an update of it would name an output no longer there).
+        self._labels.pop(cell, None)
         self.relabel()
         branch.session.checkpoints = True
         return branch.session
