@@ -77,6 +77,24 @@ def replies(notebook: Any) -> list[str]:
             for reply in re.findall(r'<div class="acpnb-reply"[^>]*>(.*?)</div>', page, re.S)]
 
 
+@pytest.fixture(scope="module")
+def branches(tmp_path_factory):
+    return execute("branches.ipynb", tmp_path_factory.mktemp("branches"))
+
+
+def test_branches_notebook_branches_checks_out_and_sweeps(branches):
+    for cell in branches.cells:
+        if cell.cell_type == "code":
+            assert not [o for o in cell.outputs if o["output_type"] == "error"], cell.source
+    said = [texts(c, "text/plain") for c in branches.cells if c.cell_type == "code"]
+    assert 'You have sent 2 prompts before this one: "I like apples", "and pears".' in "\n".join(replies(branches))
+    assert 'You have sent 2 prompts before this one: "I like apples", "and plums".' in "\n".join(replies(branches))
+    assert any("branch b2 from main after 1 turn, forked" in text for text in said)
+    assert any("Now on branch main" in text for text in said)
+    assert any("== fast" in text and "== smart" in text for text in said)
+    assert any("smart vs fast on includes" in text for text in said)
+
+
 @pytest.mark.parametrize("fixture", ["quickstart", "teaching"])
 def test_no_cell_failed(fixture, request):
     notebook = request.getfixturevalue(fixture)
