@@ -155,7 +155,7 @@ def _details(row: FrameRow, *, json_open_depth: int) -> str:
                      "</code></div>")
     for issue in row.issues or ():
         color = ERROR_COLOR if issue.level == "violation" else WARN_COLOR
-        word = "breaks the schema" if issue.level == "violation" else "unknown field"
+        word = {"violation": "breaks the schema", "unstable": "unstable"}.get(issue.level, "unknown field")
         where = escape(issue.path or "(frame)")
         parts.append(f'<div class="acpnb-issue acpnb-issue-{issue.level}" style="color:{color}">\u26a0 {word} at '
                      f"<code style='font-size:1em'>{where}</code>: {escape(issue.message)}</div>")
