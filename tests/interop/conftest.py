@@ -74,7 +74,7 @@ def check_client_frames(agent: acpnb.Agent) -> None:
         if entry["dir"] != "send":
             continue
         message = entry["msg"]
-        variant = "unstable" if message.get("method") in ("session/list", "session/close") else "stable"
+        variant = "unstable" if message.get("method") in ("session/list", "session/close", "session/fork") else "stable"
         validate_frame(message, "client", answers=None if "method" in message else asked[message["id"]],
                        variant=variant)
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/interop/record_sessions.py [claude opencode codex gemini] [--out DIR]
     .venv/bin/python tests/interop/record_sessions.py --kernel [claude opencode codex gemini] [--out DIR]
+    .venv/bin/python tests/interop/record_sessions.py --fork [claude opencode] [--out DIR]
 
 (`make recordings` runs it for all four.) Each agent runs as in the interop tests: installed by
 scripts/install-agents.sh, a fresh HOME, no network, its model calls answered by the scripted
@@ -17,6 +18,9 @@ tools under the "ask" policy, with a DataFrame `df` in the namespace they serve,
 which the model lists the variables, then runs code after an Allow (the answer: "Kernel answered:
 1491"). The session/new frame carries the `kernel` entry, its token masked. gemini-cli runs with
 GEMINI_CLI_TRUST_WORKSPACE=true: in a folder it does not trust it starts no MCP server at all.
+
+With --fork (claude and opencode, the pinned agents that advertise the unstable session/fork; into
+recordings/fork/): a turn, then the session forked and a turn in the fork.
 
 Agents change: re-run this after bumping a pinned version, and check the replay tests.
 """
@@ -112,22 +116,41 @@ def record_kernel(name: str, out: Path, server: ModelServer) -> Path:
     return path
 
 
+FORK_AGENTS = ("claude", "opencode")  # the pinned agents that advertise sessionCapabilities.fork
+
+
+def record_fork(name: str, out: Path, server: ModelServer) -> Path:
+    """A session, then ``session/fork`` of it (unstable ACP) and a turn in the fork, which starts with its history."""
+    setup = _prepare(name)
+    path = out / f"{name}.acp.jsonl"
+    with tempfile.TemporaryDirectory(prefix=f"acp-rec-{name}-") as home:
+        spec = setup.spec(Path(home), server)
+        with acpnb.start(spec, cwd=WORK, inherit_env=False, env=home_env(Path(home)), record=path,
+                         permission="allow", timeout=90) as agent:
+            session = agent.new_session()
+            session.prompt("say hi", timeout=TURN_TIMEOUT)
+            session.fork().prompt("say forked", timeout=TURN_TIMEOUT)
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("agents", nargs="*", help="default: all four")
     parser.add_argument("--out", type=Path, help="default: notebooks/recordings (with --kernel: its kernel-tools/)")
     parser.add_argument("--kernel", action="store_true", help="sessions that use the notebook's kernel tools")
+    parser.add_argument("--fork", action="store_true", help="a session forked (the agents that advertise fork)")
     args = parser.parse_args(argv)
-    known = KERNEL_AGENTS if args.kernel else tuple(AGENTS)
+    known = KERNEL_AGENTS if args.kernel else FORK_AGENTS if args.fork else tuple(AGENTS)
     names = args.agents or list(known)
     unknown = [a for a in names if a not in known]
     if unknown:
         parser.error(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    out = args.out or ROOT / "notebooks" / "recordings" / ("kernel-tools" if args.kernel else "")
+    out = args.out or ROOT / "notebooks" / "recordings" / ("kernel-tools" if args.kernel else "fork" if args.fork else "")
     out.mkdir(parents=True, exist_ok=True)
+    recorder = record_kernel if args.kernel else record_fork if args.fork else record
     with ModelServer() as server:
         for name in names:
-            path = (record_kernel if args.kernel else record)(name, out, server)
+            path = recorder(name, out, server)
             print(f"{name}: recorded {path}", file=sys.stderr)
     return 0
 
