@@ -199,12 +199,13 @@ def _content_text(block: Mapping[str, Any]) -> str | None:
     return None
 
 
-def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 600, timing: str = "") -> str:
-    """One tool call: title, kind, status (and ``timing``, e.g. "2 s" while it runs), locations, its
-    text output and diffs, permission decisions."""
+def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 600, timing: str = "",
+                   name_html: str = "") -> str:
+    """One tool call: title, its programmatic name (``name_html``: notices.tool_name_html), kind, status (and
+    ``timing``, e.g. "2 s" while it runs), locations, its text output and diffs, permission decisions."""
     status = str(call.status or "pending")
     head = [
-        f'<span style="font-weight:600">{escape(str(call.title or call.id))}</span>',
+        f'<span style="font-weight:600">{escape(str(call.title or call.id))}</span>', name_html,
         chip(str(call.kind or "other"), css_class="acpnb-tool-kind"),
         badge(status.replace("_", " "), TOOL_STATUS_COLORS.get(status, MUTED), css_class="acpnb-tool-status"),
     ]
@@ -273,8 +274,27 @@ def _context(usage: Mapping[str, Any]) -> tuple[int, int] | None:
     return None
 
 
-def context_words(usage: Mapping[str, Any] | None) -> str:
-    """The context meter as text: "context 1,234 of 200,000 tokens (1%) · session cost $0.0012"; "" without usage."""
+# How the context meter follows a compaction: (words, CSS class) by its status.
+COMPACTION_METER = {"in_progress": ("compacting context\u2026", "acpnb-context-compacting"),
+                    "completed": ("compacted", "acpnb-context-compacted"),
+                    "failed": ("compaction failed", "acpnb-context-compaction-failed")}
+
+
+def _compaction_words(compaction: Any) -> tuple[str, str]:
+    """What the meter says of ``compaction`` (a state.Compaction, or None): "compacting context…" while it runs,
+    "compacted from 120,000" once done (the context it held before), and its CSS class; ("", "") for none."""
+    if compaction is None or compaction.status not in COMPACTION_METER:
+        return "", ""
+    words, css = COMPACTION_METER[compaction.status]
+    before = (compaction.usage_before or {}).get("used")
+    if compaction.status == "completed" and isinstance(before, int) and not isinstance(before, bool):
+        words += f" from {before:,}"
+    return words, css
+
+
+def context_words(usage: Mapping[str, Any] | None, compaction: Any = None) -> str:
+    """The context meter as text: "context 1,234 of 200,000 tokens (1%) · session cost $0.0012"; "" without usage.
+    ``compaction``: the latest compaction it follows ("· compacted from 120,000", "· compacting context…")."""
     usage = usage or {}
     parts = []
     context = _context(usage)
@@ -287,15 +307,20 @@ def context_words(usage: Mapping[str, Any] | None) -> str:
     if money(usage.get("cost")):
         # usage_update's cost is cumulative over the session (ACP: "Total cumulative cost for session").
         parts.append(f"session cost {money(usage.get('cost'))}")
+    compacted, _css = _compaction_words(compaction)
+    if compacted and (parts or compaction.status == "in_progress"):
+        parts.append(compacted)
     return " · ".join(parts)
 
 
-def context_meter_html(usage: Mapping[str, Any] | None) -> str:
+def context_meter_html(usage: Mapping[str, Any] | None, compaction: Any = None) -> str:
     """How full the agent's context window is (usage_update ``used`` / ``size``) as a small bar with its
-    numbers, and the session's cost when the agent gives it; "" when the agent sent no usage."""
-    words = context_words(usage)
+    numbers, and the session's cost when the agent gives it; "" when the agent sent no usage. ``compaction``:
+    the latest compaction, which the meter follows (marked while it runs, the context it freed once done)."""
+    words = context_words(usage, compaction)
     if not words:
         return ""
+    _words, compacting = _compaction_words(compaction)
     context = _context(usage or {})
     bar = ""
     if context is not None:
@@ -304,14 +329,17 @@ def context_meter_html(usage: Mapping[str, Any] | None) -> str:
         bar = (f'<span class="acpnb-context-bar" style="display:inline-block;width:90px;height:7px;'
                f'border-radius:4px;background:{BORDER};overflow:hidden;vertical-align:middle;margin-right:6px">'
                f'<span style="display:block;height:100%;width:{share * 100:.1f}%;background:{color}"></span></span>')
-    return (f'<span class="acpnb-context" title="tokens in the agent\'s context / its context window" '
+    css = f"acpnb-context {compacting}".strip()
+    if compacting == "acpnb-context-compacting":
+        bar = bar.replace("acpnb-context-bar\" style=\"", "acpnb-context-bar\" style=\"opacity:.5;", 1)
+    return (f'<span class="{css}" title="tokens in the agent\'s context / its context window" '
             f'style="white-space:nowrap">{bar}{escape(words)}</span>')
 
 
 def usage_html(usage: Mapping[str, Any] | None, *, duration_s: float | None = None,
-               stop_reason: str | None = None) -> str:
-    """A quiet footer: the context meter (tokens in context, window, session cost), this turn's token
-    counts, duration, stop reason."""
+               stop_reason: str | None = None, compaction: Any = None) -> str:
+    """A quiet footer: the context meter (tokens in context, window, session cost; ``compaction``: the latest
+    compaction, which it follows), this turn's token counts, duration, stop reason."""
     usage = usage or {}
     parts = []
     for key in ("inputTokens", "outputTokens", "totalTokens"):
@@ -322,7 +350,7 @@ def usage_html(usage: Mapping[str, Any] | None, *, duration_s: float | None = No
         parts.append(seconds(duration_s))
     if stop_reason and stop_reason != "end_turn":
         parts.append(f"stopped: {stop_reason.replace('_', ' ')}")
-    meter = context_meter_html(usage)
+    meter = context_meter_html(usage, compaction)
     if not parts and not meter:
         return ""
     return muted_html(" &middot; ".join([meter, *(escape(p) for p in parts)] if meter else

@@ -57,6 +57,7 @@ from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
 from .kernel import kernel_call_html, kernel_call_markdown, kernel_call_text
 from .labels import session_header_info, session_title, value_label
+from .notices import tool_name_html, tool_name_text
 from .permission import PermissionPrompt
 from .render_thread import Throttle
 from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, turn_forms
@@ -222,6 +223,7 @@ class TurnView:
         self.tools = self.sections.tools
         self.kernel = self.sections.kernel
         self.kernel.add_class("acpnb-kernel")
+        self.notices = self.sections.notices  # the agent's notices and compactions, in the order they came
         self.permissions = widgets.VBox()
         self.forms = widgets.VBox()
         self.reply = self.sections.reply
@@ -236,7 +238,7 @@ class TurnView:
         self.error = widgets.HTML()
         self.widget = widgets.VBox(
             [self.header, self.attached, self.latest_thought, self.thoughts, self.plan, self.tools, self.kernel,
-             self.permissions, self.forms,
+             self.notices, self.permissions, self.forms,
              self.reply,
              self.error, widgets.HBox([self.footer, self.cancel_button],
                                       layout=widgets.Layout(justify_content="space-between", align_items="center"))],
@@ -271,7 +273,7 @@ class TurnView:
             running = self._is_running()
             pending = [(p.pending_text(), p.static_html()) for p in self._prompts if not p.future.done()]
             tools = [ToolSnapshot(str(c.title or c.id), str(c.kind or "other"), str(c.status or "pending"),
-                                  self._tool_html(c)) for c in turn.tool_calls]
+                                  self._tool_html(c), tool_name_text(c)) for c in turn.tool_calls]
             forms = [(item.plain_text(), item.static_html()) if isinstance(item, FormPrompt) else item
                      for item in self._form_items]
             kernel = [self._kernel_forms(call) for call in list(turn.kernel_calls)]
@@ -280,7 +282,8 @@ class TurnView:
                                 pending=pending,
                                 forms=forms, error=self.error_message, usage=turn.usage,
                                 stop_reason=None if running else turn.stop_reason,
-                                attachments=self._attachment_labels())
+                                attachments=self._attachment_labels(), notices=list(turn.notices),
+                                compactions=[replace(c) for c in list(turn.compactions)])
 
     def _attachment_labels(self) -> list[str]:
         return [item.label for item in self.turn.attachments]
@@ -306,7 +309,8 @@ class TurnView:
                 tuple((c.id, c.status) for c in list(turn.kernel_calls)),
                 tuple((e.get("content"), e.get("status")) for e in turn.plan if isinstance(e, Mapping)),
                 tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
-                len(self._form_items), self.error_message)
+                len(self._form_items), self.error_message, len(turn.notices),
+                tuple((c.id, c.status) for c in list(turn.compactions)))
 
     def _republish_due(self) -> bool:
         """Whether the output should be published again: the turn runs, its structure changed since the output
@@ -562,7 +566,8 @@ class TurnView:
         decisions = tuple(self._decisions.get(call.id, ()))
         # Made again only when the call, its decisions or its time changed (a render does not rebuild every card).
         return self.sections.card(call.id, (call, len(call.updates), call.status, decisions, timing),
-                                  lambda: tool_call_html(call, decisions, timing=timing))
+                                  lambda: tool_call_html(call, decisions, timing=timing,
+                                                         name_html=tool_name_html(call)))
 
     def _tool_timing(self, call: Any) -> str:
         # A call seen first here (its update came before this view subscribed) starts its clock now.
@@ -596,10 +601,14 @@ class TurnView:
                                cards=[(call.id, self._tool_html(call)) for call in turn.tool_calls],
                                notes=self._unmatched_decisions(),
                                kernel=[(call.id, self._kernel_forms(call)[2]) for call in list(turn.kernel_calls)],
-                               text=turn.text, send=not self._widgets_closed, hold=running)
+                               text=turn.text, notices=list(turn.notices), compactions=list(turn.compactions),
+                               send=not self._widgets_closed, hold=running)
             _assign(self.error, "value", error_html(self.error_message))
-            # The context meter follows usage_update while the turn runs; the stop reason comes at the end.
-            _assign(self.footer, "value", usage_html(turn.usage, stop_reason=None if running else turn.stop_reason))
+            # The context meter follows usage_update and the turn's latest compaction while the turn runs; the
+            # stop reason comes at the end.
+            compactions = turn.compactions
+            _assign(self.footer, "value", usage_html(turn.usage, stop_reason=None if running else turn.stop_reason,
+                                                     compaction=compactions[-1] if compactions else None))
             _assign(self.cancel_button.layout, "display", "" if running else "none")
             republish = self._republish_due()
         if republish:

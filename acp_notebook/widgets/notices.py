@@ -8,6 +8,9 @@ session panel and their saved forms (HTML, Markdown, plain text) show them.
 - A compaction (``state.Compaction``) as a marked, foldable block: "context compacted" (or "compacting
   context", "compaction failed"...) with the context before and after it, its summary folded inside.
 - A tool call's ``name`` as a quiet chip beside its title (left out when it says what the title says).
+- A turn's notices and compactions together, in the order they came (``events_in_order``): the live view's
+  parts (``event_parts``, each notice's HTML made once) and the saved forms (``events_html`` / ``_markdown`` /
+  ``_text``).
 
 Text from the agent is made visible (``_visible.visible``) and escaped. Pure functions of plain values (the
 records are read, never changed); safe from any thread.
@@ -22,9 +25,10 @@ from typing import Any
 from .._visible import visible
 from ._html import BORDER, FG, MUTED, chip, md_escape
 
-__all__ = ["PANEL_NOTICES", "compaction_html", "compaction_markdown", "compaction_text", "notice_html",
-           "notices_html", "notices_markdown", "notices_text", "panel_notices_html", "severity_of", "tool_name_html",
-           "tool_name_text"]
+__all__ = ["PANEL_NOTICES", "compaction_html", "compaction_markdown", "compaction_text", "event_parts", "events_html",
+           "events_in_order", "events_markdown", "events_text", "notice_html", "notices_html", "notices_markdown",
+           "notices_text", "outside_compaction", "panel_compaction_html", "panel_notices_html", "severity_of",
+           "tool_name_html", "tool_name_text"]
 
 PANEL_NOTICES = 3  # the session's latest notices a panel shows
 SUMMARY_SHOWN = 6000  # characters of a compaction summary shown (the whole is on state.compactions)
@@ -186,3 +190,68 @@ def tool_name_html(call: Any) -> str:
     """The name as a quiet chip, for beside a tool call's title; "" when there is none to show."""
     name = tool_name_text(call)
     return chip(name, css_class="acpnb-tool-name", title="the tool's programmatic name") if name else ""
+
+
+# --- a turn's notices and compactions together ------------------------------------------------------------
+def events_in_order(notices: Sequence[Any], compactions: Sequence[Any]) -> list[tuple[str, Any]]:
+    """("notice", Notice) and ("compaction", Compaction) in the order they came (a notice's arrival, a
+    compaction's start; a stable sort, so each list keeps its own order)."""
+    tagged = [(n.time, "notice", n) for n in notices] + [(c.started_at, "compaction", c) for c in compactions]
+    return [(kind, item) for _when, kind, item in sorted(tagged, key=lambda t: t[0])]
+
+
+def _event_forms(kind: str, item: Any) -> tuple[str, str, str]:
+    """(text, Markdown, HTML) of one notice or compaction."""
+    if kind == "notice":
+        return notices_text([item]), notices_markdown([item]), notice_html(item)
+    return compaction_text(item), compaction_markdown(item), compaction_html(item)
+
+
+def event_parts(notices: Sequence[Any], compactions: Sequence[Any],
+                cache: dict[Any, tuple[Any, str, Any]]) -> list[tuple[str, str]]:
+    """The live view's parts: (key, HTML) per notice and compaction, in order. ``cache`` (the caller's, kept
+    between calls) holds each one's HTML with what it was made from, so a render makes again only the
+    compaction that changed (a notice never changes)."""
+    parts = []
+    for index, (kind, item) in enumerate(events_in_order(notices, compactions)):
+        key = (kind, id(item))
+        made_from = (item.status, len(item.summary), item.error, item.usage_after is not None) \
+            if kind == "compaction" else None
+        kept = cache.get(key)
+        if kept is None or kept[2] is not item or kept[0] != made_from:
+            kept = (made_from, _event_forms(kind, item)[2], item)
+            cache[key] = kept
+        parts.append((f"{kind[0]}{index}", kept[1]))
+    return parts
+
+
+def events_html(notices: Sequence[Any], compactions: Sequence[Any]) -> str:
+    """A turn's notices and compactions in the order they came, for its saved form; "" when there are none."""
+    events = events_in_order(notices, compactions)
+    if not events:
+        return ""
+    return f'<div class="acpnb-turn-notices">{"".join(_event_forms(k, i)[2] for k, i in events)}</div>'
+
+
+def events_markdown(notices: Sequence[Any], compactions: Sequence[Any]) -> str:
+    return "\n\n".join(_event_forms(k, i)[1] for k, i in events_in_order(notices, compactions))
+
+
+def events_text(notices: Sequence[Any], compactions: Sequence[Any]) -> str:
+    return "\n".join(_event_forms(k, i)[0] for k, i in events_in_order(notices, compactions))
+
+
+# --- the session panel's compaction ------------------------------------------------------------------------
+def outside_compaction(compactions: Sequence[Any], turns: Sequence[Any]) -> Any:
+    """The session's latest compaction when it began outside any turn (``turns``: the session's, each with its
+    ``compactions``), else None: a turn shows its own."""
+    if not compactions:
+        return None
+    latest = compactions[-1]
+    in_turns = any(c is latest for turn in reversed(turns) for c in getattr(turn, "compactions", ()))
+    return None if in_turns else latest
+
+
+def panel_compaction_html(compaction: Any) -> str:
+    """The panel's block for a compaction that began outside any turn; "" for None."""
+    return compaction_html(compaction) if compaction is not None else ""

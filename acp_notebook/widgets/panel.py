@@ -16,6 +16,10 @@ Two directions, never mixed up:
   the loop and returns at once. The control is disabled while the request is in flight; on
   refusal it goes back to the agent's value and the error shows under the controls.
 
+The session's notices that came while no turn ran show under the controls (the latest few, hidden while a
+turn runs: its cell shows its own), and so does a compaction that began outside any turn; the context meter
+follows the latest compaction (``notice`` / ``compaction`` / ``status`` events, on the loop).
+
 ``close()`` (``%acp stop``, a closed session, kernel exit) disables the controls and replaces
 every output of the panel with its static form, marked closed.
 """
@@ -40,6 +44,7 @@ from .comms import follow_changes
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .kernel import kernel_tools_note
 from .labels import bound_agent, choice_label, dropdown_options, session_header_info, value_label
+from .notices import PANEL_NOTICES, outside_compaction, panel_compaction_html, panel_notices_html
 from .static import LIVE_WORDS, PanelSnapshot, panel_forms
 
 __all__ = ["SessionPanel", "binding_note", "choice_label", "dropdown_options", "session_header_info", "value_label"]
@@ -109,8 +114,10 @@ class SessionPanel:
         )
         self.note = widgets.HTML()
         self.error = widgets.HTML()
+        self.notices = widgets.HTML()
+        self.notices.add_class("acpnb-panel-notices")
         self.footer = widgets.HTML()
-        self.widget = widgets.VBox([self.header, self.controls, self.note, self.error, self.footer],
+        self.widget = widgets.VBox([self.header, self.controls, self.note, self.error, self.notices, self.footer],
                                    layout=widgets.Layout(width="100%", margin="4px 0"))
         self.widget.add_class("acpnb-panel")
         self.widget.add_class("acpnb-live")
@@ -119,6 +126,7 @@ class SessionPanel:
         self.apply_config(session.config)
         self.render_header()
         self.render_footer()  # a reopened session may have reported its usage already
+        self.render_notices()
         self._unobserve = session.state.observe(self._on_event)
         tools = _kernel_tools_of(session)  # a failure of the kernel tools shows in the note, and its end too
         self._unobserve_tools = tools.observe_problem(self._on_tools_problem) if tools is not None else None
@@ -158,8 +166,11 @@ class SessionPanel:
                 info = session_header_info(self.session, status="idle", detail="", title_hint=self.title_hint)
             settings = tuple((o.name, value_label(o)) for o in self.session.config)
             note = reason if closed and reason else self._note()
+            busy = self.session.busy
             return PanelSnapshot(header=info, settings=settings, note=note, error=self.last_error,
-                                 usage=self.session.usage)
+                                 usage=self.session.usage,
+                                 notices=() if busy else tuple(self.session.state.notices[-PANEL_NOTICES:]),
+                                 compaction=self._outside_compaction(), meter_compaction=self._meter_compaction())
 
     def _refresh_displays(self) -> None:
         with self._lock:
@@ -193,8 +204,13 @@ class SessionPanel:
             self.render_header()
         elif event.kind in ("info", "status", "mode"):
             self.render_header()
+            self.render_notices()  # a turn began or ended: the notices show while none runs
         elif event.kind == "usage":
             self.render_footer()
+        elif event.kind in ("notice", "compaction"):
+            # A compaction's every summary chunk comes here, a turn's too: the outputs only when the panel changed.
+            if not (self.render_notices() | self.render_footer()):
+                return
         else:
             return
         self._refresh_displays()
@@ -223,12 +239,42 @@ class SessionPanel:
             if self.note.value != note_html:
                 self.note.value = note_html
 
-    def render_footer(self) -> None:
-        """The context meter: tokens in the agent's context of its window, and the session's cost."""
+    def render_footer(self) -> bool:
+        """The context meter: tokens in the agent's context of its window, and the session's cost; whether it
+        changed."""
         with self._lock:
-            footer = usage_html(self.session.usage)
-            if self.footer.value != footer:
+            footer = usage_html(self.session.usage, compaction=self._meter_compaction())
+            changed = self.footer.value != footer
+            if changed:
                 self.footer.value = footer
+            return changed
+
+    # --- notices and compactions (loop thread; the constructor once) ------------------
+    def _outside_compaction(self) -> Any:
+        """The session's latest compaction when it began outside any turn, else None."""
+        return outside_compaction(list(self.session.state.compactions.values()), list(self.session.turns))
+
+    def _meter_compaction(self) -> Any:
+        """The compaction the context meter follows: the latest, while it runs or until the agent reports usage
+        again after the first report that followed it."""
+        compactions = self.session.state.compactions
+        latest = next(reversed(compactions.values()), None) if compactions else None
+        if latest is None:
+            return None
+        usage = self.session.usage
+        return latest if not latest.finished or (usage is not None and usage is latest.usage_after) else None
+
+    def render_notices(self) -> bool:
+        """The session's latest notices while no turn runs, and a compaction that began outside any turn; whether
+        that changed."""
+        with self._lock:
+            state = self.session.state
+            html = panel_notices_html(state.notices, busy=self.session.busy) + panel_compaction_html(
+                self._outside_compaction())
+            changed = self.notices.value != html
+            if changed:
+                self.notices.value = html
+            return changed
 
     def apply_config(self, config: ConfigOptions) -> None:
         """Show ``config``: reuse, update, create or drop controls, in the agent's order."""

@@ -83,7 +83,13 @@ function render({ model, el }) {
         nodes.set(key, node);
         box.insertBefore(node, previous ? previous.nextSibling : box.firstChild);
       }
-      if (shown.get(key) !== html) { node.innerHTML = html; shown.set(key, html); }
+      if (shown.get(key) !== html) {
+        // A part drawn again keeps the folds the person opened or closed (a compaction whose summary streams).
+        const folds = Array.from(node.querySelectorAll("details"), (d) => d.open);
+        node.innerHTML = html;
+        node.querySelectorAll("details").forEach((d, i) => { if (i < folds.length) d.open = folds[i]; });
+        shown.set(key, html);
+      }
       previous = node;
     }
   };

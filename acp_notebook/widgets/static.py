@@ -34,6 +34,17 @@ from ._html import (
     plan_html,
     usage_html,
 )
+from .notices import (
+    compaction_html,
+    compaction_markdown,
+    compaction_text,
+    events_html,
+    events_markdown,
+    events_text,
+    notices_html,
+    notices_markdown,
+    notices_text,
+)
 
 __all__ = ["CLIPPED_MARK", "LIVE_WORDS", "REPLY_CLIP", "PanelSnapshot", "TurnSnapshot", "clipped_reply", "head_line",
            "panel_forms", "turn_forms"]
@@ -73,6 +84,9 @@ class PanelSnapshot:
     note: str = ""  # the proxy's binding, or why the panel is closed
     error: str = ""
     usage: Mapping[str, Any] | None = None  # the session's latest usage_update: the context meter
+    notices: Sequence[Any] = ()  # the session's notices the panel shows (none while a turn runs: it shows its own)
+    compaction: Any = None  # a compaction that began outside any turn (a state.Compaction), else None
+    meter_compaction: Any = None  # the compaction the context meter follows, else None
 
 
 def _settings_html(settings: Sequence[tuple[str, str]], closed: bool) -> str:
@@ -96,16 +110,21 @@ def panel_forms(snapshot: PanelSnapshot) -> dict[str, str]:
     plain_head, md_head = head_line(snapshot.header, with_agent=True)
     settings = " · ".join(f"{name}: {value}" for name, value in snapshot.settings)
     tail = [snapshot.note, snapshot.error]
-    context = context_words(snapshot.usage)
+    context = context_words(snapshot.usage, snapshot.meter_compaction)
+    compaction = snapshot.compaction
     html = (
         f'<div class="acpnb-panel acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}'
         f"{_settings_html(snapshot.settings, closed)}"
         + (muted_html(escape(snapshot.note), css_class="acpnb-note") if snapshot.note else "")
-        + error_html(snapshot.error) + usage_html(snapshot.usage) + "</div>"
+        + error_html(snapshot.error) + notices_html(snapshot.notices)
+        + (compaction_html(compaction) if compaction is not None else "")
+        + usage_html(snapshot.usage, compaction=snapshot.meter_compaction) + "</div>"
     )
+    events = [notices_markdown(snapshot.notices), compaction_markdown(compaction) if compaction is not None else ""]
     markdown = "\n\n".join(p for p in (md_head, md_escape(settings), *(f"*{md_escape(t)}*" for t in tail if t),
-                                        md_escape(context)) if p)
-    plain = "\n".join(p for p in (plain_head, settings, *tail, context) if p)
+                                        *events, md_escape(context)) if p)
+    events = [notices_text(snapshot.notices), compaction_text(compaction) if compaction is not None else ""]
+    plain = "\n".join(p for p in (plain_head, settings, *tail, *events, context) if p)
     return {"text/html": html, "text/markdown": markdown, "text/plain": plain}
 
 
@@ -116,6 +135,7 @@ class ToolSnapshot:
     kind: str
     status: str
     html: str  # the tool call as the live view draws it (status, output, diff, decisions)
+    name: str = ""  # the tool's programmatic name where it says more than the title (notices.tool_name_text)
 
 
 @dataclass(frozen=True)
@@ -135,6 +155,8 @@ class TurnSnapshot:
     usage: Mapping[str, Any] | None = None
     stop_reason: str | None = None
     attachments: Sequence[str] = ()  # what the prompt carried (attach=, --attach): one label each
+    notices: Sequence[Any] = ()  # the agent's notices while the turn ran (state.Notice)
+    compactions: Sequence[Any] = ()  # context compactions that began while it ran (copies of state.Compaction)
 
 
 def attached_text(labels: Sequence[str]) -> str:
@@ -180,24 +202,28 @@ def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
     tools = "".join(t.html for t in snapshot.tools) + "".join(html for _, _, html in snapshot.kernel)
     notes = "".join(muted_html(escape(n)) for n in snapshot.notes) + "".join(html for _, html in snapshot.pending)
     notes += "".join(html for _, html in snapshot.forms)
+    events = events_html(snapshot.notices, snapshot.compactions)
+    compaction = snapshot.compactions[-1] if snapshot.compactions else None
     reply = (f'<div class="acpnb-reply" style="padding:0 4px">{markdown_html(visible(snapshot.text))}</div>'
              if snapshot.text else "")
     html = (
         f'<div class="acpnb-turn acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}'
-        f"{attached_html(snapshot.attachments)}{_thoughts_html(snapshot.thoughts)}{plan_html(snapshot.plan)}{tools}{notes}{reply}"
-        f"{error_html(snapshot.error)}{usage_html(snapshot.usage, stop_reason=snapshot.stop_reason)}</div>"
+        f"{attached_html(snapshot.attachments)}{_thoughts_html(snapshot.thoughts)}{plan_html(snapshot.plan)}{tools}{events}{notes}"
+        f"{reply}{error_html(snapshot.error)}"
+        f"{usage_html(snapshot.usage, stop_reason=snapshot.stop_reason, compaction=compaction)}</div>"
     )
-    calls = [f"- {t.title} ({t.kind}, {t.status})" for t in snapshot.tools]
+    calls = [f"- {t.title}{f' [{t.name}]' if t.name else ''} ({t.kind}, {t.status})" for t in snapshot.tools]
     notes_text = [*snapshot.notes, *(text for text, _ in snapshot.pending), *(text for text, _ in snapshot.forms)]
     tail = [snapshot.error] if snapshot.error else []
-    context = context_words(snapshot.usage)
+    context = context_words(snapshot.usage, compaction)
     attached = attached_text(snapshot.attachments)
     markdown = "\n\n".join(p for p in (md_head, attached and f"*{md_escape(attached)}*",
                                         "\n".join(md_escape(c) for c in calls),
                                         *(md for _, md, _ in snapshot.kernel),
+                                        events_markdown(snapshot.notices, snapshot.compactions),
                                         "\n".join(f"*{md_escape(n)}*" for n in notes_text),
                                         clipped_reply(snapshot.text, markdown=True),
                                         *(f"*{md_escape(t)}*" for t in tail), md_escape(context)) if p)
     plain = "\n".join(p for p in (plain_head, attached, *calls, *(text for text, _, _ in snapshot.kernel),
-                                   *notes_text, clipped_reply(snapshot.text, markdown=False), *tail, context) if p)
+                                   events_text(snapshot.notices, snapshot.compactions), *notes_text, clipped_reply(snapshot.text, markdown=False), *tail, context) if p)
     return {"text/html": html, "text/markdown": markdown, "text/plain": plain}

@@ -7,6 +7,8 @@ and the reply, each a ``LiveParts`` widget, so the frontend is sent what changed
 - tool cards: a part per tool call, its HTML made again only when the call, its permission decisions or
   its shown time changed; the permission decisions that belong to no tool call as one part after them;
 - kernel calls: a part per call;
+- notices and compactions: a part per notice or compaction, in the order they came (notices.py), a
+  compaction's made again only when it changed (its status, a chunk of its summary);
 - reply: a part per Markdown block (``ReplyBlocks``), finished blocks rendered once.
 
 So a render costs the kernel the changed parts and the open block, not the whole turn, and a finished
@@ -22,6 +24,7 @@ from typing import Any
 
 from ._html import FG, MUTED, PLAN_MARKS
 from .blocks import ReplyBlocks, ThoughtPieces
+from .notices import event_parts
 from .parts import LiveParts
 
 __all__ = ["THOUGHTS_STYLE", "TurnSections", "plan_rows"]
@@ -59,14 +62,16 @@ class TurnSections:
         self.plan = LiveParts(box_class="acpnb-plan")
         self.tools = LiveParts()
         self.kernel = LiveParts()
+        self.notices = LiveParts(box_class="acpnb-turn-notices")
         self.reply = LiveParts(box_class="acpnb-reply-body")
         self._blocks = ReplyBlocks()
         self._thoughts = ThoughtPieces()
         self._cards: dict[str, tuple[Any, str]] = {}  # call id -> (what its HTML was made from, the HTML)
+        self._events: dict[Any, tuple[Any, str, Any]] = {}  # notices' and compactions' HTML (notices.event_parts)
 
     @property
     def widgets(self) -> tuple[LiveParts, ...]:
-        return self.header, self.thoughts_text, self.plan, self.tools, self.kernel, self.reply
+        return self.header, self.thoughts_text, self.plan, self.tools, self.kernel, self.notices, self.reply
 
     @property
     def sent_bytes(self) -> int:
@@ -83,8 +88,8 @@ class TurnSections:
         return html
 
     def draw(self, *, header: str, thoughts: str, plan: Sequence[Mapping[str, Any]], cards: Sequence[tuple[str, str]],
-             notes: Sequence[str], kernel: Sequence[tuple[str, str]], text: str, send: bool = True,
-             hold: bool = True) -> None:
+             notes: Sequence[str], kernel: Sequence[tuple[str, str]], text: str, notices: Sequence[Any] = (),
+             compactions: Sequence[Any] = (), send: bool = True, hold: bool = True) -> None:
         """Bring every section up to date and send what changed (``send``: False once the output is static; ``hold``:
         small changes may wait for the next draw, see HOLD_CHARS)."""
         self.header.update([("h", header)])
@@ -94,6 +99,7 @@ class TurnSections:
         noted = "".join(f'<div style="color:{MUTED};font-size:0.9em">{escape(note)}</div>' for note in notes)
         self.tools.update([*((f"c{key}", html) for key, html in cards), *([("n", noted)] if noted else [])])
         self.kernel.update((f"k{key}", html) for key, html in kernel)
+        self.notices.update(event_parts(notices, compactions, self._events))
         self._blocks.update(text)
         self.reply.update(self._blocks.parts())
         if send:
