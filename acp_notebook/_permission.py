@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import logging
 from collections.abc import Callable
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
     from .session import Session
     from .turn import Turn
 
-__all__ = ["PERMISSION_META_KEY", "PermissionPolicy", "PermissionRequest", "answer_permission", "decide_permission"]
+__all__ = ["PERMISSION_META_KEY", "PermissionPolicy", "PermissionRequest", "PermissionWithdrawn", "answer_permission",
+           "decide_permission"]
 
 logger = logging.getLogger("acp_notebook.client")
 
@@ -85,19 +87,33 @@ async def decide_permission(session: Session, request: PermissionRequest) -> tup
     cancelled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     session._pending_permissions.add(cancelled)
     limit = session.agent.permission_timeout
+    why = ["the turn was cancelled"]  # what a question still shown is withdrawn with, should nobody decide
+    decided = asyncio.ensure_future(_apply_policy(policy, request, why))
     try:
-        decided = asyncio.ensure_future(_apply_policy(policy, request))
         done, _ = await asyncio.wait({decided, cancelled}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
         chosen = decided.result() if decided in done else None
-        if decided not in done:
-            decided.cancel()
+        if not done:
+            why[0] = f"no decision within {limit:g} s"
+    except asyncio.CancelledError:  # whoever asked gave up (an MCP client cancelling its tools/call)
+        why[0] = "the agent cancelled its request"
+        raise
     finally:
         session._pending_permissions.discard(cancelled)
+        if not decided.done():  # also when the asker itself is cancelled: its prompt is withdrawn, not left live
+            decided.cancel()
     return chosen, "" if done else f"no decision within {limit:g} s (the permission_timeout)"
 
 
-async def _apply_policy(policy: PermissionPolicy, request: PermissionRequest) -> str | None:
-    """Turn a policy ("allow", "deny", or a callable) into an option id, or None for 'cancelled'."""
+class PermissionWithdrawn(Exception):
+    """Set on a callable policy's pending concurrent Future (a prompt's) when nobody may answer it any more;
+    its text says why ("the turn was cancelled", "the agent cancelled its request")."""
+
+
+async def _apply_policy(policy: PermissionPolicy, request: PermissionRequest,
+                        why: list[str] | None = None) -> str | None:
+    """Turn a policy ("allow", "deny", or a callable) into an option id, or None for 'cancelled'. Cancelled while
+    a callable's concurrent Future waits, that Future gets PermissionWithdrawn(``why[0]``): a prompt behind it
+    stops offering buttons nobody may use."""
     if policy in ("allow", "allow_once"):
         return request.option_for("allow_once", "allow_always")
     if policy == "allow_always":
@@ -109,7 +125,14 @@ async def _apply_policy(policy: PermissionPolicy, request: PermissionRequest) ->
     try:
         answer = policy(request)
         if isinstance(answer, concurrent.futures.Future):
-            answer = await asyncio.wrap_future(answer)
+            pending = answer
+            try:
+                answer = await asyncio.wrap_future(pending)
+            except asyncio.CancelledError:
+                if not pending.done():
+                    with contextlib.suppress(concurrent.futures.InvalidStateError):  # answered meanwhile
+                        pending.set_exception(PermissionWithdrawn(why[0] if why else "the request was cancelled"))
+                raise
         elif inspect.isawaitable(answer):
             answer = await answer
     except Exception:  # noqa: BLE001 - a failing policy must not leave the agent waiting forever

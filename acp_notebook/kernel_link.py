@@ -51,6 +51,9 @@ KERNEL_SERVER_NAME = "kernel"
 # answered like one (a policy "allow" picks allow_once, "deny" reject_once).
 RUN_OPTIONS = ({"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                {"optionId": "reject", "name": "Reject", "kind": "reject_once"})
+# How a question nobody answered ends: the turn was cancelled (or its agent went), or the agent took its call back.
+WITHDRAWN = "withdrawn: the turn was cancelled before anyone answered"
+WITHDRAWN_BY_AGENT = "withdrawn: the agent cancelled its call before anyone answered"
 CALLS_KEPT = 200  # kernel calls kept on a link between turns
 _ids = itertools.count(1)
 
@@ -165,7 +168,7 @@ class KernelLink:
         self.closed = True
         for call in list(self._open.values()):
             if call.status == "asking":
-                self._note(call, status="refused", decision="withdrawn: the session closed")
+                self._note(call, status="withdrawn", decision="withdrawn: the session closed")
         await self.tools.close()
 
     # --- the policy's question (loop thread) ---------------------------------------
@@ -179,7 +182,7 @@ class KernelLink:
 
         code = str(getattr(request, "code", "") or "")
         session = self.session
-        turn = session._running if session is not None else None
+        turn = session.running_turn if session is not None else None
         call = KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments={"code": code}, code=code,
                           status="asking")
         if session is None or turn is None:
@@ -192,11 +195,19 @@ class KernelLink:
                      "rawInput": {"code": code}}
         permission = PermissionRequest(session, tool_call, [dict(o) for o in RUN_OPTIONS],
                                        {"sessionId": session.id, "toolCall": tool_call}, turn)
-        chosen, reason = await decide_permission(session, permission)
+        try:
+            chosen, reason = await decide_permission(session, permission)
+        except asyncio.CancelledError:  # the agent cancelled its call (notifications/cancelled) while it was asked
+            self._open.pop(code, None)
+            self._note(call, status="withdrawn", decision=WITHDRAWN_BY_AGENT)
+            raise
         allowed = chosen == "allow"
-        words = "allowed" if allowed else "rejected" if chosen == "reject" else "not answered"
         if not allowed:
             self._open.pop(code, None)
+        if chosen is None and not reason:  # the turn was cancelled (Cancel turn, an interrupt) or the agent went
+            self._note(call, status="withdrawn", decision=WITHDRAWN)
+            return WITHDRAWN
+        words = "allowed" if allowed else "rejected" if chosen == "reject" else "not answered"
         decision = f"{words} ({reason})" if reason else words
         self._note(call, status="running" if allowed else "refused", decision=decision)
         return allowed or (False if chosen == "reject" and not reason else decision)
@@ -254,7 +265,7 @@ class KernelLink:
         for name, value in changes.items():
             setattr(call, name, value)
         session = self.session
-        turn = self._turns.get(call.id) or (session._running if session is not None else None)
+        turn = self._turns.get(call.id) or (session.running_turn if session is not None else None)
         ended = call.status not in ("asking", "running", "held")
         if ended:
             self._turns.pop(call.id, None)

@@ -91,6 +91,11 @@ class Session:
         self.branch: Any = None
         self.handover: Any = None
 
+    @property
+    def running_turn(self) -> Turn | None:
+        """The turn whose prompt is on the wire, or None (read on any thread; changed on the loop)."""
+        return self._running
+
     def _adopt_kernel_tools(self, link: KernelLink | None) -> None:
         self.kernel_tools = link
         if link is not None:

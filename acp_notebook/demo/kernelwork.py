@@ -95,8 +95,14 @@ class KernelWork:
                     "one to every session unless its kernel tools are off).")
         from ..kernel_tools.client import open_kernel_tools
 
+        # A cancelled turn leaves the MCP client's scope normally and is raised outside it: raised through the
+        # SDK's task groups, it came out as an ExceptionGroup (the turn then failed with -32603).
         async with open_kernel_tools(entry) as client:
-            return await self._command(client)
+            try:
+                return await self._command(client)
+            except TurnCancelled:
+                pass
+        raise TurnCancelled
 
     async def _command(self, client: Any) -> str:
         command = self.command

@@ -30,6 +30,7 @@ STATUS_WORDS: dict[str, tuple[str, str]] = {
     "failed": ("failed", TOOL_STATUS_COLORS["failed"]),
     "refused": ("refused", TOOL_STATUS_COLORS["failed"]),
     "proposed": ("proposed, not run", "#1565c0"),
+    "withdrawn": ("withdrawn", MUTED),
 }
 # What each policy lets the agent do, as a session panel says it.
 POLICY_NOTES: dict[str, str] = {

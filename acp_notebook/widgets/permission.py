@@ -170,7 +170,10 @@ class PermissionPrompt:
 
     def _settled(self, future: concurrent.futures.Future[str | None]) -> None:
         with self._lock:
-            if future.cancelled() or future.result() is None:
+            withdrawn = None if future.cancelled() else future.exception()  # PermissionWithdrawn says why
+            if withdrawn is not None:
+                text = f"Withdrawn: {withdrawn}."
+            elif future.cancelled() or future.result() is None:
                 text = "Withdrawn: the turn was cancelled."
             else:
                 chosen = self._name_of(future.result())
