@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AcpError
+from .kernel_tools.channel import channel_root
 
 __all__ = ["HIDDEN", "SANDBOXES", "Sandbox", "SandboxUnavailable", "check_bwrap", "make_sandbox", "sandboxed_launch",
            "state_paths", "wrap_spec"]
@@ -85,6 +86,10 @@ class Sandbox:
             args += ["--bind", os.path.realpath(source), target]
         for source, target in self.read_only_mounts:
             args += ["--ro-bind", os.path.realpath(source), target]
+        # The kernel tools' channels (under the host's /tmp or runtime folder): a sandboxed agent reaches its
+        # notebook's kernel through the bridge, as any agent does; read-only, so it can remove none.
+        kernel_channels = str(channel_root())
+        args += ["--ro-bind", kernel_channels, kernel_channels]
         if any(not os.path.lexists(target) for _, target in (*self.mounts, *self.read_only_mounts)):
             args += ["--remount-ro", "/"]  # the new root's own tmpfs: nothing but the mounts is writable
         if cwd is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -367,21 +368,43 @@ def test_a_channel_left_by_a_killed_kernel_is_removed_when_the_next_opens(short_
 
     tmp_path = short_tmp_path
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    dead = tmp_path / "acpnb-kt-dead"
+    root = tmp_path / f"acpnb-kt-{os.getuid()}"
+    root.mkdir(mode=0o700)
+    dead = root / "kt-dead"
     dead.mkdir(mode=0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(dead / "kernel.sock"))
     listener.close()  # bound, never listening: what a killed kernel leaves
-    unrelated = tmp_path / "acpnb-kt-starting"
+    unrelated = root / "kt-starting"
     unrelated.mkdir()  # no socket yet: another kernel may be about to bind it
     tools = KernelTools(namespace={})
     run(tools.start())
     try:
         live = Path(entry_environment(tools.entry)["ACPNB_KERNEL_CHANNEL"]).parent
-        assert live.parent == tmp_path and live.exists()
+        assert live.parent == root and live.exists()
         assert not dead.exists() and unrelated.exists()
     finally:
         run(tools.close())
+
+
+def test_a_channel_root_another_user_could_have_made_is_not_used(short_tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder of the root's name that is open to others (or is a symlink) is passed over, never used."""
+    from acp_notebook.kernel_tools.channel import channel_root
+
+    runtime, other = short_tmp_path / "run", short_tmp_path / "tmp"
+    runtime.mkdir()
+    other.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("TMPDIR", str(other))
+    monkeypatch.setattr("tempfile.tempdir", None)  # gettempdir() reads TMPDIR again
+    planted = runtime / f"acpnb-kt-{os.getuid()}"
+    planted.mkdir(mode=0o777)
+    os.chmod(planted, 0o777)
+    assert channel_root() == other / f"acpnb-kt-{os.getuid()}"
+    shutil.rmtree(other / f"acpnb-kt-{os.getuid()}")
+    (other / f"acpnb-kt-{os.getuid()}").symlink_to(planted)
+    assert channel_root() not in (planted, other / f"acpnb-kt-{os.getuid()}")
 
 
 def test_a_message_over_the_line_limit_ends_the_connection_with_the_bridges_line(

@@ -36,7 +36,7 @@ from .._visible import visible
 from .bridge import CHANNEL_ENV, HANDSHAKE_FAILED, HANDSHAKE_OK, HANDSHAKE_REFUSED, TOKEN_ENV
 
 __all__ = ["CHANNEL_ENV", "HANDSHAKE_LIMIT", "HANDSHAKE_OK", "LINE_LIMIT", "TOKEN_ENV", "Channel", "LineReader",
-           "LineWriter"]
+           "LineWriter", "channel_root"]
 
 log = logging.getLogger(__name__)
 # The token line (43 characters) and some room; all a peer can make us buffer before its token is checked.
@@ -114,23 +114,45 @@ Serve = Callable[[LineReader, LineWriter], Awaitable[None]]
 Ready = Callable[[], Awaitable[object]]
 
 
-def _private_directory() -> Path:
-    """A new directory only this user can open, where a socket path still fits."""
+def channel_root() -> Path:
+    """The folder only this user can open that holds every channel of this user's kernels (made if missing).
+
+    One per user, so that a sandboxed agent (``sandbox="bwrap"``, whose /tmp is private) can be given all of
+    them at once, read-only, before any of its sessions has a channel. A folder of that name that is not
+    this user's own private folder (another user made it first) is never used.
+    """
+    uid = os.getuid()
     for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
         if not base or not os.path.isdir(base) or not os.access(base, os.W_OK):
             continue
-        if len(os.path.join(base, "acpnb-kt-XXXXXXXX", "kernel.sock")) > _MAX_SOCKET_PATH:
+        root = Path(base) / f"acpnb-kt-{uid}"
+        if len(str(root / "kt-XXXXXXXX" / "kernel.sock")) > _MAX_SOCKET_PATH:
             continue
-        _remove_dead_channels(Path(base))
-        path = Path(tempfile.mkdtemp(prefix="acpnb-kt-", dir=base))  # mkdtemp makes it 0700
-        os.chmod(path, stat.S_IRWXU)
-        return path
+        try:
+            root.mkdir(mode=stat.S_IRWXU)
+        except FileExistsError:
+            pass
+        except OSError:
+            continue
+        info = os.lstat(root)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            continue
+        return root
     raise OSError("no directory for the kernel tools' socket: set XDG_RUNTIME_DIR or TMPDIR to a short, writable path")
 
 
-def _remove_dead_channels(base: Path) -> None:
+def _private_directory() -> Path:
+    """A new directory only this user can open, where a socket path still fits."""
+    root = channel_root()
+    _remove_dead_channels(root)
+    path = Path(tempfile.mkdtemp(prefix="kt-", dir=root))  # mkdtemp makes it 0700
+    os.chmod(path, stat.S_IRWXU)
+    return path
+
+
+def _remove_dead_channels(root: Path) -> None:
     """Directories left by kernels that were killed (nothing closed them): a socket nobody listens on."""
-    for directory in base.glob("acpnb-kt-*"):
+    for directory in root.glob("kt-*"):
         socket_path = directory / "kernel.sock"
         try:
             if directory.stat().st_uid != os.getuid() or not socket_path.is_socket():

@@ -1,0 +1,79 @@
+"""The hostile local process reading ``ps``: no secret the user gives the package reaches a command line.
+
+Any local user can read every process's ``/proc/PID/cmdline`` (and ``ps`` shows it); a process's
+environment is readable only by its owner. So an agent's keys travel in environments, never in argv:
+the agent itself, its sandbox (bubblewrap), and the kernel tools' bridge it starts are read here while a
+turn that used the kernel tools is done (the proxy's own case is in tests/test_proxy_trust.py).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import acp_notebook as acpnb
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+
+
+def descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        of = frontier.pop()
+        kids = [child for child, parent in parents.items() if parent == of]
+        found += kids
+        frontier += kids
+    return found
+
+
+def read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return b""
+
+
+def bwrap_works() -> bool:
+    bwrap = shutil.which("bwrap")
+    return bwrap is not None and subprocess.run(
+        [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("sandbox", [None, pytest.param("bwrap", marks=pytest.mark.skipif(
+    not bwrap_works(), reason="bubblewrap cannot run here"))])
+def test_no_key_is_on_the_command_line_of_the_agent_its_sandbox_or_its_kernel_bridge(tmp_path, sandbox):
+    key = "sk-test-" + secrets.token_hex(20)
+    main = sys.modules["__main__"].__dict__
+    taken: dict[int, bytes] = {}
+    # Run by the agent's run_code, on this (the "kernel") thread, while its bridge serves that very call.
+    main["take_cmdlines"] = lambda: taken.update({pid: read(f"/proc/{pid}/cmdline")
+                                                   for pid in descendants(os.getpid())})
+    agent = acpnb.start([sys.executable, "-m", "acp_notebook.demo"], cwd=str(tmp_path),
+                        env={"OPENAI_API_KEY": key}, kernel_tools="allow", sandbox=sandbox)
+    try:
+        session = agent.new_session()
+        session.prompt("run take_cmdlines()", timeout=120)
+        assert any(b"acp_notebook.demo" in line for line in taken.values())
+        assert any(b"kernel_tools.bridge" in line for line in taken.values())  # taken while it ran
+        if sandbox:
+            assert any(b"bwrap\0" in line for line in taken.values())
+        for pid, line in taken.items():
+            assert key.encode() not in line, (pid, line)
+        agent_pids = [pid for pid, line in taken.items() if b"acp_notebook.demo" in line]
+        assert any(key.encode() in read(f"/proc/{pid}/environ") for pid in agent_pids)  # it did get its key
+    finally:
+        agent.close()
+        main.pop("take_cmdlines", None)
