@@ -226,22 +226,19 @@ class Agent:
     @property
     def kernel_tools(self) -> str:
         """The policy of the MCP server ``kernel`` offered to this agent's sessions: "ask", "read-only",
-        "allow" or "off". A change applies at once to the open sessions' tools; "off" closes their channels
-        (the agent's bridge is cut off), and a session opened under "off" gets tools only when it is opened
-        again (``load_session`` / ``resume_session``) under another policy."""
+        "allow" or "off". A change applies at once to the open sessions' tools; under "off" they refuse every call
+        and keep their connection, so switching back on works again in the same session. A session opened under
+        "off" has no server: it gets tools when it is opened again (``load_session`` / ``resume_session``, or a
+        new session) under another policy."""
         return self._kernel_tools
 
     @kernel_tools.setter
     def kernel_tools(self, value: str) -> None:
         policy = resolve_policy(value, api="agent.kernel_tools = ")
         self._kernel_tools = policy
-        links = [s.kernel_tools for s in list(self._sessions.values()) if s.kernel_tools is not None]
-        for link in links:
-            link.policy = policy  # "off" refuses run_code at once; the channels close below
-        if policy == "off" and links:
-            closing = _loop.submit(close_links(links))
-            if not _loop.in_loop_thread():
-                closing.result(self.timeout)
+        for session in list(self._sessions.values()):
+            if session.kernel_tools is not None:
+                session.kernel_tools.policy = policy  # "off" refuses every call from now on; the connection stays
 
     # What the agent said about itself in initialize, and how its process is: read from the connection, the
     # one place each is kept.

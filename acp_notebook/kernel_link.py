@@ -31,7 +31,7 @@ import asyncio
 import itertools
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._redact import secret_values
@@ -139,6 +139,7 @@ class KernelLink:
         self._turns: dict[str, Any] = {}  # call id -> the turn it began in, until it ends (a Turn)
         self.tools = KernelTools(policy=policy, ask=self._ask, on_event=self._on_event)
         self.closed = False
+        self._policy_observers: list[Callable[[str], None]] = []
 
     @classmethod
     async def open(cls, agent: Agent) -> KernelLink | None:
@@ -158,8 +159,27 @@ class KernelLink:
 
     @policy.setter
     def policy(self, value: str) -> None:
-        if not self.closed:
-            self.tools.policy = value
+        """Any thread; "off" keeps the channel open (every call is refused), so switching back on works again."""
+        if self.closed:
+            return
+        before = self.tools.policy
+        self.tools.policy = value
+        if self.tools.policy != before:
+            for observer in list(self._policy_observers):
+                try:
+                    observer(self.tools.policy)
+                except Exception:  # noqa: BLE001 - a view's failure must not stop the change
+                    logger.exception("a kernel tools policy observer failed")
+
+    def observe_policy(self, observer: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``observer(policy)`` (on the thread that changed it) whenever the policy changes; the unsubscribe."""
+        self._policy_observers.append(observer)
+
+        def unsubscribe() -> None:
+            if observer in self._policy_observers:
+                self._policy_observers.remove(observer)
+
+        return unsubscribe
 
     async def close(self) -> None:
         """Close the channel (idempotent): the bridge the agent runs gets refused from now on."""
@@ -236,13 +256,15 @@ class KernelLink:
                 self._note(KernelCall(id=f"kernel-{next(_ids)}", tool="propose_cell",
                                       arguments=dict(event.arguments or {}), code=str(event.code or ""),
                                       explanation=str(event.explanation or ""), status="proposed"))
-            elif kind == "tool_call" and event.tool == "run_code" and self.policy in ("read-only", "off"):
+            elif kind == "tool_call" and (self.policy == "off" or (event.tool == "run_code"
+                                                                     and self.policy == "read-only")):
                 # Refused by the policy before anything runs: no start or finish event follows.
-                from .kernel_tools.policy import READ_ONLY_REFUSAL
+                from .kernel_tools.policy import OFF_REFUSAL, READ_ONLY_REFUSAL
 
-                code = str((event.arguments or {}).get("code") or "")
-                self._note(KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments=dict(event.arguments),
-                                      code=code, status="refused", error=READ_ONLY_REFUSAL))
+                code = str((event.arguments or {}).get("code") or "") if event.tool == "run_code" else ""
+                self._note(KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool), arguments=dict(event.arguments),
+                                      code=code, status="refused",
+                                      error=OFF_REFUSAL if self.policy == "off" else READ_ONLY_REFUSAL))
             elif kind == "tool_call" and event.tool not in ("run_code", "propose_cell"):
                 call = KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool),
                                   arguments=dict(event.arguments or {}))

@@ -182,9 +182,11 @@ def test_closing_the_agent_closes_every_channel_and_policy_changes_reach_open_se
     assert [s.kernel_tools.policy for s in sessions] == ["read-only", "read-only"]
     with pytest.raises(ValueError, match="agent.kernel_tools"):
         agent.kernel_tools = "maybe"
-    agent.kernel_tools = "off"  # the channels close: the agent's bridge is cut off, reading tools too
-    assert all(s.kernel_tools.closed for s in sessions)
+    agent.kernel_tools = "off"  # every call is refused from now on; the channels stay for when it is switched on
+    assert not any(s.kernel_tools.closed for s in sessions)
+    assert agent.new_session().kernel_tools is None  # a session opened under off is offered no server
     agent.kernel_tools = "ask"
+    assert [s.kernel_tools.policy for s in sessions] == ["ask", "ask"]
     assert agent.new_session().kernel_tools.policy == "ask"
     agent.close()
     assert all(s.kernel_tools.closed for s in sessions)

@@ -8,16 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["POLICIES", "KernelToolEvent", "RunRequest", "parse_policy", "READ_ONLY_REFUSAL", "REJECTED"]
+__all__ = ["OFF_REFUSAL", "POLICIES", "KernelToolEvent", "RunRequest", "parse_policy", "READ_ONLY_REFUSAL", "REJECTED"]
 
 # "ask": run_code waits for the user's Allow; "read-only": reading tools only; "allow": run_code runs;
-# "off": no server is offered at all.
+# "off": no server is offered to sessions opened now, and a running session's server refuses every call
+# (its connection stays, so switching back on works again in the same session).
 POLICIES: tuple[str, ...] = ("ask", "read-only", "allow", "off")
 Policy = Literal["ask", "read-only", "allow", "off"]
 
 READ_ONLY_REFUSAL = ('refused: the kernel tools are read-only; `%config AcpMagics.kernel_tools = "allow"` '
                      'or "ask" lets the agent run code')
 REJECTED = "the user rejected running this code"
+OFF_REFUSAL = "off: the user turned kernel tools off (`%config AcpMagics.kernel_tools`)"
 
 
 def parse_policy(value: Any) -> str:

@@ -35,7 +35,7 @@ from .. import _loop
 from .._visible import visible
 from .answers import Answer, busy_message, current_shell
 from .channel import CHANNEL_ENV, TOKEN_ENV, Channel, LineReader, LineWriter
-from .policy import READ_ONLY_REFUSAL, REJECTED, KernelToolEvent, RunRequest, parse_policy
+from .policy import OFF_REFUSAL, READ_ONLY_REFUSAL, REJECTED, KernelToolEvent, RunRequest, parse_policy
 from .secrets import watch
 from .tools import TOOLS, ArgumentError, argument
 
@@ -198,7 +198,9 @@ class KernelTools:
         handler = getattr(self, f"_tool_{tool}", None) if tool in TOOLS else None
         error: str | None = None
         try:
-            if handler is None:
+            if self.policy == "off":  # switched off while the session runs: every tool refuses, the connection stays
+                answer = Answer.error(OFF_REFUSAL)
+            elif handler is None:
                 answer = Answer.error(f"No tool named {tool!r}; the kernel tools are {', '.join(TOOLS)}.")
             else:
                 try:
@@ -254,7 +256,7 @@ class KernelTools:
         code = argument("run_code", arguments, "code", str)
         policy = self.policy
         if policy in ("read-only", "off"):
-            return Answer.error(READ_ONLY_REFUSAL)
+            return Answer.error(READ_ONLY_REFUSAL if policy == "read-only" else OFF_REFUSAL)
         if policy == "ask":
             if self.ask is None:
                 return Answer.error('refused: nobody can be asked to allow run_code here; '

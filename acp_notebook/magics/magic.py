@@ -153,6 +153,10 @@ class AcpMagics(Magics, Configurable):
         runner = getattr(self, "runner", None)  # None while the configuration is applied in __init__
         if runner is not None:
             runner.follow_kernel_tools(change["new"])
+            # Every panel's note follows at once (those of sessions with a server also hear it from their link).
+            for entry in list(self.agents.values()):
+                for panel in list(entry.panels.values()):
+                    panel.kernel_tools_changed()
 
     @observe("switch_interval")
     def _switch_interval_changed(self, change: dict[str, Any]) -> None:

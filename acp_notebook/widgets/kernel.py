@@ -37,8 +37,12 @@ POLICY_NOTES: dict[str, str] = {
     "ask": "kernel tools: ask (the agent reads your variables and asks before running code)",
     "read-only": "kernel tools: read-only (the agent reads your variables, runs no code)",
     "allow": "kernel tools: allow (the agent reads your variables and runs code)",
-    "off": "kernel tools: off",
+    "off": "kernel tools: off (the agent's calls are refused; `%config AcpMagics.kernel_tools = 'ask'` turns them "
+           "back on in this session)",
 }
+# A session opened while the tools were off has no server: what the panel says once they are on for its agent.
+NO_SERVER_NOTE = ("kernel tools: none in this session (it was opened while they were off); `%acp new` opens a session "
+                  "with them")
 TEXT_SHOWN = 4000  # characters of one text output shown in a view (the agent got the tool's own cap)
 PROPOSED_NOTE = "Proposed as a new cell below this one; nothing ran. Review it, then run it yourself."
 PROPOSED_COPY_NOTE = "Proposed; nothing ran. Copy it into a cell to run it."
@@ -72,9 +76,15 @@ def code_html(code: str) -> str:
 
 
 def kernel_tools_note(session: Any) -> str:
-    """The session's kernel tools policy in words; "" when it was offered none."""
+    """The session's kernel tools policy in words. A session offered none: "kernel tools: off" while its agent's
+    policy is off, else how to get a session with them ("" for a session that has no agent)."""
     link = getattr(session, "kernel_tools", None)
-    return POLICY_NOTES.get(link.policy, "") if link is not None else ""
+    if link is not None:
+        return POLICY_NOTES.get(link.policy, "")
+    policy = getattr(getattr(session, "agent", None), "kernel_tools", None)
+    if not isinstance(policy, str):
+        return ""
+    return "kernel tools: off" if policy == "off" else NO_SERVER_NOTE
 
 
 def _arguments_words(call: Any) -> str:

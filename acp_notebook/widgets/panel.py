@@ -130,6 +130,8 @@ class SessionPanel:
         self._unobserve = session.state.observe(self._on_event)
         tools = _kernel_tools_of(session)  # a failure of the kernel tools shows in the note, and its end too
         self._unobserve_tools = tools.observe_problem(self._on_tools_problem) if tools is not None else None
+        link = getattr(session, "kernel_tools", None)  # and the note follows every change of their policy
+        self._unobserve_policy = link.observe_policy(self._on_tools_problem) if link is not None else None
 
     # --- display ---------------------------------------------------------
     def show(self) -> LiveDisplay:
@@ -188,6 +190,8 @@ class SessionPanel:
             self._unobserve()
             if self._unobserve_tools is not None:
                 self._unobserve_tools()
+            if self._unobserve_policy is not None:
+                self._unobserve_policy()
             for control in self._controls.values():
                 control.widget.disabled = True
             self.render_header()
@@ -218,6 +222,11 @@ class SessionPanel:
     def _on_tools_problem(self, _problem: str) -> None:
         self.render_header()
         self._refresh_displays()
+
+    def kernel_tools_changed(self) -> None:
+        """The agent's kernel tools policy changed (any thread): the note says so at once, also for a session
+        that has no server of its own."""
+        self._on_tools_problem("")
 
     def _header_info(self) -> Any:
         if self.closed_reason is not None:
