@@ -20,7 +20,7 @@ import signal
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from acp.exceptions import RequestError
 
@@ -40,10 +40,7 @@ from ..errors import (
 )
 from ..launch import AgentSpec, spec_of
 
-if TYPE_CHECKING:
-    from .session import Candidate
-
-__all__ = ["Backend", "BackendConfig", "BackendGone"]
+__all__ = ["Backend", "BackendConfig", "BackendGone", "Routed"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,14 +117,26 @@ class BackendConfig:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
+class Routed(Protocol):
+    """What a backend routes an agent session id to: all it reads of one (session.py's Candidate)."""
+
+    @property
+    def backend_session_id(self) -> str: ...
+
+
+R = TypeVar("R", bound=Routed)
+
 NotificationSink = Callable[["Backend", str, dict[str, Any]], None]
 RequestSink = Callable[["Backend", str, dict[str, Any]], Any]
 ExitSink = Callable[["Backend"], None]
 FrameSink = Callable[[str, str, dict[str, Any]], None]
 
 
-class Backend:
+class Backend(Generic[R]):
     """A backend agent, started on demand and restarted after it dies.
+
+    ``R`` is what its routes lead to (the proxy's ``Candidate``); this module knows only its
+    ``backend_session_id``, so the routing table imports nothing of the sessions.
 
     Notifications are handed to `on_notification` synchronously from the connection's frame tap,
     in wire order; requests go to `on_request` (awaited, its result is the answer).
@@ -148,7 +157,7 @@ class Backend:
         self.connection: AgentConnection | None = None
         self.error: str | None = None
         self.starts = 0
-        self.routes: dict[str, Candidate] = {}
+        self.routes: dict[str, R] = {}
         # The registry's entry (auth_env...) when the spec names one; None for a plain command.
         self.spec: AgentSpec | None = spec_of(config.spec)
         self._shut_down = False
@@ -362,16 +371,16 @@ class Backend:
         """Keep a notification for a session id not registered yet (sent before its session/new answer)."""
         self._orphans.hold(session_id, (method, params))
 
-    def register(self, candidate: Candidate) -> list[tuple[str, dict[str, Any]]]:
+    def register(self, candidate: R) -> list[tuple[str, dict[str, Any]]]:
         """Route the agent's session id to `candidate`; returns what the agent sent for it before."""
         self.routes[candidate.backend_session_id] = candidate
         return self._orphans.take(candidate.backend_session_id)
 
-    def unregister(self, candidate: Candidate) -> None:
+    def unregister(self, candidate: R) -> None:
         if self.routes.get(candidate.backend_session_id) is candidate:
             del self.routes[candidate.backend_session_id]
 
-    def forget_sessions(self) -> list[Candidate]:
+    def forget_sessions(self) -> list[R]:
         routes = list(self.routes.values())
         self.routes.clear()
         self._orphans.clear()

@@ -18,18 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acp.exceptions import RequestError
 
 from .._protocol import AUTH_REQUIRED, join_agent_model
 from .._timeout import deadline
 from .backend import Backend, BackendGone
+from .hub import Hub
+from .options import OptionsView
 from .relay import KernelRelay, closing_relays
 from .session import Candidate, Phase, ProbeOutcome, ProxySession
-
-if TYPE_CHECKING:
-    from .server import ProxyServer
 
 __all__ = ["Binder"]
 
@@ -37,25 +36,27 @@ logger = logging.getLogger(__name__)
 
 
 class Binder:
-    """Probe (session/new on every agent), bind (one agent session's frames reach the client), release."""
+    """Probe (session/new on every agent), bind (one agent session's frames reach the client), release;
+    and the agents' notifications for their sessions, forwarded once bound (``deliver``)."""
 
-    def __init__(self, server: ProxyServer) -> None:
-        self.server = server
+    def __init__(self, hub: Hub, view: OptionsView) -> None:
+        self.hub = hub
+        self.view = view
         # Probe sessions the client never used, per agent: deleted when released, never listed.
-        self.hidden: dict[str, set[str]] = {name: set() for name in server.order}
+        self.hidden: dict[str, set[str]] = {name: set() for name in hub.order}
 
     # --- probing -------------------------------------------------------------------------
-    async def probe(self, session: ProxySession, backend: Backend) -> ProbeOutcome:
+    async def probe(self, session: ProxySession, backend: Backend[Candidate]) -> ProbeOutcome:
         """One agent's own session for a new proxy session, held unbound: its models, or why it is left out."""
         stage = "initialize"
         try:
-            async with deadline(self.server.start_timeout):
-                await backend.ensure_ready(self.server.client_init)
+            async with deadline(self.hub.start_timeout):
+                await backend.ensure_ready(self.hub.client_init)
                 stage = "session/new"
                 candidate = await self.open(session, backend, bind=False)
         except asyncio.TimeoutError:
             return ProbeOutcome(backend.name, error=f"agent '{backend.name}' did not answer {stage} within "
-                                                    f"{self.server.start_timeout:g} s")
+                                                    f"{self.hub.start_timeout:g} s")
         except BackendGone as exc:
             return ProbeOutcome(backend.name, error=str(exc))
         except RequestError as exc:
@@ -81,9 +82,9 @@ class Binder:
             return
         if session.selected is None:
             session.selected = (outcome.agent, outcome.models.current)
-        self.server.view.send_options_update(session)
+        self.view.send_options_update(session)
 
-    def _auth_hint(self, backend: Backend) -> str:
+    def _auth_hint(self, backend: Backend[Candidate]) -> str:
         """What an agent that wants authentication needs, with the proxy's `agent:method` ids."""
         ids = [join_agent_model(backend.name, str(m.get("id"))) for m in backend.auth_methods]
         needs = ""
@@ -91,7 +92,7 @@ class Binder:
             needs = f"{backend.spec.needs_key_message()}; or "
         return f" ({needs}authenticate with one of: {', '.join(ids) or 'no advertised method'})"
 
-    async def open(self, session: ProxySession, backend: Backend, *, bind: bool) -> Candidate:
+    async def open(self, session: ProxySession, backend: Backend[Candidate], *, bind: bool) -> Candidate:
         """A new session on the agent with the client's session/new parameters, routed to `session`. A probe
         (not `bind`) gets no MCP servers; a bound one gets the client's, its kernel entry relayed."""
         params = {**session.params, "mcpServers": []}
@@ -122,10 +123,10 @@ class Binder:
         if bind:
             self.bind_to(session, candidate)
         for method, params in earlier:  # what the agent sent before its answer, now that we know whose it is
-            self.server.deliver(candidate, method, params)
+            self.deliver(candidate, method, params)
         return candidate
 
-    def adopt(self, session: ProxySession, backend: Backend, backend_id: str, *, bind: bool, granted: bool,
+    def adopt(self, session: ProxySession, backend: Backend[Candidate], backend_id: str, *, bind: bool, granted: bool,
               relay: KernelRelay | None = None) -> Candidate:
         """An agent session that already exists (a reopen), routed to `session` (bound and tied to it if
         `bind`, else held as a probe); what the agent sent for it before is delivered after. ``granted``: it
@@ -137,7 +138,7 @@ class Binder:
         if bind:
             self.bind_to(session, candidate, tie=True)
         for method, params in earlier:
-            self.server.deliver(candidate, method, params)
+            self.deliver(candidate, method, params)
         return candidate
 
     # --- binding -------------------------------------------------------------------------
@@ -150,25 +151,25 @@ class Binder:
             self.hidden[previous.agent].add(previous.backend_session_id)
             moved_from = previous
         if session.bind(candidate, tie=tie):
-            self.server.bindings.record(session.id, candidate.agent, candidate.backend_session_id)
+            self.hub.bindings.record(session.id, candidate.agent, candidate.backend_session_id)
         self.hidden[candidate.agent].discard(candidate.backend_session_id)
         if moved_from is not None and moved_from.granted and session.asks_servers:
             # It holds the client's MCP servers: deleted now, its way to the kernel shut (a later move back
             # opens a fresh session there).
             self.release(moved_from, close=True)
         for params in candidate.held.take(candidate.backend_session_id):
-            self.server.view.forward_update(candidate, params)
+            self.view.forward_update(candidate, params)
 
     async def bind(self, session: ProxySession, agent: str, bare: str) -> Candidate:
         """Bind the session to `agent`'s session (opened if it has none that is live) on model `bare`."""
-        backend = self.server.backends[agent]
+        backend = self.hub.backends[agent]
         previous = session.bound
         candidate = session.candidates.get(agent)
         try:
             if candidate is None or candidate.released or not backend.ready or not candidate.granted or \
                     backend.routes.get(candidate.backend_session_id) is not candidate:
                 # (A probe that was opened without the client's MCP servers is replaced by a session with them.)
-                await backend.ensure_ready(self.server.client_init)
+                await backend.ensure_ready(self.hub.client_init)
                 candidate = await self.open(session, backend, bind=True)
             else:
                 self.bind_to(session, candidate)
@@ -212,9 +213,33 @@ class Binder:
         if backend_id in self.hidden[candidate.agent] and backend.supports("delete"):
             # A probe's session the client never used: leave no trace of it in the agent's own store.
             self.hidden[candidate.agent].discard(backend_id)
-            self.server.spawn(_quiet(backend.request("session/delete", {"sessionId": backend_id})))
+            self.hub.spawn(_quiet(backend.request("session/delete", {"sessionId": backend_id})))
         elif backend.supports("close"):
-            self.server.spawn(_quiet(backend.request("session/close", {"sessionId": backend_id})))
+            self.hub.spawn(_quiet(backend.request("session/close", {"sessionId": backend_id})))
+
+    def deliver(self, candidate: Candidate, method: str, params: dict[str, Any]) -> None:
+        """An agent's notification for one of its sessions: forwarded if that session is bound, else held."""
+        if candidate.released or candidate.session.closed:
+            return
+        if method != "session/update":
+            if candidate.bound:
+                self.hub.send_to_client(method, {**params, "sessionId": candidate.session.id})
+            return
+        update = params.get("update")
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if kind == "config_option_update":
+            candidate.absorb(update)
+        mode_moved = False
+        if kind == "current_mode_update":
+            assert isinstance(update, dict)
+            mode_moved = candidate.legacy and candidate.modes.get("currentModeId") != update.get("currentModeId")
+            candidate.set_mode(update.get("currentModeId"))
+        if candidate.bound:
+            self.view.forward_update(candidate, params)
+            if mode_moved:  # the agent changed its mode by itself: the `mode` option the proxy shows follows
+                self.view.send_options_update(candidate.session)
+        elif kind != "config_option_update":
+            candidate.hold(params)
 
     def release_all(self, session: ProxySession, *, close: bool) -> None:
         for candidate in list(session.candidates.values()):

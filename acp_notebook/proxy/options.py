@@ -12,7 +12,8 @@ Threads: the proxy's one event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from acp.exceptions import RequestError
 
@@ -25,10 +26,11 @@ from .models import (
     modes_option_id,
     rewrite_options,
 )
+from .hub import Hub
 from .session import Candidate, ProxySession
 
-if TYPE_CHECKING:
-    from .server import ProxyServer
+# Moves a session to (agent, bare model): the binder's ``bind``, given by the server that owns both.
+BindTo = Callable[[ProxySession, str, str], Awaitable[Candidate]]
 
 __all__ = ["OptionsView", "invalid_params"]
 
@@ -40,15 +42,16 @@ def invalid_params(message: str, **data: Any) -> RequestError:
 class OptionsView:
     """The client's view of a session's options; set_config_option, set_mode and set_model."""
 
-    def __init__(self, server: ProxyServer) -> None:
-        self.server = server
+    def __init__(self, hub: Hub, *, bind: BindTo) -> None:
+        self.hub = hub
+        self._bind = bind
 
     # --- the view -----------------------------------------------------------------------
     def unbound_option(self, session: ProxySession) -> dict[str, Any]:
         groups = [session.probes[a].models for a in session.available]
         agent, bare = session.selected or (session.available[0], DEFAULT_MODEL)
         return model_option([g for g in groups if g is not None], join_agent_model(agent, bare),
-                            marker=self.server.marker)
+                            marker=self.hub.marker)
 
     def client_options(self, session: ProxySession) -> list[dict[str, Any]]:
         """The complete option list the client should see for this session now."""
@@ -64,8 +67,8 @@ class OptionsView:
                     if models is not None:
                         others.append(models)
         options = candidate.effective_options
-        return rewrite_options(options, candidate.agent, marker=self.server.marker, others=others,
-                               order=self.server.order,
+        return rewrite_options(options, candidate.agent, marker=self.hub.marker, others=others,
+                               order=self.hub.order,
                                models=candidate.models if options is candidate.options else None)
 
     def valid_models(self, session: ProxySession) -> list[str]:
@@ -98,7 +101,7 @@ class OptionsView:
             return
         before, session.shown_mode = session.shown_mode, current
         if announce and before is not None:
-            self.server.send_to_client("session/update", {"sessionId": session.id, "update": {
+            self.hub.send_to_client("session/update", {"sessionId": session.id, "update": {
                 "sessionUpdate": "current_mode_update", "currentModeId": current}})
 
     def forward_update(self, candidate: Candidate, params: dict[str, Any]) -> None:
@@ -113,24 +116,24 @@ class OptionsView:
             if update.get("currentModeId") == session.shown_mode:  # type: ignore[union-attr]
                 return  # the client was told already (the proxy follows the mode option)
             session.shown_mode = update.get("currentModeId")  # type: ignore[union-attr]
-        self.server.send_to_client("session/update", out)
+        self.hub.send_to_client("session/update", out)
         if kind == "config_option_update":
             self.follow_mode(session, out["update"]["configOptions"])
 
     def send_options_update(self, session: ProxySession) -> None:
         options = self.client_options(session)
         if options:
-            self.server.send_to_client("session/update", {"sessionId": session.id, "update": {
+            self.hub.send_to_client("session/update", {"sessionId": session.id, "update": {
                 "sessionUpdate": "config_option_update", "configOptions": options}})
 
     async def _push_options_now(self, session: ProxySession, options: list[dict[str, Any]]) -> None:
         """The option list as a config_option_update, on the wire before the answer being computed."""
-        await self.server.send_now("session/update", {"sessionId": session.id, "update": {
+        await self.hub.send_now("session/update", {"sessionId": session.id, "update": {
             "sessionUpdate": "config_option_update", "configOptions": options}})
 
     # --- setting -------------------------------------------------------------------------
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
-        session = self.server.session_of(params)
+        session = self.hub.session_of(params)
         config_id = params.get("configId")
         async with session.lock:
             if config_id == "model":
@@ -147,7 +150,7 @@ class OptionsView:
             result = await candidate.backend.request("session/set_config_option",
                                                      {**params, "sessionId": candidate.backend_session_id})
             candidate.absorb(result)
-            self.server.bindings.record_option(session.id, str(config_id), params.get("value"))
+            self.hub.bindings.record_option(session.id, str(config_id), params.get("value"))
             return self.rewrite_result(session, result)
 
     async def _set_legacy_mode(self, session: ProxySession, candidate: Candidate,
@@ -163,13 +166,13 @@ class OptionsView:
             forwarded["_meta"] = params["_meta"]
         await candidate.backend.request("session/set_mode", forwarded)
         candidate.set_mode(value)
-        self.server.bindings.record_option(session.id, "mode", value)
+        self.hub.bindings.record_option(session.id, "mode", value)
         return {"configOptions": self.client_options(session)}
 
     async def _set_model(self, session: ProxySession, params: dict[str, Any]) -> dict[str, Any]:
         value = params.get("value")
         valid = self.valid_models(session)
-        parsed = split_agent_model(value, self.server.order)
+        parsed = split_agent_model(value, self.hub.order)
         if parsed is None or not isinstance(value, str) or value not in valid:
             bound = session.bound
             if parsed is not None and bound is not None and session.prompted and parsed[0] != bound.agent \
@@ -188,13 +191,13 @@ class OptionsView:
                 result = await candidate.backend.request("session/set_config_option", forwarded)
                 candidate.absorb(result)
                 session.selected = (agent, bare)
-                self.server.bindings.record_model(session.id, value)
+                self.hub.bindings.record_model(session.id, value)
                 return self.rewrite_result(session, result)
             return {"configOptions": self.client_options(session)}
         if candidate is not None and session.prompted:
             raise self._rebind_refused(session, value)
-        await self.server.binder.bind(session, agent, bare)
-        self.server.bindings.record_model(session.id, value)
+        await self._bind(session, agent, bare)
+        self.hub.bindings.record_model(session.id, value)
         return {"configOptions": self.client_options(session)}
 
     def _rebind_refused(self, session: ProxySession, value: str) -> RequestError:
@@ -208,7 +211,7 @@ class OptionsView:
             value=value, valid=valid, boundAgent=bound.agent)
 
     async def set_mode(self, params: dict[str, Any]) -> Any:
-        session = self.server.session_of(params)
+        session = self.hub.session_of(params)
         candidate = session.bound
         if candidate is None:
             raise invalid_params(f"session {session.id} is not bound to an agent yet; pick a model or send a "
@@ -232,5 +235,5 @@ class OptionsView:
         ids), so they switch models instead of silently running on the default one."""
         options = await self.set_config_option({"sessionId": params.get("sessionId"), "configId": "model",
                                                 "value": params.get("modelId")})
-        await self._push_options_now(self.server.session_of(params), options["configOptions"])
+        await self._push_options_now(self.hub.session_of(params), options["configOptions"])
         return {}

@@ -19,21 +19,21 @@ import base64
 import binascii
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acp.exceptions import RequestError
 
 from .._protocol import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, join_agent_model, split_agent_model
-from .backend import BackendGone
 from .._timeout import deadline
+from .backend import BackendGone
+from .binder import Binder
+from .hub import Hub
 from .ids import decode_session_id
 from .models import META_KEY, offers
-from .options import invalid_params
+from .options import OptionsView, invalid_params
 from .relay import KernelRelay, closing_relays
 from .session import Candidate, ProbeOutcome, ProxySession
 
-if TYPE_CHECKING:
-    from .server import ProxyServer
 
 __all__ = ["Reopener"]
 
@@ -43,8 +43,10 @@ logger = logging.getLogger(__name__)
 class Reopener:
     """session/load, session/resume, session/list and session/delete across the agents."""
 
-    def __init__(self, server: ProxyServer) -> None:
-        self.server = server
+    def __init__(self, hub: Hub, binder: Binder, view: OptionsView) -> None:
+        self.hub = hub
+        self.binder = binder
+        self.view = view
 
     # --- list --------------------------------------------------------------------------------
     async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +54,7 @@ class Reopener:
         listed: list[dict[str, Any]] = []
         seen: set[str] = set()
         following: dict[str, str] = {}
-        for backend in self.server.running():
+        for backend in self.hub.running():
             if not backend.supports("list"):
                 continue
             if cursors is not None and backend.name not in cursors:
@@ -81,7 +83,7 @@ class Reopener:
         if not isinstance(info, dict) or not isinstance(info.get("sessionId"), str):
             return None
         backend_id = info["sessionId"]
-        if backend_id in self.server.binder.hidden[agent]:
+        if backend_id in self.binder.hidden[agent]:
             return None  # a probe's session, never used by the client
         client_id = self._client_id_for(agent, backend_id)
         if client_id is None or client_id in seen:
@@ -97,13 +99,13 @@ class Reopener:
     def _client_id_for(self, agent: str, backend_id: str) -> str | None:
         """The id the client knows a backend session by; None when it belongs to a session bound to another
         agent (agents sharing one store, such as two demo agents, list each other's)."""
-        owners = [s for s in self.server.sessions.values() if s.last_backend and s.last_backend[1] == backend_id]
+        owners = [s for s in self.hub.sessions.values() if s.last_backend and s.last_backend[1] == backend_id]
         for session in owners:
             if session.last_backend == (agent, backend_id):
                 return session.id
         if owners:
             return None
-        bindings = self.server.bindings
+        bindings = self.hub.bindings
         remembered = bindings.session_id_for(agent, backend_id)  # bound by an earlier proxy process
         if remembered is not None:
             return remembered
@@ -114,32 +116,32 @@ class Reopener:
     # --- locate, delete ------------------------------------------------------------------------
     def locate(self, session_id: Any) -> list[tuple[str, str]]:
         """Where a session may live, most likely first: ``(agent, the agent's session id)`` pairs."""
-        server = self.server
-        session = server.sessions.get(session_id) if isinstance(session_id, str) else None
+        hub = self.hub
+        session = hub.sessions.get(session_id) if isinstance(session_id, str) else None
         places: list[tuple[str, str]] = []
         if session is not None and session.last_backend is not None:
             places.append(session.last_backend)
-        remembered = server.bindings.lookup(session_id) if isinstance(session_id, str) else None
+        remembered = hub.bindings.lookup(session_id) if isinstance(session_id, str) else None
         places += [remembered] if remembered else []
         places += decode_session_id(session_id)
-        parsed = split_agent_model(session_id, server.order)
+        parsed = split_agent_model(session_id, hub.order)
         places += [parsed] if parsed else []
-        places = [p for i, p in enumerate(places) if p[0] in server.backends and p not in places[:i]]
+        places = [p for i, p in enumerate(places) if p[0] in hub.backends and p not in places[:i]]
         if not places:
-            raise server.unknown_session(session_id, "the proxy reopens the sessions it opened, those session/list "
+            raise hub.unknown_session(session_id, "the proxy reopens the sessions it opened, those session/list "
                                                      "shows (agent:id) and those its state directory remembers")
         return places
 
     async def delete_session(self, params: dict[str, Any]) -> Any:
         agent, backend_id = self.locate(params.get("sessionId"))[0]
-        backend = self.server.backends[agent]
+        backend = self.hub.backends[agent]
         if not backend.supports("delete"):
             raise RequestError(METHOD_NOT_FOUND, f"agent '{agent}' does not support session/delete", {"agent": agent})
         result = await backend.request("session/delete", {**params, "sessionId": backend_id})
-        session = self.server.sessions.pop(params["sessionId"], None)
+        session = self.hub.sessions.pop(params["sessionId"], None)
         if session is not None and not session.closed:
             session.close()
-            self.server.binder.release_all(session, close=False)
+            self.binder.release_all(session, close=False)
             await closing_relays()
         return result
 
@@ -165,13 +167,13 @@ class Reopener:
         return await self._reopen_on(method, params, *last)
 
     async def _reopen_on(self, method: str, params: dict[str, Any], agent: str, backend_id: str) -> dict[str, Any]:
-        backend = self.server.backends[agent]
-        await backend.ensure_ready(self.server.client_init)
+        backend = self.hub.backends[agent]
+        await backend.ensure_ready(self.hub.client_init)
         capability = "load" if method == "session/load" else "resume"
         if not backend.supports(capability):
             raise RequestError(METHOD_NOT_FOUND, f"agent '{agent}' does not support {method}", {"agent": agent})
         session, fresh = self._reopened(params)
-        binder = self.server.binder
+        binder = self.binder
         async with session.lock:
             binder.release_all(session, close=False)
             servers, relay = await KernelRelay.grant(params.get("mcpServers") or [])
@@ -189,7 +191,7 @@ class Reopener:
             session.selected = (agent, models.current)
             session.probes = {agent: ProbeOutcome(agent, models=models)}
             missing = await self._restore_choices(session, candidate) if fresh else []
-            out = self.server.view.rewrite_result(session, result, opening=True)
+            out = self.view.rewrite_result(session, result, opening=True)
             if missing:
                 out["_meta"] = {**dict(out.get("_meta") or {}), META_KEY: {"notRestored": missing}}
             return out
@@ -200,7 +202,7 @@ class Reopener:
         were set. A value the agent no longer offers is reported (logged, and returned for the answer's
         `_meta`), never replaced by a guess."""
         missing = []
-        for config_id, value in self.server.bindings.choices(session.id):
+        for config_id, value in self.hub.bindings.choices(session.id):
             reason = await self._put_back(session, candidate, config_id, value)
             if reason is not None:
                 logger.warning("session %s: %s=%r not restored: %s", session.id, config_id, value, reason)
@@ -210,7 +212,7 @@ class Reopener:
     async def _put_back(self, session: ProxySession, candidate: Candidate, config_id: str, value: Any) -> str | None:
         """Set one remembered value again on the agent; why not, or None when it is set (or was already)."""
         if config_id == "model":
-            parsed = split_agent_model(value, self.server.order)
+            parsed = split_agent_model(value, self.hub.order)
             if parsed is None or parsed[0] != candidate.agent:
                 return f"the session is with agent '{candidate.agent}' now"
             models = candidate.models
@@ -247,20 +249,20 @@ class Reopener:
         """A session offered by several agents and never prompted: it may still move to any of them."""
         if not isinstance(session_id, str) or len(decode_session_id(session_id)) < 2:
             return False
-        known = self.server.sessions.get(session_id)
+        known = self.hub.sessions.get(session_id)
         if known is not None and known.prompted:
             return False
-        return self.server.bindings.never_prompted(session_id)
+        return self.hub.bindings.never_prompted(session_id)
 
     def _reopened(self, params: dict[str, Any]) -> tuple[ProxySession, bool]:
         """The proxy session a load or resume reopens: the one this process knows, or a new one under that id
         (then True: this process has not seen the values the client set on it)."""
         session_id = params["sessionId"]
-        session = self.server.sessions.get(session_id)
+        session = self.hub.sessions.get(session_id)
         if session is not None and not session.closed:
             return session, False
         session = ProxySession(id=session_id, params={k: v for k, v in params.items() if k != "sessionId"})
-        self.server.sessions[session_id] = session
+        self.hub.sessions[session_id] = session
         return session, True
 
     async def _reopen_unprompted(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -268,16 +270,16 @@ class Reopener:
         the probes of session/new did, and the remembered binding (a model picked) is restored, so the client
         can still pick any agent's model (clients such as acpx create a session in one process and pick its
         model in the next). Nothing to replay: no prompt yet."""
-        server = self.server
+        hub = self.hub
         session, fresh = self._reopened(params)
         session_id = session.id
         async with session.lock:
-            server.binder.release_all(session, close=False)
+            self.binder.release_all(session, close=False)
             if session.bound is not None:
                 session.unbind()
             places = [(agent, backend_id) for agent, backend_id in decode_session_id(session_id)
-                      if agent in server.backends]
-            remembered = server.bindings.lookup(session_id)
+                      if agent in hub.backends]
+            remembered = hub.bindings.lookup(session_id)
             # Only the agent session it was bound to gets the client's MCP servers back.
             outcomes = await asyncio.gather(*(self._reopen_probe(session, method, params, agent, backend_id,
                                                                  grant=remembered == (agent, backend_id))
@@ -291,45 +293,45 @@ class Reopener:
             bound = session.candidates.get(remembered[0]) if remembered else None
             missing: list[dict[str, Any]] = []
             if bound is not None and bound.backend_session_id == remembered[1]:  # type: ignore[index]
-                server.binder.bind_to(session, bound)
+                self.binder.bind_to(session, bound)
                 session.selected = (bound.agent, bound.models.current)
                 missing = await self._restore_choices(session, bound) if fresh else []
             else:
                 first = session.probes[session.available[0]].models
                 assert first is not None
                 session.selected = (first.agent, first.current)
-            result = server.view.rewrite_result(session, {"configOptions": []}, opening=True)
-            meta = server.probes_meta(session)
+            result = self.view.rewrite_result(session, {"configOptions": []}, opening=True)
+            meta = session.probes_meta()
             return {**result, "_meta": {META_KEY: {**meta, "notRestored": missing} if missing else meta}}
 
     async def _reopen_probe(self, session: ProxySession, method: str, params: dict[str, Any], agent: str,
                             backend_id: str, *, grant: bool) -> ProbeOutcome:
         """One agent's own session of a never-bound session, reopened and held unbound (a probe again); with
         the client's MCP servers only if ``grant`` (the session was bound to it)."""
-        server = self.server
-        backend = server.backends[agent]
+        hub = self.hub
+        backend = hub.backends[agent]
         candidate: Candidate | None = None
         relay: KernelRelay | None = None
         try:
-            async with deadline(server.start_timeout):
-                await backend.ensure_ready(server.client_init)
+            async with deadline(hub.start_timeout):
+                await backend.ensure_ready(hub.client_init)
                 if not backend.supports("load" if method == "session/load" else "resume"):
                     return ProbeOutcome(agent, error=f"agent '{agent}' does not support {method}")
                 servers: list[Any] = []
                 if grant:
                     servers, relay = await KernelRelay.grant(params.get("mcpServers") or [])
-                candidate = server.binder.adopt(session, backend, backend_id, bind=False, granted=grant, relay=relay)
+                candidate = self.binder.adopt(session, backend, backend_id, bind=False, granted=grant, relay=relay)
                 result = await backend.request(method, _with_servers(params, backend_id, servers))
         except (asyncio.TimeoutError, BackendGone, RequestError) as exc:
             if candidate is not None:
-                server.binder.release(candidate, close=False)
+                self.binder.release(candidate, close=False)
             elif relay is not None:
                 relay.close_soon()
-            reason = f"did not answer within {server.start_timeout:g} s" if isinstance(exc, asyncio.TimeoutError) \
+            reason = f"did not answer within {hub.start_timeout:g} s" if isinstance(exc, asyncio.TimeoutError) \
                 else f"refused {method}: {exc}"
             return ProbeOutcome(agent, error=f"agent '{agent}' {reason}")
         candidate.absorb(result)
-        server.binder.hidden[agent].add(backend_id)  # deleted at the first prompt unless the session binds to it
+        self.binder.hidden[agent].add(backend_id)  # deleted at the first prompt unless the session binds to it
         return ProbeOutcome(agent, models=candidate.models)
 
 

@@ -31,11 +31,11 @@ from .._protocol import (
     client_version,
     join_agent_model,
     split_agent_model,
-    unknown_session,
 )
 from .backend import DEFAULT_REQUEST_TIMEOUT, Backend, BackendConfig, BackendGone
 from .binder import Binder
-from .ids import BindingStore, decode_session_id, encode_session_id
+from .hub import Hub
+from .ids import decode_session_id, encode_session_id
 from .models import META_KEY
 from .options import OptionsView, invalid_params
 from .relay import closing_relays
@@ -52,8 +52,10 @@ DEFAULT_PROBE_TIMEOUT = 5.0
 DEFAULT_START_TIMEOUT = 60.0
 
 
-class ProxyServer:
-    """Serves one ACP client (on the connection given to `attach`) from several backend agents."""
+class ProxyServer(Hub):
+    """Serves one ACP client (on the connection given to `attach`) from several backend agents.
+
+    It is the hub (hub.py: the shared tables) its parts are given; they never import this module."""
 
     def __init__(self, backends: Sequence[BackendConfig], *, cwd: str, probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
                  start_timeout: float = DEFAULT_START_TIMEOUT, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
@@ -65,26 +67,21 @@ class ProxyServer:
         of sessions are remembered for later proxy processes (see ids.py)."""
         if not backends:
             raise ValueError("the proxy needs at least one agent")
-        self.order = [config.name for config in backends]
-        self.probe_timeout = probe_timeout
-        self.start_timeout = start_timeout
         self.tracer = tracer
-        self.marker = uuid.uuid4().hex[:12]  # tells this process's rewritten options from anyone else's
-        self.backends: dict[str, Backend] = {
+        super().__init__({
             config.name: Backend(config, cwd=cwd, on_notification=self._from_backend_notification,
                                  on_request=self._from_backend_request, on_exit=self._backend_exited,
                                  on_frame=self._trace, start_timeout=start_timeout, request_timeout=request_timeout)
             for config in backends
-        }
-        self.client: Connection | None = None
-        self.client_init: dict[str, Any] = {}
-        self.sessions: dict[str, ProxySession] = {}
-        self._forwarding: set[asyncio.Task[Any]] = set()
-        self.bindings = BindingStore(state_dir)
-        self.binder = Binder(self)
-        self.view = OptionsView(self)
-        self.reopener = Reopener(self)
+        }, probe_timeout=probe_timeout, start_timeout=start_timeout, state_dir=state_dir)
+        self.view = OptionsView(self, bind=self._bind)
+        self.binder = Binder(self, self.view)
+        self.reopener = Reopener(self, self.binder, self.view)
         self._handlers = self._requests()
+
+    async def _bind(self, session: ProxySession, agent: str, bare: str) -> Candidate:
+        """The options view moves a session to another agent through the binder."""
+        return await self.binder.bind(session, agent, bare)
 
     def attach(self, client: Connection) -> None:
         self.client = client
@@ -195,16 +192,13 @@ class ProxyServer:
             "_meta": {META_KEY: {"agents": self._agents_meta()}},
         }
 
-    async def _start_quietly(self, backend: Backend) -> None:
+    async def _start_quietly(self, backend: Backend[Candidate]) -> None:
         with contextlib.suppress(BackendGone):
             await backend.ensure_ready(self.client_init)
 
     def _agents_meta(self) -> dict[str, Any]:
         return {name: {k: v for k, v in backend.describe().items() if k in ("status", "error", "agentInfo")}
                 for name, backend in self.backends.items()}
-
-    def running(self) -> list[Backend]:
-        return [b for b in self.backends.values() if b.ready]
 
     async def _authenticate(self, params: dict[str, Any]) -> Any:
         """`agent:method` -> `authenticate {methodId: method}` on that agent (started first if it is not running)."""
@@ -227,17 +221,6 @@ class ProxyServer:
         return {}
 
     # --- sessions ---------------------------------------------------------------------------
-    def session_of(self, params: dict[str, Any]) -> ProxySession:
-        """The open session a request names, or the client's error naming the open ones."""
-        session_id = params.get("sessionId")
-        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
-        if session is None or session.closed:
-            raise self.unknown_session(session_id)
-        return session
-
-    def unknown_session(self, session_id: Any, how: str = "") -> RequestError:
-        return RequestError(*unknown_session(session_id, [s.id for s in self.sessions.values() if not s.closed], how))
-
     async def _new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         """Probe every agent; answer within the probe deadline with those that are ready.
 
@@ -270,7 +253,7 @@ class ProxyServer:
         result: dict[str, Any] = {"sessionId": session.id}
         if available:
             result["configOptions"] = [self.view.unbound_option(session)]
-        result["_meta"] = {META_KEY: self.probes_meta(session)}
+        result["_meta"] = {META_KEY: session.probes_meta()}
         return result
 
     def _name(self, session: ProxySession) -> None:
@@ -280,16 +263,6 @@ class ProxyServer:
         del self.sessions[session.id]
         session.id = encode_session_id(candidates) if candidates else f"acpnb-proxy-{uuid.uuid4().hex}"
         self.sessions[session.id] = session
-
-    def probes_meta(self, session: ProxySession) -> dict[str, Any]:
-        meta: dict[str, Any] = {"agents": {name: outcome.describe() for name, outcome in session.probes.items()}}
-        failed = session.failures()
-        if failed:
-            meta["failed"] = failed
-        waiting = [name for name, outcome in session.probes.items() if outcome.pending]
-        if waiting:
-            meta["pending"] = waiting
-        return meta
 
     async def _prompt(self, params: dict[str, Any]) -> Any:
         session = self.session_of(params)
@@ -370,42 +343,18 @@ class ProxyServer:
         raise RequestError.method_not_found(method)
 
     # =================================================================== backend -> proxy
-    def _from_backend_notification(self, backend: Backend, method: str, params: dict[str, Any]) -> None:
+    def _from_backend_notification(self, backend: Backend[Candidate], method: str, params: dict[str, Any]) -> None:
         """Runs in the backend connection's receive loop, in wire order; forwards at once."""
         session_id = params.get("sessionId")
         candidate = backend.routes.get(session_id) if isinstance(session_id, str) else None
         if candidate is not None:
-            self.deliver(candidate, method, params)
+            self.binder.deliver(candidate, method, params)
         elif method == "session/update" and isinstance(session_id, str):
             backend.hold_orphan(session_id, method, params)  # its session/new answer is still on the way
         elif "sessionId" not in params:
             self.send_to_client(method, params)  # session-less (extension) notifications
 
-    def deliver(self, candidate: Candidate, method: str, params: dict[str, Any]) -> None:
-        """An agent's notification for one of its sessions: forwarded if that session is bound, else held."""
-        if candidate.released or candidate.session.closed:
-            return
-        if method != "session/update":
-            if candidate.bound:
-                self.send_to_client(method, {**params, "sessionId": candidate.session.id})
-            return
-        update = params.get("update")
-        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
-        if kind == "config_option_update":
-            candidate.absorb(update)
-        mode_moved = False
-        if kind == "current_mode_update":
-            assert isinstance(update, dict)
-            mode_moved = candidate.legacy and candidate.modes.get("currentModeId") != update.get("currentModeId")
-            candidate.set_mode(update.get("currentModeId"))
-        if candidate.bound:
-            self.view.forward_update(candidate, params)
-            if mode_moved:  # the agent changed its mode by itself: the `mode` option the proxy shows follows
-                self.view.send_options_update(candidate.session)
-        elif kind != "config_option_update":
-            candidate.hold(params)
-
-    async def _from_backend_request(self, backend: Backend, method: str, params: dict[str, Any]) -> Any:
+    async def _from_backend_request(self, backend: Backend[Candidate], method: str, params: dict[str, Any]) -> Any:
         """Permission, fs/*, terminal/*, elicitation and extension requests: to the client, ids translated."""
         session_id = params.get("sessionId")
         if isinstance(session_id, str):
@@ -421,7 +370,7 @@ class ProxyServer:
         except ConnectionError:
             raise RequestError.internal_error({"details": "the client disconnected"}) from None
 
-    def _backend_exited(self, backend: Backend) -> None:
+    def _backend_exited(self, backend: Backend[Candidate]) -> None:
         """The agent died: sessions bound to it become unbound (the next prompt binds them again)."""
         for candidate in backend.forget_sessions():
             candidate.release()
@@ -432,29 +381,7 @@ class ProxyServer:
                 session.unbind()
                 self.view.send_options_update(session)
 
-    # =================================================================== plumbing
-    def send_to_client(self, method: str, params: dict[str, Any]) -> None:
-        """Queue a notification to the client now, so notifications keep the order they are queued in.
-
-        The SDK's send enqueues its frame in the first step of the task, and tasks take their
-        first step in creation order: frames leave in the order of these calls, and before any
-        response computed after them."""
-        if self.client is None:
-            return
-        self.spawn(self.send_now(method, params))
-
-    async def send_now(self, method: str, params: dict[str, Any]) -> None:
-        """Send a notification to the client before returning (nothing when no client is connected)."""
-        if self.client is None:
-            return
-        with contextlib.suppress(ConnectionError):
-            await self.client.send_notification(method, params)
-
-    def spawn(self, coroutine: Any) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._forwarding.add(task)
-        task.add_done_callback(self._forwarding.discard)
-
+    # =================================================================== end
     async def shutdown(self) -> None:
         for session in self.sessions.values():  # every relay to the kernel closes with the proxy
             for candidate in list(session.candidates.values()):

@@ -90,7 +90,7 @@ class ProbeOutcome:
 class Candidate:
     """One backend session a proxy session can use: a probe's, or the one it is bound to."""
 
-    def __init__(self, session: ProxySession, backend: Backend, result: dict[str, Any],
+    def __init__(self, session: ProxySession, backend: Backend[Candidate], result: dict[str, Any],
                  backend_session_id: str, *, granted: bool, relay: KernelRelay | None = None) -> None:
         self.session = session
         self.backend = backend
@@ -253,3 +253,15 @@ class ProxySession:
     def failures(self) -> dict[str, str]:
         return {agent: probe.error or "unknown" for agent, probe in self.probes.items()
                 if probe.models is None and not probe.pending}
+
+    def probes_meta(self) -> dict[str, Any]:
+        """What the client is told of the probes (``_meta`` of session/new and of a reopen): each agent's
+        outcome, those that failed, those still starting."""
+        meta: dict[str, Any] = {"agents": {name: outcome.describe() for name, outcome in self.probes.items()}}
+        failed = self.failures()
+        if failed:
+            meta["failed"] = failed
+        waiting = [name for name, outcome in self.probes.items() if outcome.pending]
+        if waiting:
+            meta["pending"] = waiting
+        return meta
