@@ -1,4 +1,5 @@
-"""The hostile local process reading ``ps``: no secret the user gives the package reaches a command line.
+"""The hostile local process reading ``ps``, and the hostile agent keeping its `kernel` entry: no secret the user
+gives the package reaches a command line, and an entry dies with its session.
 
 Any local user can read every process's ``/proc/PID/cmdline`` (and ``ps`` shows it); a process's
 environment is readable only by its owner. So an agent's keys travel in environments, never in argv:
@@ -77,3 +78,26 @@ def test_no_key_is_on_the_command_line_of_the_agent_its_sandbox_or_its_kernel_br
     finally:
         agent.close()
         main.pop("take_cmdlines", None)
+
+
+@pytest.mark.parametrize("how", ["session closed", "agent stopped"])
+def test_the_bridge_of_a_closed_session_or_a_stopped_agent_is_refused_at_once(tmp_path, how):
+    """The hostile agent keeps the `kernel` entry it was given and tries it again after its session ended."""
+    from acp_notebook.demo import DemoAgent
+    from acp_notebook.kernel_tools.bridge import BridgeError, connect
+    from acp_notebook.kernel_tools.client import entry_environment
+
+    agent = acpnb.start(DemoAgent(), cwd=str(tmp_path), kernel_tools="allow")
+    try:
+        session = agent.new_session()
+        entry = dict(session.kernel_tools.entry)
+        env = entry_environment(entry)
+        connect(env["ACPNB_KERNEL_CHANNEL"], env["ACPNB_KERNEL_TOKEN"]).close()  # it works while open
+        if how == "session closed":
+            session.close()
+        else:
+            agent.close()
+        with pytest.raises(BridgeError, match="cannot reach the kernel|refused"):
+            connect(env["ACPNB_KERNEL_CHANNEL"], env["ACPNB_KERNEL_TOKEN"])
+    finally:
+        agent.close()
