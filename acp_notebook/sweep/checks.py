@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .scorers import Score, Scorer, _check_name, to_score
+from .score import Score, Scorer, check_name, to_score
 from .workspace import run_command
 
 __all__ = ["CheckError", "Command", "FileContains", "WorkspaceCallable", "WorkspaceScorer", "command",
@@ -70,7 +70,7 @@ class Command(WorkspaceScorer):
         self.command = command
         self.timeout = None if timeout is None else float(timeout)
         self.env = dict(env or {})
-        self.name = _check_name(name if name is not None else _name_of(command))
+        self.name = check_name(name if name is not None else _name_of(command))
 
     async def check(self, row: Mapping[str, Any], workspace: Path) -> Score:
         result = await run_command(self.command, workspace, timeout=self.timeout, env=self.env)
@@ -109,7 +109,7 @@ class FileContains(WorkspaceScorer):
         if regex:
             re.compile(text)
         self.path, self.text, self.regex = path, text, regex
-        self.name = _check_name(name)
+        self.name = check_name(name)
 
     async def check(self, row: Mapping[str, Any], workspace: Path) -> Score:
         target = _inside(workspace, self.path)
@@ -140,7 +140,7 @@ class WorkspaceCallable(WorkspaceScorer):
 
     def __init__(self, function: Callable[..., Any], name: str) -> None:
         self.function = function
-        self.name = _check_name(name)
+        self.name = check_name(name)
 
     async def check(self, row: Mapping[str, Any], workspace: Path) -> Score:
         names = list(inspect.signature(self.function).parameters)

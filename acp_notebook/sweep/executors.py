@@ -8,28 +8,13 @@ methods are called on the background loop thread, which alone mutates its state.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..client import Agent
-from ..launch import SpecLike
 from .hints import PYTHON, Syntax
-from .trial import AgentPool, Outcome, Trial, TrialSettings, run_attempt
+from .ray_executor import RayExecutor
+from .trial import AgentPool, ExecutorSetup, Outcome, Trial, TrialSettings, run_attempt
 
 __all__ = ["Executor", "ExecutorSetup", "LocalExecutor", "make_executor"]
-
-
-@dataclass(frozen=True)
-class ExecutorSetup:
-    """What a sweep hands its executor: how to start each agent, and the settings of every attempt."""
-
-    specs: Mapping[str, SpecLike]  # registry name -> spec, resolved where the sweep was called
-    settings: TrialSettings
-    slots: int                     # the sweep's concurrency: how many attempts may run at once
-    given_agent: Agent | None = None
-    agent_spec: SpecLike | None = None
-    shipped: tuple[str, ...] = ()  # folders the trials read (workspace sources, task tests): Ray ships them
 
 
 class Executor(Protocol):
@@ -92,8 +77,6 @@ def make_executor(executor: Any, syntax: Syntax = PYTHON) -> Executor:
     if executor in (None, "local"):
         return LocalExecutor()
     if executor == "ray":
-        from .ray_executor import RayExecutor
-
         return RayExecutor()
     if all(hasattr(executor, m) for m in ("start", "run", "close", "agents")):
         return executor

@@ -13,18 +13,30 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .columns import explanation_column, score_column
 from .conversation import TrialRecord
 from .extras import require
 
-if TYPE_CHECKING:
-    from .result import SweepResult
-
 __all__ = ["export_atif", "export_inspect"]
 
 ATIF_VERSION = "ATIF-v1.8"
+
+
+class Trials(Protocol):
+    """What the exports read of a result (result.py's SweepResult; it imports this module)."""
+
+    rows: list[dict[str, Any]]
+    metadata: dict[str, Any]
+
+    @property
+    def scorers(self) -> list[str]: ...
+
+    @property
+    def models(self) -> list[str]: ...
+
+    def trial_record(self, row: Any) -> TrialRecord: ...
 
 
 def _require(module: str, what: str) -> Any:
@@ -75,14 +87,14 @@ def atif_trajectory(record: TrialRecord, scorers: Sequence[str]) -> Any:
                            notes="Exported by acp-notebook from an ACP session recording")
 
 
-def export_atif(result: SweepResult, directory: str | Path) -> list[Path]:
+def export_atif(result: Trials, directory: str | Path) -> list[Path]:
     """Write ``<trial id>.json`` per trial into ``directory``; the paths written."""
     _require("atif", "export_atif()")
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     written = []
     for row in result.rows:
-        trajectory = atif_trajectory(result._record(row), result.scorers)
+        trajectory = atif_trajectory(result.trial_record(row), result.scorers)
         path = target / f"{_slug(str(row.get('trial_id')))}.json"
         path.write_text(json.dumps(trajectory.to_json_dict(), indent=1, default=str), encoding="utf-8")
         written.append(path)
@@ -137,12 +149,12 @@ def _results(rows: list[dict[str, Any]], scorers: Sequence[str]) -> Any:
                            scores=scores)
 
 
-def _eval_log(result: SweepResult, model_id: str, rows: list[dict[str, Any]]) -> Any:
+def _eval_log(result: Trials, model_id: str, rows: list[dict[str, Any]]) -> Any:
     log = _require("inspect_ai.log", "export_inspect()")
     meta = result.metadata
     source = str((meta.get("dataset") or {}).get("source") or "sweep")
     created = str(meta.get("created") or datetime.now(timezone.utc).isoformat())
-    samples = [_sample(result._record(row), result.scorers) for row in rows]
+    samples = [_sample(result.trial_record(row), result.scorers) for row in rows]
     ids = list(dict.fromkeys(str(r.get("sample_id")) for r in rows))
     spec = log.EvalSpec(created=created, task=f"acp-notebook-sweep/{Path(source).name or source}", model=model_id,
                         dataset=log.EvalDataset(name=source, samples=len(ids), sample_ids=ids),
@@ -154,7 +166,7 @@ def _eval_log(result: SweepResult, model_id: str, rows: list[dict[str, Any]]) ->
                        samples=samples)
 
 
-def export_inspect(result: SweepResult, path: str | Path) -> list[Path]:
+def export_inspect(result: Trials, path: str | Path) -> list[Path]:
     """One Inspect eval log per model (an Inspect eval is one task with one model): ``path`` itself for a sweep
     of one model; with several, ``<stem>-<model>.eval`` beside it (or ``<model>.eval`` inside a directory)."""
     log = _require("inspect_ai.log", "export_inspect()")

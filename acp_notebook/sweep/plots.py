@@ -7,17 +7,28 @@ caller's thread, they only read the result.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .result import SweepResult
+from .extras import require
 
 __all__ = ["cost", "latency", "scores"]
 
 
-def _require_matplotlib() -> None:
-    from .extras import require
+class Plotted(Protocol):
+    """What the plots read of a result (result.py's SweepResult; it imports this module)."""
 
+    rows: list[dict[str, Any]]
+
+    @property
+    def scorers(self) -> list[str]: ...
+
+    @property
+    def models(self) -> list[str]: ...
+
+    def summary(self) -> Any: ...
+
+
+def _require_matplotlib() -> None:
     require("matplotlib", "SweepResult.plot()", "plot")
 
 
@@ -27,17 +38,17 @@ def _new_figure(**options: Any):
     In a kernel, creating it through pyplot loads the inline backend, which registers the PNG
     formatter for Figures; closing it at once stops pyplot from showing it a second time.
     """
-    try:
+    try:  # IPython and matplotlib are optional and slow to import: only when a plot is drawn
         from IPython import get_ipython
     except ImportError:
         get_ipython = None  # type: ignore[assignment]
     if get_ipython is not None and get_ipython() is not None:
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # loads the inline backend in a kernel (see above)
 
         figure = plt.figure(**options)
         plt.close(figure)
         return figure
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # matplotlib: optional (the plot extra), on first plot
 
     return Figure(**options)
 
@@ -50,7 +61,7 @@ def _axes(ax: Any, size: tuple[float, float]):
     return figure, figure.add_subplot()
 
 
-def _scorer_names(result: SweepResult, scorer: str | None) -> list[str]:
+def _scorer_names(result: Plotted, scorer: str | None) -> list[str]:
     if not result.scorers:
         raise ValueError("this sweep has no scores to plot: run it with scorers=[...], or use plot('latency')")
     if scorer is None:
@@ -67,7 +78,7 @@ def _error_bar(entry: dict[str, Any], name: str) -> tuple[float, float] | None:
     return max(0.0, value - low), max(0.0, high - value)
 
 
-def scores(result: SweepResult, *, scorer: str | None = None, ax: Any = None):
+def scores(result: Plotted, *, scorer: str | None = None, ax: Any = None):
     """Each model's mean score (a dot) with its 95% interval (a bar); one colour per scorer."""
     names = _scorer_names(result, scorer)
     summary = result.summary()
@@ -95,12 +106,12 @@ def scores(result: SweepResult, *, scorer: str | None = None, ax: Any = None):
     return figure
 
 
-def _all_unit(result: SweepResult, names: list[str]) -> bool:
+def _all_unit(result: Plotted, names: list[str]) -> bool:
     values = [r.get(f"score_{n}") for r in result.rows for n in names]
     return all(v is None or 0.0 <= v <= 1.0 for v in values)
 
 
-def cost(result: SweepResult, *, scorer: str | None = None, ax: Any = None):
+def cost(result: Plotted, *, scorer: str | None = None, ax: Any = None):
     """Mean score (with its interval) against mean cost per trial, one labelled point per model."""
     name = _scorer_names(result, scorer)[0]
     summary = [entry for entry in result.summary()
@@ -128,7 +139,7 @@ def cost(result: SweepResult, *, scorer: str | None = None, ax: Any = None):
     return figure
 
 
-def latency(result: SweepResult, *, metric: str = "duration_s", ax: Any = None):
+def latency(result: Plotted, *, metric: str = "duration_s", ax: Any = None):
     """``metric`` per model: a box over the trials that succeeded, every trial as a dot."""
     models = result.models
     figure, ax = _axes(ax, (max(4.0, 1.6 * len(models) + 2), 3.6))

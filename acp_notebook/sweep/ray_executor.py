@@ -29,10 +29,9 @@ from typing import Any
 
 from .. import _loop
 from ..launch import SpecLike
-from .executors import ExecutorSetup
 from .extras import MissingExtra, require
 from .shipping import Unpacked, localize, pack, pack_kept, restore_paths, unpack_into
-from .trial import AgentPool, Outcome, Trial, TrialSettings, blank_row, default_root, run_attempt
+from .trial import AgentPool, ExecutorSetup, Outcome, Trial, TrialSettings, blank_row, default_root, run_attempt
 
 __all__ = ["RayExecutor", "TrialWorker"]
 

@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from . import plots
+from . import export, plots
 from .columns import (
     FIXED_COLUMNS,
     IDENTITY_COLUMNS,
@@ -30,6 +30,7 @@ from .columns import (
 from .. import _term
 from .stats import (Interval, bootstrap_mean_interval, paired_proportions_interval, percentile, sign_test,
                     wilson_interval)
+from .conversation import TrialRecord, load_trial, render_trial
 from .extras import require
 from .store import read_results, rows_to_csv
 
@@ -399,17 +400,13 @@ class SweepResult:
         """Each trial's trajectory in ATIF (Harbor's Agent Trajectory Interchange Format) as
         ``DIR/<trial id>.json``, built with the ``atif`` package's models; steps come from the run directory's
         recordings. Needs ``pip install 'acp-notebook[eval]'``. Returns the files written."""
-        from .export import export_atif
-
-        return export_atif(self, directory)
+        return export.export_atif(self, directory)
 
     def export_inspect(self, path: str | os.PathLike[str]) -> list[Path]:
         """An Inspect AI eval log (``inspect view`` opens it, ``inspect_ai.log.read_eval_log`` reads it) per
         model: ``path`` for one model, ``<stem>-<model>.eval`` beside it for several (inside it, if ``path`` is
         a directory). Needs ``pip install 'acp-notebook[eval]'``. Returns the files written."""
-        from .export import export_inspect
-
-        return export_inspect(self, path)
+        return export.export_inspect(self, path)
 
     def trial(self, row: int | str | Mapping[str, Any]) -> dict[str, Any]:
         """A row by position, by trial id (or a unique prefix of one), or the row itself."""
@@ -426,14 +423,10 @@ class SweepResult:
     def show(self, row: int | str | Mapping[str, Any] = 0, *, file: Any = None) -> None:
         """Print a trial: the prompt, the agent's steps and tool calls (from its recording), the scores with
         their explanations (a check's output), and its workspace diff. ``row``: a number, a trial id or a row."""
-        from .conversation import render_trial
+        print(render_trial(self.trial_record(self.trial(row)), self.scorers), file=file)
 
-        print(render_trial(self._record(self.trial(row)), self.scorers), file=file)
-
-    def _record(self, row: Mapping[str, Any]) -> Any:
-        """The trial's conversation and diff (``conversation.TrialRecord``), from the run directory or memory."""
-        from .conversation import load_trial
-
+    def trial_record(self, row: Mapping[str, Any]) -> TrialRecord:
+        """The trial's conversation and diff, from the run directory or memory."""
         run = self.path if self.path is not None and self.path.is_dir() else None
         return load_trial(run, row, self._kept.get(str(row.get("trial_id"))))
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, Union
+from typing import Any, Union
 
+from .checks import WorkspaceCallable, takes_workspace
 from .hints import PYTHON, Syntax
+from .score import GraderReply, GradingContext, Score, Scorer, check_name, to_score
 
 __all__ = [
     "GraderReply",
@@ -36,65 +36,9 @@ __all__ = [
     "scorer",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 Extract = Union[str, Callable[[str], Any], None]
-
-
-@dataclass(frozen=True)
-class Score:
-    """A scorer's verdict: ``value`` (1.0 / 0.0 for pass / fail, any number for graded scores, None when
-    the row could not be scored), why, and what grading cost when another model was asked."""
-
-    value: float | None
-    explanation: str | None = None
-    cost: float | None = None
-
-
-def to_score(result: Any, name: str) -> Score:
-    """Whatever a scorer returned, as a Score: a bool, a number, None, (score, explanation) or a Score."""
-    if isinstance(result, Score):
-        return result
-    explanation = None
-    if isinstance(result, tuple):
-        if len(result) != 2:
-            raise TypeError(f"scorer {name!r} returned a tuple of {len(result)}; return score or (score, explanation)")
-        result, explanation = result
-        explanation = None if explanation is None else str(explanation)
-    if result is None:
-        return Score(None, explanation)
-    if isinstance(result, bool):
-        return Score(1.0 if result else 0.0, explanation)
-    if isinstance(result, (int, float)) and not (isinstance(result, float) and math.isnan(result)):
-        return Score(float(result), explanation)
-    raise TypeError(f"scorer {name!r} returned {result!r}; return a bool, a number, None or (score, explanation)")
-
-
-class Scorer:
-    """The base of every scorer: a ``name`` (the column is ``score_<name>``) and ``score(row)``."""
-
-    name: str = "score"
-
-    def score(self, row: Mapping[str, Any]) -> Any:
-        raise NotImplementedError
-
-    async def ascore(self, row: Mapping[str, Any], context: GradingContext) -> Score:
-        return to_score(self.score(row), self.name)
-
-    def describe(self) -> dict[str, Any]:
-        """What the manifest records about this scorer."""
-        return {"name": self.name, "kind": type(self).__name__}
-
-    def __repr__(self) -> str:
-        details = ", ".join(f"{k}={v!r}" for k, v in self.describe().items() if k not in ("name", "kind"))
-        return f"{self.describe()['kind']}(name={self.name!r}{', ' + details if details else ''})"
-
-
-def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"scorer names are letters, digits and _ (they become score_<name> columns), not {name!r}")
-    return name
 
 
 def _extract(text: str, extract: Extract) -> str | None:
@@ -115,7 +59,7 @@ class _TargetScorer(Scorer):
     """A built-in that compares (part of) the reply with the sample's target."""
 
     def __init__(self, name: str, extract: Extract) -> None:
-        self.name = _check_name(name)
+        self.name = check_name(name)
         if isinstance(extract, str):
             re.compile(extract)  # a bad pattern fails now, not on the first row
         self.extract = extract
@@ -166,7 +110,7 @@ class Regex(Scorer):
     """Passes when the pattern matches the reply; ``{target}`` in the pattern stands for the escaped target."""
 
     def __init__(self, pattern: str, name: str = "regex", *, ignore_case: bool = False) -> None:
-        self.name = _check_name(name)
+        self.name = check_name(name)
         self.pattern = pattern
         self.flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         re.compile(pattern.replace("{target}", ""), self.flags)
@@ -264,7 +208,7 @@ class JsonField(Scorer):
             raise ValueError("json_field needs the field's path, e.g. json_field('answer') or 'result.value'")
         self.field = field
         self.expected = expected
-        self.name = _check_name(name if name is not None else "json_" + re.sub(r"\W", "_", field))
+        self.name = check_name(name if name is not None else "json_" + re.sub(r"\W", "_", field))
 
     def score(self, row: Mapping[str, Any]) -> Any:
         expected = row.get("target") if self.expected is JsonField._UNSET else self.expected
@@ -291,7 +235,7 @@ class CallableScorer(Scorer):
 
     def __init__(self, function: Callable[[Mapping[str, Any]], Any], name: str) -> None:
         self.function = function
-        self.name = _check_name(name)
+        self.name = check_name(name)
 
     async def ascore(self, row: Mapping[str, Any], context: GradingContext) -> Score:
         return to_score(await asyncio.to_thread(self.function, row), self.name)
@@ -305,19 +249,6 @@ class CallableScorer(Scorer):
 
 
 # --- model-graded ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GraderReply:
-    text: str
-    cost: float | None
-    model: str | None  # the grader model the agent reported in force
-
-
-class GradingContext(Protocol):
-    """What the sweep offers a model-graded scorer: a turn with another model (fresh session, checked model)."""
-
-    async def ask(self, model_id: str, prompt: str, *, timeout: float | None) -> GraderReply: ...
-
-
 DEFAULT_RUBRIC = "The answer is correct when it gives the same final result as the reference answer."
 GRADER_TEMPLATE = """You are grading an answer to a task.
 
@@ -361,7 +292,7 @@ class ModelGraded(Scorer):
         self.template = template
         self.parse = parse
         self.timeout = timeout
-        self.name = _check_name(name)
+        self.name = check_name(name)
 
     def prompt_for(self, row: Mapping[str, Any]) -> str:
         target = row.get("target")
@@ -437,8 +368,6 @@ def scorer(function: Callable[..., Any], *, name: str | None = None) -> Scorer:
     if name == "<lambda>" or not name:
         raise ValueError("a lambda has no usable name: give it one with "
                          "`from acp_notebook.sweep import scorer` and scorer(fn, name='...')")
-    from .checks import WorkspaceCallable, takes_workspace
-
     if takes_workspace(function):
         return WorkspaceCallable(function, name)
     return CallableScorer(function, name)

@@ -37,7 +37,7 @@ from .dataset import Sample
 from .hints import PYTHON, Syntax
 from .workspace import COMMAND_SANDBOX, Workspace, WorkspaceSettings, run_command
 
-__all__ = ["AgentPool", "ModelNotInForce", "Outcome", "Trial", "TrialSettings", "agent_and_value", "plan_trials",
+__all__ = ["AgentPool", "ExecutorSetup", "ModelNotInForce", "Outcome", "Trial", "TrialSettings", "agent_and_value", "plan_trials",
            "run_attempt", "trial_id"]
 
 ERROR_TEXT_LIMIT = 600
@@ -113,6 +113,19 @@ class TrialSettings:
         if self.sandbox is None or workspace is None:
             return self.sandbox
         return self.sandbox.with_paths([str(workspace.path)])
+
+
+@dataclass(frozen=True)
+class ExecutorSetup:
+    """What a sweep hands its executor (executors.py, ray_executor.py): how to start each agent, and the
+    settings of every attempt."""
+
+    specs: Mapping[str, SpecLike]  # registry name -> spec, resolved where the sweep was called
+    settings: TrialSettings
+    slots: int                     # the sweep's concurrency: how many attempts may run at once
+    given_agent: Agent | None = None
+    agent_spec: SpecLike | None = None
+    shipped: tuple[str, ...] = ()  # folders the trials read (workspace sources, task tests): Ray ships them
 
 
 @dataclass
