@@ -81,7 +81,7 @@ def _register_package() -> None:
 def raw_connection(agent_side: Any) -> Any:
     """The ``acp.connection.Connection`` an ``AgentSideConnection`` wraps: it sends our dicts unchanged (the
     typed side sends only its models, which drop `_custom` option categories and fields they do not know)."""
-    from acp.connection import Connection
+    from acp.connection import Connection  # the acp SDK: only once something is served through it
 
     raw = getattr(agent_side, "_conn", None)
     if not isinstance(raw, Connection):
@@ -92,7 +92,7 @@ def raw_connection(agent_side: Any) -> Any:
 @functools.lru_cache(maxsize=1)
 def sdk_cancels_requests() -> bool:
     """Whether the installed SDK sends $/cancel_request itself when a request is cancelled (its 1.x line does)."""
-    from acp.connection import Connection
+    from acp.connection import Connection  # the acp SDK: asked once a request is sent, so it is loaded by then
 
     return hasattr(Connection, "_send_cancel_request")
 

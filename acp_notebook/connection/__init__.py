@@ -1,14 +1,14 @@
-"""The agent-connection lifecycle and the transports under it (see core.py and transport.py)."""
+"""The agent-connection lifecycle and the transports under it (see core.py and transport.py).
+
+Importing it changes nothing outside this package: the SDK's package is set up (``_sdk.defer_sdk_package``)
+when a connection first starts, before the SDK's first module is imported.
+"""
 
 from __future__ import annotations
 
-from .._sdk import defer_sdk_package
-
-defer_sdk_package()  # before any module here imports the SDK: its schema models load only if something reads them
-
-from .core import AgentConnection, ConnectionState, transport_for  # noqa: E402
-from .routing import ReplyRouter  # noqa: E402
-from .transport import MemoryTransport, StdioTransport, Transport  # noqa: E402
+from .core import AgentConnection, ConnectionState, transport_for
+from .routing import ReplyRouter
+from .transport import MemoryTransport, StdioTransport, Transport
 
 __all__ = ["AgentConnection", "ConnectionState", "MemoryTransport", "ReplyRouter", "StdioTransport", "Transport",
            "transport_for"]

@@ -57,7 +57,7 @@ from .._protocol import (
     INVALID_REQUEST,
 )
 from .._redact import Redactor
-from .._sdk import sdk_cancels_requests
+from .._sdk import defer_sdk_package, sdk_cancels_requests
 from .._timeout import within
 from ..errors import (
     AcpError,
@@ -68,7 +68,7 @@ from ..errors import (
     ProtocolError,
     ReplayMismatch,
     RpcError,
-    _data_details,
+    data_details,
 )
 from ..launch import AgentSpec, SpecLike, auth_hint, auto_auth_method, resolve_spec, spec_of
 from .checks import error_problem, frame_problem, init_result_problem, valid_id
@@ -139,6 +139,7 @@ def _silent_start_hints(command: Sequence[str]) -> dict[str, Any]:
 
 
 def _sdk_default_environment() -> dict[str, str]:
+    defer_sdk_package()  # the SDK on first use, without its schema models (see _sdk.py)
     from acp.transports import default_environment
 
     return dict(default_environment())
@@ -229,7 +230,9 @@ class AgentConnection:
                                   ) from exc
         # Imported after the agent was spawned, not before: the first start in a process pays for the
         # SDK's connection module (about 0.1 s; its schema models are not loaded, see _sdk.py), and the
-        # agent boots on another core meanwhile.
+        # agent boots on another core meanwhile. The SDK's package is set up for that here, on the first
+        # start, not when this package is imported.
+        defer_sdk_package()
         from acp.connection import Connection
 
         self.transport.on_bad_frame = self._bad_frame
@@ -247,7 +250,7 @@ class AgentConnection:
         return result
 
     async def _initialize(self, params: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the acp SDK, loaded on the first start (see start)
 
         request = asyncio.ensure_future(self._conn.send_request("initialize", params))
         assert self.transport.ended is not None
@@ -266,7 +269,7 @@ class AgentConnection:
                     raise AgentStartError(f"agent '{self.name}' answered initialize with {exc.data[STAND_IN_KEY]}",
                                           command=self._command(), stderr_tail=self.stderr_tail()) from None
                 error = self._rpc_error(exc, "initialize")
-                details = _data_details(error.data)
+                details = data_details(error.data)
                 raise AgentStartError(f"agent '{self.name}' refused initialize: {error.rpc_message}"
                                       + (f" ({details})" if details else ""), command=self._command(),
                                       stderr_tail=self.stderr_tail()) from exc
@@ -303,7 +306,7 @@ class AgentConnection:
         Raises RpcError (the agent's error answer), AgentExitedError / AgentClosedError (no agent
         to answer), AcpTimeoutError (no answer within the deadline).
         """
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the acp SDK, loaded on the first start (see start)
 
         self._check_usable(method)
         deadline = self.request_timeout if timeout is _DEFAULT else timeout

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._protocol import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
 from .._visible import visible
 
 __all__ = ["FILE_LIMIT", "NAME_LIMIT", "PATH_LIMIT", "FileRefused", "kernel_notebooks", "read_text", "write_text"]
@@ -73,14 +74,10 @@ class FileRefused(Exception):
 
 
 def _invalid(message: str, **data: Any) -> FileRefused:
-    from .._protocol import INVALID_PARAMS
-
     return FileRefused(message, code=INVALID_PARAMS, data=_sendable(data))
 
 
 def _missing(shown: str, raw: str) -> FileRefused:
-    from .._protocol import RESOURCE_NOT_FOUND
-
     return FileRefused(f"{shown} does not exist", code=RESOURCE_NOT_FOUND, data=_sendable({"path": raw}))
 
 
@@ -383,8 +380,6 @@ def _io(target: _Target, verb: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        from .._protocol import INTERNAL_ERROR
-
         raise FileRefused(f"{target.shown} could not be {verb}: {_reason(exc)}", code=INTERNAL_ERROR,
                           data=_sendable({"path": target.raw})) from None
 

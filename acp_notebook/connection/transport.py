@@ -258,7 +258,7 @@ class MemoryTransport(Transport):
         if callable(serves_itself):
             serving = asyncio.ensure_future(serves_itself(end))
         else:
-            import acp
+            import acp  # an SDK agent object: the SDK's own serving (it builds the schema models it uses)
 
             serving = asyncio.ensure_future(acp.run_agent(self.agent, end, use_unstable_protocol=True))
         self._serving = True

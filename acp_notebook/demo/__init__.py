@@ -26,8 +26,17 @@ if TYPE_CHECKING:
 
 __all__ = ["DemoAgent", "main"]
 
-# The demo speaks through the SDK's Connection and plain dicts (see `wire`): its process never needs the
-# SDK's schema models, which the package's own __init__ would build.
-defer_sdk_package()
 
-__getattr__, __dir__ = lazy_names(__name__, globals(), {"DemoAgent": ".agent", "main": ".server"})
+
+def _demo_agent() -> type[DemoAgent]:
+    """The demo speaks through the SDK's Connection and plain dicts (see `wire`): it never needs the SDK's
+    schema models, which the SDK package's own __init__ would build. So the first use of the demo agent
+    sets the SDK's package up without them (_sdk.py), before its modules import the SDK; importing this
+    package changes nothing outside it."""
+    defer_sdk_package()
+    from .agent import DemoAgent  # the demo agent's modules import the acp SDK: only after the line above
+
+    return DemoAgent
+
+
+__getattr__, __dir__ = lazy_names(__name__, globals(), {"DemoAgent": _demo_agent, "main": ".server"})

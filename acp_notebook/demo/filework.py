@@ -13,16 +13,15 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from acp.exceptions import RequestError
 from acp.meta import CLIENT_METHODS
 
 from . import replies, tasks
+from .host import TurnHost
 from .session import DemoSession, RunningTurn, TurnCancelled
 
-if TYPE_CHECKING:
-    from .agent import DemoAgent
 
 __all__ = ["PERMISSION_OPTIONS", "AnswerInvalid", "FileCommand", "FileWork", "client_error", "parse_file_command",
            "run_edit"]
@@ -78,7 +77,7 @@ def client_error(exc: RequestError | AnswerInvalid) -> str:
 class FileWork:
     """One file command inside a turn; `run` returns the sentence the reply reports."""
 
-    def __init__(self, agent: DemoAgent, session: DemoSession, command: FileCommand, turn: RunningTurn) -> None:
+    def __init__(self, agent: TurnHost, session: DemoSession, command: FileCommand, turn: RunningTurn) -> None:
         self.agent = agent
         self.session = session
         self.command = command
@@ -219,7 +218,7 @@ class FileWork:
         return sentence
 
 
-async def run_edit(agent: DemoAgent, session: DemoSession, edit: tasks.Edit, turn: RunningTurn) -> str:
+async def run_edit(agent: TurnHost, session: DemoSession, edit: tasks.Edit, turn: RunningTurn) -> str:
     """An edit as file work (the contract in `tasks`): the sentence the reply reports."""
     model = session.settings.model
     if edit.action == "create" or model != "smart":  # fast writes without reading (on purpose, see `tasks`)

@@ -25,16 +25,15 @@ import re
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acp.meta import CLIENT_METHODS
 
 from .._protocol import NOTICE_SEVERITIES
 from . import replies
+from .host import TurnHost
 from .session import DemoSession, RunningTurn
 
-if TYPE_CHECKING:
-    from .agent import DemoAgent
 
 __all__ = ["EXAMPLES", "AfterAnswers", "NoticeCommand", "asks_to_compact", "compact", "parse_notice_command",
            "send_notices"]
@@ -82,7 +81,7 @@ def _notice(severity: str, title: str, description: str | None) -> dict[str, Any
     return update
 
 
-async def send_notices(agent: DemoAgent, session: DemoSession, command: NoticeCommand, turn: RunningTurn) -> str:
+async def send_notices(agent: TurnHost, session: DemoSession, command: NoticeCommand, turn: RunningTurn) -> str:
     """Send the notices now, or leave them for after the answer; the sentence the reply says about it."""
     kinds = ", ".join(severity for severity, _title, _description in command.notices)
     if not agent.client_notices:
@@ -110,7 +109,7 @@ def summary_of(session: DemoSession) -> str:
     return text
 
 
-async def compact(agent: DemoAgent, session: DemoSession, turn: RunningTurn) -> str:
+async def compact(agent: TurnHost, session: DemoSession, turn: RunningTurn) -> str:
     """Compact the session's context (streamed as ACP compaction updates); the sentence the reply says."""
     if not agent.client_compaction:
         return "I would compact our conversation, but this client does not follow compactions (no " \
@@ -132,7 +131,7 @@ async def compact(agent: DemoAgent, session: DemoSession, turn: RunningTurn) -> 
 class AfterAnswers:
     """Updates to send once the answer to a session's running prompt is on the wire (a stream observer)."""
 
-    def __init__(self, agent: DemoAgent) -> None:
+    def __init__(self, agent: TurnHost) -> None:
         self._agent = agent
         self._prompts: dict[Any, str] = {}  # request id of a prompt being answered -> its session id
         self._pending: dict[str, list[dict[str, Any]]] = {}  # session id -> updates for after its answer

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._argtypes import number
+from .._sdk import defer_sdk_package
 from .._stdio import StdioError, brief_bad_lines, open_stdio
 from .store import STATE_ENV, default_state_dir
 
@@ -65,7 +66,8 @@ def _shown_default() -> str:
 
 async def serve(agent: DemoAgent) -> None:
     """Speak ACP on this process's stdin/stdout until the client closes stdin."""
-    from .wire import serve_connection
+    defer_sdk_package()
+    from .wire import serve_connection  # the acp SDK's Connection: after the line above (see main)
 
     reader, writer = await open_stdio("the demo agent", "such as acpnb.start('demo') or Zed", screen=True)
     # The protocol owns the stdout pipe now; anything printed by accident goes to stderr.
@@ -88,7 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"${DELAY_ENV}: {exc}")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="acp-notebook-demo: %(levelname)s %(message)s")
     brief_bad_lines()
-    from .agent import DemoAgent
+    # The demo's process starts: the SDK's package is set up without its schema models (_sdk.py) before
+    # the agent's modules import the SDK.
+    defer_sdk_package()
+    from .agent import DemoAgent  # the demo agent and the acp SDK: after the line above
 
     agent = DemoAgent(delay=delay, legacy=args.legacy, require_auth=args.require_auth, state_dir=args.state_dir)
     try:

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from acp.connection import Connection
 from acp.exceptions import RequestError
@@ -28,10 +28,7 @@ from acp.router import MessageRouter, Route
 
 from .._protocol import INVALID_PARAMS
 
-if TYPE_CHECKING:
-    from .agent import DemoAgent
-
-__all__ = ["ROUTES", "Param", "build_handler", "build_router", "serve_connection"]
+__all__ = ["ROUTES", "Param", "Served", "build_handler", "build_router", "serve_connection"]
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +79,18 @@ _CWD = Param("cwd", "cwd", "a string")
 _DIRECTORIES = Param("additionalDirectories", "additional_directories", "an array", False)
 _SYSTEM_PROMPT = Param("systemPrompt", "system_prompt", "an object", False)  # unstable: demo/instructions.py
 
-# method -> (DemoAgent method, its params, whether it is a notification)
+class Served(Protocol):
+    """An agent this module serves (agent.py's DemoAgent): the methods ``ROUTES`` names, read by name,
+    and these."""
+
+    def on_connect(self, conn: Connection) -> None: ...
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None: ...
+
+
+# method -> (the agent's method, its params, whether it is a notification)
 ROUTES: dict[str, tuple[str, tuple[Param, ...], bool]] = {
     "initialize": ("initialize", (Param("protocolVersion", "protocol_version", "an integer"),
                                   Param("clientCapabilities", "client_capabilities", "an object", False),
@@ -117,7 +125,7 @@ def _handler(method: str, answer: Callable[..., Awaitable[Any]],
     return handle
 
 
-def build_router(agent: DemoAgent) -> MessageRouter:
+def build_router(agent: Served) -> MessageRouter:
     """The SDK's router, filled from ``ROUTES`` with the agent's methods."""
     router = MessageRouter(use_unstable_protocol=True)
     for method, (attribute, params, notification) in ROUTES.items():
@@ -140,7 +148,7 @@ def build_router(agent: DemoAgent) -> MessageRouter:
     return router
 
 
-def build_handler(agent: DemoAgent) -> Callable[[str, Any, bool], Awaitable[Any]]:
+def build_handler(agent: Served) -> Callable[[str, Any, bool], Awaitable[Any]]:
     """The connection's handler: the router, and for a notification it refuses (unknown, or bad params),
     which cannot be answered, one warning line instead of a traceback."""
     router = build_router(agent)
@@ -157,7 +165,7 @@ def build_handler(agent: DemoAgent) -> Callable[[str, Any, bool], Awaitable[Any]
     return handle
 
 
-async def serve_connection(agent: DemoAgent, writer: Any, reader: asyncio.StreamReader | None = None) -> None:
+async def serve_connection(agent: Served, writer: Any, reader: asyncio.StreamReader | None = None) -> None:
     """Serve ``agent`` until the client goes: on byte streams (``writer``, ``reader``) or, with no reader,
     on an SDK message transport."""
     connection = Connection(build_handler(agent), writer, reader, listening=False)

@@ -18,6 +18,7 @@ from .._facade import twins
 from .._redact import secret_values
 from ..client import Agent
 from ..launch import AgentSpec, SpecLike, registered, unknown_agent
+from .specs import encode_agent_env, encode_spec
 
 __all__ = ["agents_left_out", "astart_proxy", "proxy_command", "proxy_environment", "start_proxy"]
 
@@ -64,8 +65,6 @@ def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, sta
 
     It holds no agent's environment: whoever runs it passes ``proxy_environment(agents)`` in the proxy's
     environment (``start_proxy`` does)."""
-    from .cli import encode_spec  # here, not at import: the proxy's modules bring in the SDK
-
     argv = [sys.executable, "-m", "acp_notebook.proxy"]
     for name, spec in _agent_pairs(agents):
         argv += ["--agent", f"{name}={encode_spec(_without_env(spec))}"]
@@ -81,8 +80,6 @@ def proxy_command(agents: AgentsLike, *, probe_timeout: float | None = None, sta
 def proxy_environment(agents: AgentsLike) -> dict[str, str]:
     """The variables to add to the environment of the proxy ``proxy_command(agents)`` runs: the agents'
     own environments, by agent name ({} when no agent has one)."""
-    from .cli import encode_agent_env
-
     envs = {name: env for name, spec in _agent_pairs(agents) if (env := _env_of(spec))}
     return encode_agent_env(envs) if envs else {}
 
