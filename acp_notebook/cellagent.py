@@ -59,6 +59,7 @@ from typing import Any
 from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, prompt_text, unknown_session
 from ._sdk import raw_connection
 from .kernel_link import kernel_entry, result_text
+from .kernel_tools.client import open_kernel_tools
 
 __all__ = ["CellAgent", "CellSession", "KernelToolError", "TurnCancelled", "boolean", "select"]
 
@@ -499,8 +500,6 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | Non
 
 
 async def _kernel_call(entry: dict[str, Any], tool: str, arguments: dict[str, Any]) -> str:
-    from .kernel_tools.client import open_kernel_tools
-
     async with open_kernel_tools(entry) as client:
         result = await client.call_tool(tool, arguments)
     text = result_text(result)
@@ -563,7 +562,7 @@ class _Wire:
                        turn: _Turn | None = None, body: Callable[..., Any] | None = None) -> Any:
         """Run a hook on a thread of its own and return its result; its exception becomes the error answer.
         With a ``turn``: returns ``_CANCELLED`` as soon as the turn is cancelled, without waiting for the hook."""
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the acp SDK: a CellAgent is served only once started
 
         loop = asyncio.get_running_loop()
         done: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
@@ -599,7 +598,7 @@ class _Wire:
         raise self._error(hook, error)
 
     def _error(self, hook: str, error: BaseException) -> Exception:
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the acp SDK: a CellAgent is served only once started
 
         frames = _learner_frames(error)
         where = frames[-1] if frames else None
@@ -613,7 +612,7 @@ class _Wire:
                              "traceback": traceback.format_list(frames)[-5:]})
 
     def _session(self, session_id: str) -> CellSession:
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the acp SDK: a CellAgent is served only once started
 
         session = self._sessions.get(session_id)
         if session is None:
@@ -623,7 +622,7 @@ class _Wire:
     # --- the SDK's agent interface ------------------------------------------------------
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> dict[str, Any]:
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the acp SDK: a CellAgent is served only once started
 
         self._loop = asyncio.get_running_loop()
         capabilities = _plain(client_capabilities)
@@ -638,7 +637,7 @@ class _Wire:
 
     async def new_session(self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None,
                           **kwargs: Any) -> dict[str, Any]:
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the acp SDK: a CellAgent is served only once started
 
         try:  # the class's options were checked when it was defined; an instance may have its own
             declared = _checked_options(self.agent.options)
@@ -653,7 +652,7 @@ class _Wire:
 
     async def set_config_option(self, config_id: str, session_id: str, value: Any,
                                 **kwargs: Any) -> dict[str, Any]:
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the acp SDK: a CellAgent is served only once started
 
         session = self._session(session_id)
         before = session.options

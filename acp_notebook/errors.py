@@ -4,8 +4,10 @@ An error's hint is advice in the syntax of where the user is: Python (``acpnb.st
 the magics (``%acp start -- python agent.py``) or the command line (``acp-notebook agents``).
 Each error carries its hint for every surface it has one for (``hints``, filled where it is
 raised; a class's default hint has its forms in ``surface_hints``); the surface that shows
-the error picks its own with ``in_terms_of(surface)``, the one place a form is chosen. A
-surface without a form of its own shows the Python one. Plain data; any thread.
+the error picks its own with ``in_terms_of(surface)``, the one place a form is chosen: a copy
+of the error in that surface's terms (what it raises or prints), the error itself unchanged, so
+the same error can be shown on two surfaces. A surface without a form of its own shows the
+Python one. Plain data; any thread.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ._protocol import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+from ._term import colour_on
 
 __all__ = [
     "AcpError",
@@ -28,6 +31,7 @@ __all__ = [
     "ReplayMismatch",
     "RpcError",
     "SURFACES",
+    "data_details",
 ]
 
 SURFACES = ("python", "magic", "cli")
@@ -63,21 +67,27 @@ class AcpError(Exception):
         """A copy of this error (same type and fields) that IPython renders as one line pointing ``where``
         the error is already shown in full (the turn view of a ``%%acp`` cell). Raising it still fails
         the cell, so "Run all" stops there, without the message appearing a second time."""
-        copy = type(self).__new__(type(self), *self.args)
-        copy.__dict__.update(self.__dict__)
+        copy = self._copy()
         copy.shown_in = where
         return copy
 
     def in_terms_of(self, surface: str) -> AcpError:
-        """This error, its ``hint`` now in ``surface``'s syntax (what ``str()`` and IPython show); returns it."""
+        """A copy of this error (same type and fields) whose ``hint`` is in ``surface``'s syntax: what
+        ``str()`` and IPython show of it. This error is left as it is."""
         if surface not in SURFACES:
             raise ValueError(f"surface must be one of {', '.join(SURFACES)}, not {surface!r}")
-        if not hasattr(self, "hints"):
-            self.hints = {}
-        self.hints[self.surface] = self.hint  # a hint assigned since (error.hint = ...) is kept as that surface's
-        self.hint = self.hint_for(surface)
-        self.surface = surface
-        return self
+        current = getattr(self, "surface", "python")
+        copy = self._copy()
+        # A hint assigned since (error.hint = ...) is kept as the form of the surface the error was in.
+        copy.hints = {**getattr(self, "hints", {}), current: self.hint}
+        copy.hint = self.hint_for(surface)
+        copy.surface = surface
+        return copy
+
+    def _copy(self) -> AcpError:
+        copy = type(self).__new__(type(self), *self.args)
+        copy.__dict__.update(self.__dict__)
+        return copy
 
     def __str__(self) -> str:
         return f"{self.message}\nHint: {self.hint}" if self.hint else self.message
@@ -86,8 +96,6 @@ class AcpError(Exception):
     # InteractiveShell.showtraceback); a user gets one screen, not 40 frames. Coloured only where
     # colours are wanted: not with NO_COLOR, IPython's NoColor scheme, or output to a file.
     def _render_traceback_(self) -> list[str]:
-        from ._term import colour_on
-
         red, dim, plain = ("\x1b[31m", "\x1b[2m", "\x1b[0m") if colour_on() else ("", "", "")
         if getattr(self, "shown_in", None):
             return [f"{red}{type(self).__name__}{plain}: {dim}shown {self.shown_in}{plain}"]
@@ -159,7 +167,7 @@ class RpcError(AcpError):
         self.method = method
         text = f"{method}: " if method else ""
         text += f"the agent answered error {code}: {message}"
-        details = _data_details(data)
+        details = data_details(data)
         if details:
             text += f" ({details})"
         hints = dict(hints or {})
@@ -256,7 +264,8 @@ def _with_stderr(message: str, stderr_tail: Sequence[str]) -> str:
     return f"{message}\nLast lines of the agent's stderr:\n{shown}"
 
 
-def _data_details(data: Any) -> str:
+def data_details(data: Any) -> str:
+    """The readable part of an error answer's ``data`` (its message or details), or a short repr of it."""
     if data is None:
         return ""
     if isinstance(data, dict):
@@ -264,3 +273,6 @@ def _data_details(data: Any) -> str:
             if isinstance(data.get(key), str):
                 return data[key]
     return str(data)[:300]
+
+
+_data_details = data_details  # the old name, for session.py until it reads the public one

@@ -11,6 +11,7 @@ import shutil
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from html import escape
 from pathlib import Path
 from typing import Any, Union
 
@@ -219,8 +220,6 @@ class AgentTable(dict):
     """``name -> AgentStatus``, shown as a table in notebooks."""
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         rows = "".join(
             f"<tr><td><code>{escape(s.name)}</code></td><td>{escape(s.spec.description)}</td>"
             f"<td>{'yes' if s.installed else 'no'}</td><td>{escape(s.how)}</td>"
