@@ -233,7 +233,7 @@ class AgentConnection:
         # agent boots on another core meanwhile. The SDK's package is set up for that here, on the first
         # start, not when this package is imported.
         defer_sdk_package()
-        from acp.connection import Connection
+        from acp.connection import Connection  # the acp SDK, on the first start (see above)
 
         self.transport.on_bad_frame = self._bad_frame
         self._output_closed = asyncio.Event()
