@@ -12,6 +12,13 @@ refused with ``KernelHeld`` until it ends.
 
 Threads: the work queue and each item's state are guarded by locks; items run only on the main
 thread; their outcome is handed to the background loop with ``call_soon_threadsafe``.
+
+Process-wide, on purpose: the background loop and its thread (one per process, so that every
+connection's frames are handled in one order; started by the first call that needs it, never at
+import, ended at interpreter exit by an atexit hook registered at import that does nothing if it
+never started), the kernel-work queue (the kernel thread is one per process),
+and ``switch_interval`` (the interpreter's thread switch interval is process-wide: shortened only
+while turns stream and put back after; importing this module leaves it as it is).
 """
 
 from __future__ import annotations

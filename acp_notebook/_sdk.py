@@ -12,8 +12,12 @@ package itself (``acp.PROTOCOL_VERSION``, ``from acp import Agent``, by us or by
 code) runs the real ``__init__`` into the same module object, so ``acp`` behaves as if imported
 the ordinary way, only later. If ``acp`` is already imported, nothing is changed.
 
-``acp_notebook.connection`` calls it when imported, before anything of the client imports the SDK.
-Any thread may call it; the package is set up under a lock and completed under another.
+It is called when something starts, never when a module of ours is imported: a connection's first
+start (``AgentConnection.start``, before its first SDK import), the demo agent's first use and its
+process's entry, the proxy's process entry. Importing ``acp_notebook`` leaves ``sys.modules`` alone
+(tests/test_layers.py). Any thread may call it; the package is set up under a lock and completed
+under another. The ``acp`` entry it adds is process-wide by nature (it is the SDK's own module);
+it behaves as the ordinarily imported package once anything reads one of its names.
 
 Our own stdio servers (the proxy, the replay server) open their stdin and stdout through
 ``stdio_streams`` here rather than the SDK's ``acp.stdio.stdio_streams``: that module (and

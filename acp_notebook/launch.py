@@ -1,4 +1,11 @@
-"""Agent specs and the registry of known agents: name -> how to run it, which env vars it reads."""
+"""Agent specs and the registry of known agents: name -> how to run it, which env vars it reads.
+
+Process-wide: ``registry``, the one AgentRegistry of the process (what ``acpnb.start("name")``, the magics,
+the proxy's launcher and sweeps resolve names with). It is built at import from the built-in specs, plain
+data (no file, environment or interpreter state is read or changed then); ``register`` adds to it for the
+rest of the process; tests undo theirs with ``registry.overlay()``. Mutated on the caller's thread (the
+kernel's, or a script's), read from any.
+"""
 
 from __future__ import annotations
 

@@ -655,11 +655,13 @@ def test_every_reason_is_given():
 
 # ------------------------------------------------------------------------------------------- import side effects
 _SIDE_EFFECTS = textwrap.dedent("""
-    import importlib, json, signal, sys
+    import importlib, json, logging, signal, sys
     def state():
+        root = logging.getLogger()
         return ({name: id(module) for name, module in sys.modules.items()},
-                {int(sig): repr(signal.getsignal(sig)) for sig in signal.valid_signals()
-                 if signal.getsignal(sig) is not None}, sys.getswitchinterval())
+                [{int(sig): repr(signal.getsignal(sig)) for sig in signal.valid_signals()
+                  if signal.getsignal(sig) is not None}, list(map(id, root.filters)), list(map(id, root.handlers))],
+                sys.getswitchinterval())
     modules, handlers, interval = state()
     for name in sys.argv[1:]:
         importlib.import_module(name)
@@ -677,8 +679,8 @@ _SIDE_EFFECTS = textwrap.dedent("""
                                      ["acp_notebook.client", "acp_notebook.demo", "acp_notebook.proxy"]])
 def test_importing_the_package_changes_no_global_state(modules: list[str]):
     """Point 6: no sys.modules entry but its own (the standard library's modules it imports aside) is added,
-    replaced or removed (the SDK's package is set up on the first start: _sdk.py), no signal handler and no
-    switch interval changes, until the user starts something."""
+    replaced or removed (the SDK's package is set up on the first start: _sdk.py), no signal handler, root
+    logger filter or handler and no switch interval changes, until the user starts something."""
     done = subprocess.run([sys.executable, "-c", _SIDE_EFFECTS, *modules], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -187,8 +187,10 @@ class _AgentThreadLogs(logging.Filter):
         return False
 
 
+# Process-wide, as the root logger it filters is: put on that logger when the first in-memory agent runs
+# (not when this module is imported), and kept for the life of the process; each agent thread's sink is
+# added and removed by that thread.
 _thread_logs = _AgentThreadLogs()
-logging.getLogger().addFilter(_thread_logs)
 
 
 class MemoryTransport(Transport):
@@ -235,6 +237,7 @@ class MemoryTransport(Transport):
         """The agent's thread: its own loop, the SDK's agent side, until the client closes."""
         loop = asyncio.new_event_loop()
         self._agent_loop = loop
+        logging.getLogger().addFilter(_thread_logs)  # once: addFilter keeps one of each
         _thread_logs.sinks[threading.get_ident()] = self._last_words
         try:
             loop.run_until_complete(self._agent_side())

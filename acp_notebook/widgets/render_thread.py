@@ -14,6 +14,9 @@ most one render per interval. A callable that raises is logged and the thread go
 
 Threads: the queue of due callables is guarded by a condition; any thread may add to it, only
 the render thread takes from it.
+
+Process-wide, on purpose: ``_worker``, the one render thread (one, so renders keep their order);
+made at import without starting anything, its thread started by the first render asked for.
 """
 
 from __future__ import annotations
