@@ -134,8 +134,7 @@ class KernelLink:
         self.session: Session | None = None
         self.entry: dict[str, Any] | None = None
         self.calls: list[KernelCall] = []  # calls made while no turn ran
-        self._open: dict[str, KernelCall] = {}  # run_code calls asked or running, by code
-        self._reading: list[KernelCall] = []  # calls of the other tools not answered yet
+        self._open: dict[str, KernelCall] = {}  # calls not answered yet (or held), by their MCP identity
         self._turns: dict[str, Any] = {}  # call id -> the turn it began in, until it ends (a Turn)
         self.tools = KernelTools(policy=policy, ask=self._ask, on_event=self._on_event)
         self.closed = False
@@ -203,14 +202,12 @@ class KernelLink:
         code = str(getattr(request, "code", "") or "")
         session = self.session
         turn = session.running_turn if session is not None else None
-        call = KernelCall(id=f"kernel-{next(_ids)}", tool="run_code", arguments={"code": code}, code=code,
-                          status="asking")
+        call = self._call_for(str(getattr(request, "call_id", "") or ""), "run_code", {"code": code})
         if session is None or turn is None:
             why = "no turn is running in this session, so nobody could be asked (kernel_tools='ask')"
             self._note(call, status="refused", decision=f"refused: {why}")
             return why
-        self._open[code] = call
-        self._note(call)
+        self._note(call, status="asking")
         tool_call = {"toolCallId": call.id, "title": "Run code in your kernel", "kind": "execute",
                      "rawInput": {"code": code}}
         permission = PermissionRequest(session, tool_call, [dict(o) for o in RUN_OPTIONS],
@@ -218,12 +215,9 @@ class KernelLink:
         try:
             chosen, reason = await decide_permission(session, permission)
         except asyncio.CancelledError:  # the agent cancelled its call (notifications/cancelled) while it was asked
-            self._open.pop(code, None)
             self._note(call, status="withdrawn", decision=WITHDRAWN_BY_AGENT)
             raise
         allowed = chosen == "allow"
-        if not allowed:
-            self._open.pop(code, None)
         if chosen is None and not reason:  # the turn was cancelled (Cancel turn, an interrupt) or the agent went
             self._note(call, status="withdrawn", decision=WITHDRAWN)
             return WITHDRAWN
@@ -233,53 +227,58 @@ class KernelLink:
         return allowed or (False if chosen == "reject" and not reason else decision)
 
     # --- what the tools did (loop thread) ------------------------------------------
+    def _call_for(self, call_id: str, tool: str, arguments: Mapping[str, Any]) -> KernelCall:
+        """The record of the MCP call ``call_id`` (its identity: connection and request), made on its first event."""
+        call = self._open.get(call_id) if call_id else None
+        if call is None:
+            code = str(arguments.get("code") or "") if tool in ("run_code", "propose_cell") else ""
+            call = KernelCall(id=f"kernel-{next(_ids)}", tool=tool, arguments=dict(arguments), code=code,
+                              request=call_id)
+            if call_id:
+                self._open[call_id] = call
+        return call
+
     def _on_event(self, event: Any) -> None:
         kind = getattr(event, "kind", "")
         try:
-            if kind == "run_code_started":
-                call = self._open.get(event.code) or KernelCall(id=f"kernel-{next(_ids)}", tool="run_code",
-                                                                 arguments={"code": event.code}, code=event.code)
-                self._open[event.code] = call
-                self._note(call, status="running")
-            elif kind == "run_code_held":
-                # Still running after its stop: the call stays open until its run_code_finished.
-                call = self._open.get(event.code) or KernelCall(id=f"kernel-{next(_ids)}", tool="run_code",
-                                                                 arguments={"code": event.code}, code=event.code)
-                self._open[event.code] = call
-                self._note(call, status="held", outputs=list(event.outputs or []), error=str(event.error or ""))
-            elif kind == "run_code_finished":
-                call = self._open.pop(event.code, None) or KernelCall(
-                    id=f"kernel-{next(_ids)}", tool="run_code", arguments={"code": event.code}, code=event.code)
-                error = str(event.error or "")
-                self._note(call, status="failed" if error else "done", outputs=list(event.outputs or []), error=error)
-            elif kind == "propose_cell":
-                self._note(KernelCall(id=f"kernel-{next(_ids)}", tool="propose_cell",
-                                      arguments=dict(event.arguments or {}), code=str(event.code or ""),
-                                      explanation=str(event.explanation or ""), status="proposed"))
-            elif kind == "tool_call" and (self.policy == "off" or (event.tool == "run_code"
-                                                                     and self.policy == "read-only")):
-                # Refused by the policy before anything runs: no start or finish event follows.
-                from .kernel_tools.policy import OFF_REFUSAL, READ_ONLY_REFUSAL
-
-                code = str((event.arguments or {}).get("code") or "") if event.tool == "run_code" else ""
-                self._note(KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool), arguments=dict(event.arguments),
-                                      code=code, status="refused",
-                                      error=OFF_REFUSAL if self.policy == "off" else READ_ONLY_REFUSAL))
-            elif kind == "tool_call" and event.tool not in ("run_code", "propose_cell"):
-                call = KernelCall(id=f"kernel-{next(_ids)}", tool=str(event.tool),
-                                  arguments=dict(event.arguments or {}))
-                self._reading.append(call)
-                self._note(call, status="running")
-            elif kind == "tool_answered" and event.tool not in ("run_code", "propose_cell"):
-                # The first open call of this tool with these arguments: identical calls are interchangeable.
-                arguments = dict(event.arguments or {})
-                call = next((c for c in self._reading if c.tool == event.tool and c.arguments == arguments), None)
-                if call is not None:
-                    self._reading.remove(call)
-                    error = str(event.error or "")
-                    self._note(call, status="failed" if error else "done", error=error)
+            call = self._call_for(str(getattr(event, "call_id", "") or ""), str(event.tool), event.arguments or {})
+            self._apply(kind, call, event)
         except Exception:  # noqa: BLE001 - a view's record must never fail the tool call itself
             logger.exception("could not record a kernel tool event %r", kind)
+
+    def _apply(self, kind: str, call: KernelCall, event: Any) -> None:
+        """One event of ``call``: its status, decision, outputs and error as the kernel saw them."""
+        from .kernel_tools.policy import OFF_REFUSAL, READ_ONLY_REFUSAL
+
+        error = str(event.error or "")
+        if kind == "tool_call":
+            policy = self.policy
+            if policy == "off" or (call.tool == "run_code" and policy == "read-only"):
+                # Refused by the policy before anything runs: no start or finish event follows.
+                self._note(call, status="refused", error=OFF_REFUSAL if policy == "off" else READ_ONLY_REFUSAL,
+                           decision=f"refused by the policy (kernel_tools = {policy!r})")
+            elif call.tool == "run_code" and policy == "allow":
+                self._note(call, status="running", decision="allowed by the policy (kernel_tools = 'allow')")
+            elif call.tool != "run_code":
+                self._note(call, status="running")
+        elif kind == "run_code_started":
+            self._note(call, status="running")
+        elif kind == "run_code_held":  # still running after its stop: open until its run_code_finished
+            self._note(call, status="held", outputs=list(event.outputs or []), error=error)
+        elif kind == "run_code_finished":
+            was_held = call.status == "held"  # its answer went long ago: this end closes it
+            self._note(call, status="failed" if error else "done", outputs=list(event.outputs or []), error=error)
+            if was_held:
+                self._open.pop(call.request, None)
+        elif kind == "propose_cell":
+            self._note(call, status="proposed", code=str(event.code or ""), explanation=str(event.explanation or ""))
+        elif kind == "tool_answered":
+            if call.tool not in ("run_code", "propose_cell") and call.status == "running":
+                self._note(call, status="failed" if error else "done", error=error, outputs=list(event.outputs or []))
+            elif call.status == "running" and error:  # run_code answered before it ran (busy, a bad argument)
+                self._note(call, status="failed", error=error)
+            if call.status != "held":  # a held run_code's end comes later, as run_code_finished
+                self._open.pop(call.request, None)
 
     def _note(self, call: KernelCall, **changes: Any) -> None:
         """Apply ``changes`` to ``call`` and record it on the turn it began in (the running one when it began;

@@ -156,9 +156,11 @@ class KernelCall:
     ``tool``: list_variables, inspect_variable, run_code, notebook_history or propose_cell.
     ``status``: asking (run_code waits for the user's answer), running, held (run_code's code did not end
     when stopped and holds the kernel; it becomes done or failed when it ends), done, failed, refused (by the
-    policy or the user), proposed (propose_cell: a cell for the user to run, never run by the agent).
+    policy or the user), withdrawn (asked, and the turn or the agent's call was cancelled before an answer),
+    proposed (propose_cell: a cell for the user to run, never run by the agent).
     ``outputs``: what came out, as MCP content (``{"type": "text", "text"}``, ``{"type": "image",
-    "data", "mimeType"}``). ``decision``: how an ask was answered, in words.
+    "data", "mimeType"}``). ``decision``: how it was decided, in words. ``request``: the MCP call's identity
+    (the bridge connection and the request id, e.g. "1:3"), which no other call of the session shares.
     """
 
     id: str
@@ -170,6 +172,7 @@ class KernelCall:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
     decision: str = ""
+    request: str = ""
 
 
 @dataclass(frozen=True)

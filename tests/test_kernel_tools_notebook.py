@@ -311,7 +311,7 @@ def test_the_saved_forms_show_the_code_its_outputs_and_the_answer():
     forms = turn_forms(TurnSnapshot(header=header, kernel=kernel))
     html, markdown, plain = forms["text/html"], forms["text/markdown"], forms["text/plain"]
     assert "acpnb-kernel-call" in html and 'src="data:image/png;base64,iVBORw0KGgo="' in html
-    assert "permission: allowed" in html and "42" in html and "not run" in html
+    assert "decision: asked and allowed" in html and "42" in html and "not run" in html
     assert "```python\nx = 41 + 1\nx\n```" in markdown and "Copy it into a cell" in markdown
     assert "Ran code in your kernel [kernel, done]" in plain and "    df.plot()" in plain
     assert "[an image, image/png]" in plain

@@ -39,6 +39,7 @@ class RunRequest:
 
     code: str
     tool: str = "run_code"
+    call_id: str = ""  # the MCP call it belongs to (see KernelToolEvent.call_id)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,12 @@ class KernelToolEvent:
     error answer), "run_code_started", "run_code_held" (the code did not end when stopped and holds the kernel;
     ``error`` says so), "run_code_finished" (the code ended, or never ran), "propose_cell". ``outputs`` are plain dicts:
     {"type": "text", "text"} or {"type": "image", "data" (base64), "mimeType"}; a run_code that failed has
-    its error text (a traceback, why it was stopped or refused) in ``error``, not among them.
+    its error text (a traceback, why it was stopped or refused) in ``error``, not among them; "tool_answered" has
+    the answer's content in ``outputs`` (images included) unless it is an error.
+
+    ``call_id`` is the call's identity: which bridge connection and which MCP request (``"2:7"``: the second
+    connection's request 7), or ``"local:N"`` for a call made in process; every event of one call carries it, so
+    two identical calls in flight are never mistaken for each other.
     """
 
     kind: str
@@ -59,3 +65,4 @@ class KernelToolEvent:
     explanation: str | None = None
     outputs: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    call_id: str = ""

@@ -24,7 +24,10 @@ except ``policy`` which any thread may set (one attribute store; read once per c
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import dataclasses
 import importlib
+import itertools
 import logging
 import sys
 import threading
@@ -46,6 +49,10 @@ log = logging.getLogger(__name__)
 SERVER_NAME = "kernel"
 READ_TIMEOUT_S = 10.0  # a reading tool's work on the kernel thread (a repr that hangs is stopped)
 BRIDGE_MODULE = "acp_notebook.kernel_tools.bridge"
+
+# Which bridge connection a handler serves: set by _serve, inherited by the tasks the SDK starts for it.
+_CONNECTION: contextvars.ContextVar[str] = contextvars.ContextVar("kernel_tools_connection", default="local")
+_CALL: contextvars.ContextVar[str] = contextvars.ContextVar("kernel_tools_call", default="")  # set by call()
 
 Ask = Callable[[RunRequest], Awaitable["bool | str"]]  # True runs; a str is the refusal's reason
 OnEvent = Callable[[KernelToolEvent], None]
@@ -73,6 +80,8 @@ class KernelTools:
         self._sdk_imported: asyncio.Future[None] | None = None
         self._closed = False
         self.problem = ""  # what keeps the tools from serving now ("" when nothing does); see observe_problem
+        self._connections = itertools.count(1)  # numbers the bridge connections (a call's identity, call_id)
+        self._local_calls = itertools.count(1)  # numbers the calls made in process
         self._problem_observers: list[OnProblem] = []
 
     @property
@@ -121,6 +130,7 @@ class KernelTools:
         server = await self._mcp_server()
         from mcp.server.stdio import stdio_server
 
+        _CONNECTION.set(str(next(self._connections)))
         async with stdio_server(stdin=lines_in, stdout=lines_out) as (read, write):  # type: ignore[arg-type]
             await server.run(read, write, server.create_initialization_options())
 
@@ -183,20 +193,26 @@ class KernelTools:
                                                        input_schema=spec["input_schema"])
                                             for name, spec in TOOLS.items()])
 
-    async def _on_call_tool(self, _ctx: Any, params: Any) -> Any:
+    async def _on_call_tool(self, ctx: Any, params: Any) -> Any:
+        call_id = f"{_CONNECTION.get()}:{getattr(ctx, 'request_id', None)}"
         try:
-            answer = await self.call(params.name, dict(params.arguments or {}))
+            answer = await self.call(params.name, dict(params.arguments or {}), call_id=call_id)
         except Exception as exc:  # noqa: BLE001 - a tool's bug is its call's error, said in words the wire carries
             answer = Answer.error(f"the tool failed: {type(exc).__name__}: {exc}")
         return to_mcp_result(safe_answer(answer), params.name)
 
     # -- the tools -----------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> Answer:
-        """Call one tool in process: what the MCP handler does for each tools/call (the benchmark calls it directly)."""
-        self._emit(KernelToolEvent("tool_call", tool, dict(arguments)))
+    async def call(self, tool: str, arguments: dict[str, Any], *, call_id: str = "") -> Answer:
+        """Call one tool in process: what the MCP handler does for each tools/call (the benchmark calls it directly).
+        ``call_id``: the call's identity, on every event it causes (made up for a call made in process)."""
+        call_id = call_id or f"local:{next(self._local_calls)}"
+        _CALL.set(call_id)  # the handlers' events carry it (this task's context, and the tasks it starts)
+        emit = self._emit_for(call_id)
+        emit(KernelToolEvent("tool_call", tool, dict(arguments)))
         handler = getattr(self, f"_tool_{tool}", None) if tool in TOOLS else None
         error: str | None = None
+        answer: Answer | None = None
         try:
             if self.policy == "off":  # switched off while the session runs: every tool refuses, the connection stays
                 answer = Answer.error(OFF_REFUSAL)
@@ -216,7 +232,12 @@ class KernelTools:
             error = f"failed: {type(exc).__name__}: {exc}"
             raise
         finally:
-            self._emit(KernelToolEvent("tool_answered", tool, dict(arguments), error=error))
+            outputs = list(answer.content) if answer is not None and not answer.is_error else []
+            emit(KernelToolEvent("tool_answered", tool, dict(arguments), error=error, outputs=outputs))
+
+    def _emit_for(self, call_id: str) -> Callable[[KernelToolEvent], None]:
+        """``_emit`` with every event marked as the call ``call_id``'s."""
+        return lambda event: self._emit(dataclasses.replace(event, call_id=call_id))
 
     async def _tool_list_variables(self, _arguments: dict[str, Any]) -> Answer:
         from .namespace import list_variables
@@ -245,7 +266,7 @@ class KernelTools:
     async def _tool_propose_cell(self, arguments: dict[str, Any]) -> Answer:
         code = argument("propose_cell", arguments, "code", str)
         explanation = argument("propose_cell", arguments, "explanation", str, "")
-        self._emit(KernelToolEvent("propose_cell", "propose_cell", dict(arguments), code=code,
+        self._emit_for(_CALL.get())(KernelToolEvent("propose_cell", "propose_cell", dict(arguments), code=code,
                                    explanation=explanation))
         return Answer.text("Proposed: the cell is shown to the user below the running cell, not run. "
                            "The user decides whether to run it.")
@@ -261,12 +282,12 @@ class KernelTools:
             if self.ask is None:
                 return Answer.error('refused: nobody can be asked to allow run_code here; '
                                     '`%config AcpMagics.kernel_tools = "allow"` lets the agent run code')
-            verdict = await self.ask(RunRequest(code))
+            verdict = await self.ask(RunRequest(code, call_id=_CALL.get()))
             if verdict is not True:
                 # A string says why nobody said yes (no one could be asked, an automatic answer); False, a "no".
                 return Answer.error(f"refused: {verdict}" if isinstance(verdict, str) and verdict else REJECTED)
         return await run_code_tool(code, lambda capture: run_code_here(code, self._scope()[0], capture),
-                                   self.run_timeout, self._emit)
+                                   self.run_timeout, self._emit_for(_CALL.get()))
 
     # -- helpers -------------------------------------------------------------------------------
 

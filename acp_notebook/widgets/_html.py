@@ -164,28 +164,26 @@ def diff_html(diff: Mapping[str, Any], *, max_lines: int = 80) -> str:
                              tofile="b" + path, lineterm="")
     )
     # One coloured span per run of lines of one colour (not per line): a diff's HTML stays near its text's size.
+    # Colours are classes (cardstyle.py: the live card's stylesheet, written inline in the saved forms).
     runs: list[tuple[str, list[str]]] = []
     for line in lines[:max_lines]:
         if line.startswith("+") and not line.startswith("+++"):
-            color = "#2e7d32"
+            color = "add"
         elif line.startswith("-") and not line.startswith("---"):
-            color = "#c62828"
+            color = "del"
         elif line.startswith("@@"):
-            color = "#1565c0"
+            color = "hunk"
         else:
-            color = MUTED
+            color = "ctx"
         if runs and runs[-1][0] == color:
             runs[-1][1].append(line)
         else:
             runs.append((color, [line]))
     if len(lines) > max_lines:
-        runs.append((MUTED, [f"... {len(lines) - max_lines} more lines"]))
-    shown = "\n".join(f'<span style="color:{color}">{escape(chr(10).join(run), quote=False)}</span>'
+        runs.append(("ctx", [f"... {len(lines) - max_lines} more lines"]))
+    shown = "\n".join(f'<span class="acpnb-d-{color}">{escape(chr(10).join(run), quote=False)}</span>'
                       for color, run in runs)
-    return (
-        f'<pre class="acpnb-diff" style="margin:4px 0;padding:4px 6px;border:1px solid {BORDER};border-radius:4px;'
-        f'font-family:{MONO};font-size:0.85em;white-space:pre-wrap">{shown}</pre>'
-    )
+    return f'<pre class="acpnb-diff">{shown}</pre>'
 
 
 def _content_text(block: Mapping[str, Any]) -> str | None:
@@ -204,19 +202,21 @@ def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 
     """One tool call: title, its programmatic name (``name_html``: notices.tool_name_html), kind, status (and
     ``timing``, e.g. "2 s" while it runs), locations, its text output and diffs, permission decisions."""
     status = str(call.status or "pending")
+    key = status if status in TOOL_STATUS_COLORS else "other"
+    # Classes, not inline styles: a live card is sent as HTML and its look once (cardstyle.py).
     head = [
-        f'<span style="font-weight:600">{escape(str(call.title or call.id))}</span>', name_html,
-        chip(str(call.kind or "other"), css_class="acpnb-tool-kind"),
-        badge(status.replace("_", " "), TOOL_STATUS_COLORS.get(status, MUTED), css_class="acpnb-tool-status"),
+        f'<span class="acpnb-card-title">{escape(str(call.title or call.id))}</span>', name_html,
+        f'<span class="acpnb-chip acpnb-tool-kind">{escape(str(call.kind or "other"))}</span>',
+        f'<span class="acpnb-badge acpnb-b-{key} acpnb-tool-status">{escape(status.replace("_", " "))}</span>',
     ]
     if timing:
-        head.append(f'<span class="acpnb-tool-time" style="color:{MUTED};font-size:0.85em">{escape(timing)}</span>')
+        head.append(f'<span class="acpnb-tool-time">{escape(timing)}</span>')
     body = []
     paths = [str(loc.get("path")) for loc in call.locations or [] if isinstance(loc, Mapping) and loc.get("path")]
     if paths:
-        body.append(muted_html(escape(", ".join(paths))))
+        body.append(f'<div class="acpnb-card-muted">{escape(", ".join(paths))}</div>')
     for decision in decisions:
-        body.append(muted_html(escape(decision), css_class="acpnb-permission-decision"))
+        body.append(f'<div class="acpnb-card-muted acpnb-permission-decision">{escape(decision)}</div>')
     for block in call.content or []:
         if not isinstance(block, Mapping):
             continue
@@ -226,19 +226,12 @@ def tool_call_html(call: Any, decisions: Sequence[str] = (), *, max_text: int = 
         text = _content_text(block)
         if text:
             clipped = text if len(text) <= max_text else text[:max_text] + " ..."
-            body.append(
-                f'<pre style="margin:2px 0;padding:2px 6px;font-family:{MONO};font-size:0.85em;'
-                f'white-space:pre-wrap;color:{FG}">{escape(clipped)}</pre>'
-            )
+            body.append(f'<pre class="acpnb-card-text">{escape(clipped)}</pre>')
     for block in _withdrawn_diffs(call):
-        body.append(muted_html("the change it proposed, not applied:", css_class="acpnb-proposed-diff")
+        body.append('<div class="acpnb-card-muted acpnb-proposed-diff">the change it proposed, not applied:</div>'
                     + diff_html(block))
-    return (
-        f'<div class="acpnb-tool-call" style="border-left:3px solid {TOOL_STATUS_COLORS.get(status, BORDER)};'
-        f'padding:2px 8px;margin:4px 0">'
-        f'<div style="display:flex;gap:8px;align-items:center;flex-wrap:wrap">{"".join(head)}</div>'
-        f'{"".join(body)}</div>'
-    )
+    return (f'<div class="acpnb-tool-call acpnb-l-{key}"><div class="acpnb-card-head">{"".join(head)}</div>'
+            f'{"".join(body)}</div>')
 
 
 def _withdrawn_diffs(call: Any) -> list[Mapping[str, Any]]:

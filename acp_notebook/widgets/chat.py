@@ -55,7 +55,7 @@ from ._html import MUTED, clock, error_html, header_html, seconds, tool_call_htm
 from .comms import handled_in_order
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
-from .kernel import kernel_call_html, kernel_call_markdown, kernel_call_text
+from .kernel import card_state, kernel_call_html, kernel_call_markdown, kernel_call_text, pair_kernel_calls
 from .labels import session_header_info, session_title, value_label
 from .notices import tool_name_html, tool_name_text
 from .permission import PermissionPrompt
@@ -74,8 +74,10 @@ SHOWN_TOOL_TIME = 0.1  # a finished tool call shows how long it took from this m
 # While the turn runs, its output's static forms are published again when its structure changes (so a notebook
 # saved mid-turn holds the turn as it stood); each such publish carries the whole turn so far. Once they have
 # cost this many bytes, the output waits for the turn's end: what a long turn sends then grows with the turn,
-# not with its square.
+# not with its square. A turn that shows little (a plan updated two thousand times) may spend only
+# REPUBLISH_FLOOR and half of what its live sections sent: its republishes stay in proportion to the turn.
 REPUBLISH_BUDGET = 128 * 1024
+REPUBLISH_FLOOR = 16 * 1024
 
 
 def markdown_output(text: str) -> dict[str, Any]:
@@ -191,6 +193,7 @@ class TurnView:
         self._seen: set[int] = set()  # ids of the permission and form records already noted
         self._decisions: dict[str, list[str]] = {}
         self._tool_times: dict[str, list[float]] = {}  # call id -> [first seen, ended] (perf_counter)
+        self._paired: dict[str, str] = {}  # kernel call id -> the agent's tool call id: one card (kernel.py)
         self._widgets_closed = False
         self._shape: tuple[Any, ...] = ()  # what the saved form last showed of the turn's structure
         self._completion = _Completion(turn)
@@ -272,11 +275,14 @@ class TurnView:
             turn = self.turn
             running = self._is_running()
             pending = [(p.pending_text(), p.static_html()) for p in self._prompts if not p.future.done()]
+            merged = self._merged()
             tools = [ToolSnapshot(str(c.title or c.id), str(c.kind or "other"), str(c.status or "pending"),
-                                  self._tool_html(c), tool_name_text(c)) for c in turn.tool_calls]
+                                  self._tool_html(c, merged.get(c.id)), tool_name_text(c)) for c in turn.tool_calls]
             forms = [(item.plain_text(), item.static_html()) if isinstance(item, FormPrompt) else item
                      for item in self._form_items]
-            kernel = [self._kernel_forms(call) for call in list(turn.kernel_calls)]
+            paired = set(self._paired)  # their HTML is their tool call's card; their text stays with the others
+            kernel = [(text, md, "" if call.id in paired else html)
+                      for call in list(turn.kernel_calls) for text, md, html in [self._kernel_forms(call)]]
             return TurnSnapshot(header=self._header_info(), text=turn.text, thoughts=turn.thoughts,
                                 plan=list(turn.plan), tools=tools, kernel=kernel, notes=self._unmatched_decisions(),
                                 pending=pending,
@@ -307,7 +313,8 @@ class TurnView:
         turn = self.turn
         return (self.status, tuple((c.id, c.status) for c in turn.tool_calls),
                 tuple((c.id, c.status) for c in list(turn.kernel_calls)),
-                tuple((e.get("content"), e.get("status")) for e in turn.plan if isinstance(e, Mapping)),
+                # The plan's rows and their statuses: a row's words changing (a progress note) is not structure.
+                tuple(e.get("status") for e in turn.plan if isinstance(e, Mapping)),
                 tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
                 len(self._form_items), self.error_message, len(turn.notices),
                 tuple((c.id, c.status) for c in list(turn.compactions)))
@@ -315,11 +322,12 @@ class TurnView:
     def _republish_due(self) -> bool:
         """Whether the output should be published again: the turn runs, its structure changed since the output
         was last published, no request waits for the person (see the module docstring), and the republishes
-        have not spent ``REPUBLISH_BUDGET``; under the lock."""
+        have not spent their budget (``REPUBLISH_BUDGET``, ``REPUBLISH_FLOOR``); under the lock."""
         if not self._is_running() or self.status == "waiting":
             return False
         # About what the next publish would carry: the turn so far, twice (its forms, and those for a gone kernel).
-        if self.live.sent_bytes + 2 * self.sections.sent_bytes > REPUBLISH_BUDGET:
+        budget = min(REPUBLISH_BUDGET, REPUBLISH_FLOOR + self.sections.sent_bytes // 2)
+        if self.live.sent_bytes + 2 * self.sections.sent_bytes > budget:
             return False
         shape = self._structure()
         changed, self._shape = shape != self._shape, shape
@@ -426,14 +434,22 @@ class TurnView:
         with self._lock:
             self._placed.add(call.id)
 
-    def _kernel_forms(self, call: Any) -> tuple[str, str, str]:
-        """(text, Markdown, HTML) of one kernel call; under the lock."""
-        decisions = self._decisions.get(call.id, ())
+    def _kernel_decisions(self, call: Any) -> list[str]:
+        decisions = list(self._decisions.get(call.id, ()))
         if not decisions and self.permission_note and call.decision in ("allowed", "rejected"):
             decisions = [f"permission: {call.decision} automatically ({self.permission_note})"]
+        return decisions
+
+    def _kernel_forms(self, call: Any) -> tuple[str, str, str]:
+        """(text, Markdown, HTML) of one kernel call; under the lock."""
+        decisions = self._kernel_decisions(call)
         below = call.id in self._placed
         return (kernel_call_text(call, decisions, below=below), kernel_call_markdown(call, decisions, below=below),
                 kernel_call_html(call, decisions, below=below))
+
+    def _merged(self) -> dict[str, Any]:
+        """The agent's tool call id -> the kernel call it reported, for those matched so far; under the lock."""
+        return pair_kernel_calls(self.turn.tool_calls, list(self.turn.kernel_calls), self._paired)
 
     def _tick(self) -> None:
         """Redraw the running clock once a second until the turn ends (render thread)."""
@@ -561,9 +577,16 @@ class TurnView:
         return session_header_info(self.session, title=title, title_source=source, status=self.status, detail="",
                                    model=self._model, extra=extra)
 
-    def _tool_html(self, call: Any) -> str:
+    def _tool_html(self, call: Any, kernel: Any = None) -> str:
+        """The agent's tool call as a card; with ``kernel`` (the kernel's record of the same call) one merged card."""
         timing = self._tool_timing(call)
         decisions = tuple(self._decisions.get(call.id, ()))
+        if kernel is not None:
+            decisions = (*decisions, *self._kernel_decisions(kernel))
+            below = kernel.id in self._placed
+            return self.sections.card(call.id, (call, len(call.updates), call.status, decisions, card_state(kernel),
+                                                below), lambda: kernel_call_html(kernel, decisions, below=below,
+                                                                                 agent=call))
         # Made again only when the call, its decisions or its time changed (a render does not rebuild every card).
         return self.sections.card(call.id, (call, len(call.updates), call.status, decisions, timing),
                                   lambda: tool_call_html(call, decisions, timing=timing,
@@ -597,10 +620,12 @@ class TurnView:
                       f'<i>{escape(latest)}</i></div>' if latest else "")
             if thoughts:
                 _assign(self.thoughts.layout, "display", "")
+            merged = self._merged()
             self.sections.draw(header=header_html(self._header_info(), live=True), thoughts=thoughts, plan=turn.plan,
-                               cards=[(call.id, self._tool_html(call)) for call in turn.tool_calls],
+                               cards=[(call.id, self._tool_html(call, merged.get(call.id))) for call in turn.tool_calls],
                                notes=self._unmatched_decisions(),
-                               kernel=[(call.id, self._kernel_forms(call)[2]) for call in list(turn.kernel_calls)],
+                               kernel=[(call.id, self._kernel_forms(call)[2]) for call in list(turn.kernel_calls)
+                                       if call.id not in self._paired],
                                text=turn.text, notices=list(turn.notices), compactions=list(turn.compactions),
                                send=not self._widgets_closed, hold=running)
             _assign(self.error, "value", error_html(self.error_message))

@@ -6,20 +6,28 @@ Every text from the agent or the kernel (code, arguments, outputs, errors) is sh
 control, bidi and zero-width characters are written as escapes. A call whose code still runs after it was
 stopped ("held") says so, and how the user gets the kernel back.
 
-Pure functions of plain values (a KernelCall is read, never changed); safe from any thread.
+One card per call: ``pair_kernel_calls`` matches each kernel call to the agent's own tool_call of it (by the
+tool's name and its rawInput, in order; see there), and the view draws the pair as one card (the kernel's record,
+with a line for the agent's report).
+
+Pure functions of plain values (a KernelCall is read, never changed; ``pair_kernel_calls`` adds to the dict it is
+given, under its caller's lock); safe from any thread.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from html import escape
 from typing import Any
 
 from .._visible import visible
-from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS, badge, chip, muted_html
+from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS
+from .cardstyle import status_classes
 
-__all__ = ["code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text", "kernel_tools_note"]
+__all__ = ["card_state", "code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text", "kernel_tools_note",
+           "pair_kernel_calls"]
 
 # A call's status as a tool call's badge reads (same colours as the agent's own tool calls).
 STATUS_WORDS: dict[str, tuple[str, str]] = {
@@ -65,11 +73,13 @@ def _highlighter() -> Any:
     return highlight, PythonLexer(), HtmlFormatter(noclasses=True, nowrap=True, style="default")
 
 
-def code_html(code: str) -> str:
-    """Python code as a highlighted block."""
+def code_html(code: str, *, inline: bool = True) -> str:
+    """Python code as a highlighted block; ``inline=False``: its box's look is the cards' class (cardstyle.py)."""
     tools = _highlighter()
     code = visible(code)
     body = tools[0](code, tools[1], tools[2]) if tools is not None else escape(code)
+    if not inline:
+        return f'<pre class="acpnb-kernel-code">{body}</pre>'
     return (f'<pre class="acpnb-kernel-code" style="margin:2px 0;padding:4px 8px;font-family:{MONO};'
             f'font-size:0.85em;white-space:pre-wrap;color:{FG};border:1px solid {BORDER};border-radius:3px">'
             f"{body}</pre>")
@@ -92,23 +102,33 @@ def _arguments_words(call: Any) -> str:
     return visible(", ".join(f"{key}={value!r}" for key, value in (call.arguments or {}).items() if key != "code"))
 
 
+# How the call's decision reads on its card: a person asked, or the policy decided.
+DECISION_WORDS = {"allowed": "asked and allowed", "rejected": "asked and rejected"}
+
+
 def _decision_lines(call: Any, decisions: Sequence[str]) -> list[str]:
-    """How a run_code question was answered: the prompt's own words when one was shown, else the call's."""
-    return list(decisions) or ([f"permission: {call.decision}"] if call.decision else [])
+    """How the call was decided: the prompt's own words when one was shown, else the call's."""
+    if decisions:
+        return list(decisions)
+    return [f"decision: {DECISION_WORDS.get(call.decision, call.decision)}"] if call.decision else []
+
+
+def _agent_line(agent: Any) -> str:
+    """The agent's own report of the call (its tool_call), in a few words: title, name, status."""
+    parts = [str(agent.title or ""), str(getattr(agent, "name", None) or ""), str(agent.status or "pending")]
+    return visible("the agent's call: " + " · ".join(p for p in parts if p))
 
 
 def _output_html(block: Mapping[str, Any]) -> str:
     if block.get("type") == "image" and isinstance(block.get("data"), str):
         mime = escape(str(block.get("mimeType") or "image/png"))
-        return (f'<img class="acpnb-kernel-image" style="max-width:100%;margin:2px 0" '
-                f'src="data:{mime};base64,{escape(block["data"])}"/>')
+        return f'<img class="acpnb-kernel-image" src="data:{mime};base64,{escape(block["data"])}"/>'
     text = block.get("text")
     if not isinstance(text, str) or not text:
         return ""
     text = visible(text, keep_cr=True)
     shown = text if len(text) <= TEXT_SHOWN else text[:TEXT_SHOWN] + f"\n... ({len(text) - TEXT_SHOWN:,} more characters)"
-    return (f'<pre class="acpnb-kernel-output" style="margin:2px 0;padding:2px 8px;font-family:{MONO};'
-            f'font-size:0.85em;white-space:pre-wrap;color:{FG}">{escape(shown)}</pre>')
+    return f'<pre class="acpnb-kernel-output">{escape(shown)}</pre>'
 
 
 def _title(call: Any) -> str:
@@ -119,29 +139,35 @@ def _title(call: Any) -> str:
     return f"{call.tool}({_arguments_words(call)})"
 
 
-def kernel_call_html(call: Any, decisions: Sequence[str] = (), *, below: bool = True) -> str:
-    """One kernel call: the tool, its status, the code, how an ask was answered, the outputs or the error.
-    ``below``: a proposed cell was put below the running one (else the reader is told to copy it)."""
-    words, color = STATUS_WORDS.get(call.status, (call.status, MUTED))
-    head = (f'<span style="font-weight:600">{escape(_title(call))}</span>'
-            + chip("kernel", css_class="acpnb-tool-kind") + badge(words, color, css_class="acpnb-tool-status"))
+def kernel_call_html(call: Any, decisions: Sequence[str] = (), *, below: bool = True, agent: Any = None) -> str:
+    """One kernel call: the tool, its status, the code, how it was decided, the outputs (images as images) or the
+    error. ``below``: a proposed cell was put below the running one (else the reader is told to copy it).
+    ``agent``: the agent's own tool_call of this call (a ToolCall), merged into this one card.
+
+    The look is classes (cardstyle.py): the live section's stylesheet, inlined in the saved forms."""
+    words = STATUS_WORDS.get(call.status, (call.status, MUTED))[0]
+    border, fill = status_classes(call.status)
+    head = (f'<span class="acpnb-card-title">{escape(_title(call))}</span>'
+            f'<span class="acpnb-chip acpnb-tool-kind">kernel</span>'
+            f'<span class="acpnb-badge {fill} acpnb-tool-status">{escape(words)}</span>')
     explanation = visible(call.explanation)
-    body = [f'<div style="color:{FG};padding:2px 0">{escape(explanation)}</div>'] if explanation else []
+    body = [f'<div class="acpnb-kernel-explanation">{escape(explanation)}</div>'] if explanation else []
+    if agent is not None:
+        body.append(f'<div class="acpnb-card-muted acpnb-kernel-agent">{escape(_agent_line(agent))}</div>')
     if call.code and call.status != "asking":  # while asking, the Allow / Reject prompt shows the code
-        body.append(code_html(call.code))
+        body.append(code_html(call.code, inline=False))
     for line in _decision_lines(call, decisions):
-        body.append(muted_html(escape(line), css_class="acpnb-permission-decision"))
+        body.append(f'<div class="acpnb-card-muted acpnb-permission-decision">{escape(line)}</div>')
     body.extend(_output_html(block) for block in call.outputs if isinstance(block, Mapping))
     if call.error:
-        body.append(f'<pre class="acpnb-kernel-error" style="margin:2px 0;padding:2px 8px;font-family:{MONO};'
-                    f'font-size:0.85em;white-space:pre-wrap;color:#c62828">{escape(visible(call.error))}</pre>')
+        body.append(f'<pre class="acpnb-kernel-error">{escape(visible(call.error))}</pre>')
     if call.status == "held":
-        body.append(f'<div class="acpnb-kernel-held" style="color:#e65100;font-weight:600;padding:2px 0">'
-                    f"{escape(HELD_NOTE)}</div>")
+        body.append(f'<div class="acpnb-kernel-held">{escape(HELD_NOTE)}</div>')
     if call.tool == "propose_cell":
-        body.append(muted_html(escape(PROPOSED_NOTE if below else PROPOSED_COPY_NOTE)))
-    return (f'<div class="acpnb-kernel-call" style="border-left:3px solid {color};padding:2px 8px;margin:4px 0">'
-            f'<div style="display:flex;gap:8px;align-items:center;flex-wrap:wrap">{head}</div>{"".join(body)}</div>')
+        body.append(f'<div class="acpnb-card-muted">{escape(PROPOSED_NOTE if below else PROPOSED_COPY_NOTE)}</div>')
+    merged = " acpnb-kernel-merged" if agent is not None else ""
+    return (f'<div class="acpnb-kernel-call {border}{merged}"><div class="acpnb-card-head">{head}</div>'
+            f'{"".join(body)}</div>')
 
 
 def _output_words(block: Mapping[str, Any]) -> str:
@@ -190,3 +216,49 @@ def kernel_call_markdown(call: Any, decisions: Sequence[str] = (), *, below: boo
     if call.tool == "propose_cell":
         parts.append(f"*{PROPOSED_NOTE if below else PROPOSED_COPY_NOTE}*")
     return "\n\n".join(parts)
+
+
+# --- one card per call: the agent's tool_call and the kernel's record of it ---------------------------------
+def _names_tool(tool_call: Any, tool: str) -> bool:
+    """Whether the agent's tool call names the kernel server's ``tool``: by its programmatic name where it gives
+    one ("mcp__kernel__run_code", "mcp_kernel_run_code", "kernel_run_code"), else its title ("kernel: run_code",
+    "run_code (kernel MCP Server)")."""
+    for said in (getattr(tool_call, "name", None), getattr(tool_call, "title", None)):
+        text = str(said or "").lower()
+        if "kernel" in text and re.search(rf"(?<![a-z0-9]){re.escape(tool)}(?![a-z0-9_])", text):
+            return True
+    return False
+
+
+def _same_input(tool_call: Any, call: Any) -> bool:
+    """The agent's rawInput is the kernel call's arguments (where the agent sends one; none matches by name)."""
+    raw = getattr(tool_call, "raw_input", None)
+    return raw is None or raw == call.arguments
+
+
+def pair_kernel_calls(tool_calls: Sequence[Any], kernel_calls: Sequence[Any], paired: dict[str, str]) -> dict[str, Any]:
+    """Match each kernel call to the agent's tool_call of it; ``paired`` (kernel call id -> tool call id) keeps the
+    matches made so far and gains the new ones. Returns tool call id -> its KernelCall.
+
+    Identity first: a kernel call is one MCP request of one session (KernelCall.request), so two identical calls
+    are two records; each takes the earliest of the agent's tool calls not taken yet that names its tool with the
+    same ``rawInput``, in the order both sides made them. A tool_call not seen yet (or an agent that sends none)
+    leaves the kernel call on a card of its own until it comes."""
+    by_id = {call.id: call for call in tool_calls}
+    taken = set(paired.values())
+    for call in kernel_calls:
+        if call.id in paired:
+            continue
+        match = next((c for c in tool_calls if c.id not in taken and _names_tool(c, call.tool) and _same_input(c, call)),
+                     None)
+        if match is not None:
+            paired[call.id] = match.id
+            taken.add(match.id)
+    kernel_by_id = {call.id: call for call in kernel_calls}
+    return {tool_id: kernel_by_id[kernel_id] for kernel_id, tool_id in paired.items()
+            if tool_id in by_id and kernel_id in kernel_by_id}
+
+
+def card_state(call: Any) -> tuple[Any, ...]:
+    """What a kernel call's card is made from (a changed call makes its card again)."""
+    return (call.status, call.decision, call.error, call.code, call.explanation, len(call.outputs))

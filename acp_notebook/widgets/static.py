@@ -20,6 +20,7 @@ from html import escape
 from typing import Any
 
 from .._visible import visible
+from .cardstyle import inline_styles
 from ._html import (
     BORDER,
     FG,
@@ -199,7 +200,8 @@ def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
     """text/html, text/markdown and text/plain of a turn (the reply whole in the HTML only: see the module
     docstring)."""
     plain_head, md_head = head_line(snapshot.header, with_agent=False)
-    tools = "".join(t.html for t in snapshot.tools) + "".join(html for _, _, html in snapshot.kernel)
+    # The cards' look is classes live (cardstyle.py); a saved form has no stylesheet, so it is written inline.
+    tools = inline_styles("".join(t.html for t in snapshot.tools) + "".join(html for _, _, html in snapshot.kernel))
     notes = "".join(muted_html(escape(n)) for n in snapshot.notes) + "".join(html for _, html in snapshot.pending)
     notes += "".join(html for _, html in snapshot.forms)
     events = events_html(snapshot.notices, snapshot.compactions)

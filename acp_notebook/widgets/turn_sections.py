@@ -24,6 +24,7 @@ from typing import Any
 
 from ._html import FG, MUTED, PLAN_MARKS
 from .blocks import ReplyBlocks, ThoughtPieces
+from .cardstyle import CARD_CSS
 from .notices import event_parts
 from .parts import LiveParts
 
@@ -53,6 +54,12 @@ def plan_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     return rows
 
 
+class CardParts(LiveParts):
+    """A section of cards (tool calls, kernel calls): its widget carries the cards' stylesheet, once."""
+
+    _css = CARD_CSS
+
+
 class TurnSections:
     """The growing sections' widgets and what each last showed (see the module docstring)."""
 
@@ -60,8 +67,8 @@ class TurnSections:
         self.header = LiveParts()
         self.thoughts_text = LiveParts(box_class="acpnb-thoughts", box_style=THOUGHTS_STYLE)
         self.plan = LiveParts(box_class="acpnb-plan")
-        self.tools = LiveParts()
-        self.kernel = LiveParts()
+        self.tools = CardParts()  # tool and kernel cards: classes, their look sent once (cardstyle.py)
+        self.kernel = CardParts()
         self.notices = LiveParts(box_class="acpnb-turn-notices")
         self.reply = LiveParts(box_class="acpnb-reply-body")
         self._blocks = ReplyBlocks()
