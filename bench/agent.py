@@ -14,9 +14,10 @@ What it answers:
   chunks; none before the first), ``reply=1.0`` (spread the chunks over this many seconds instead),
   ``tag=WORD`` (every chunk's text starts with ``[WORD]``: a load test tells whose chunk it got).
   ``tools=N`` (N tool calls instead of text: each a ``tool_call``, an ``in_progress`` update and a
-  ``completed`` one carrying a diff of ``diff=BYTES`` of new text) and ``plan=N`` (N ``plan`` updates: a
-  plan of ``entries=E`` rows, one row added or moved on per update) replace the text chunks, paced the
-  same way (``reply=`` / ``delay=``).
+  ``completed`` one carrying a diff of ``diff=BYTES`` of new text) and ``plan=N`` (N ``plan`` updates of
+  one plan of ``entries=E`` rows, kept from the first update to the last: the rows are worked through in
+  order, each set in progress, its progress noted on it several times, then completed) replace the text
+  chunks, paced the same way (``reply=`` / ``delay=``).
 - anything else: error -32601.
 
 Usage: python bench/agent.py [--chunks 10] [--size 12] [--delay 0]
@@ -172,20 +173,28 @@ def _tool_updates(count: int, diff: int) -> Any:
 
 
 def _plan_updates(count: int, entries: int) -> Any:
-    """``count`` plans of up to ``entries`` rows: a row is added pending, then moved on, until all are done."""
-    statuses: list[str] = []
+    """``count`` updates of one plan of ``entries`` rows (ACP sends the whole plan each time), as an agent working
+    through it: the first sends every row pending; then each row in turn is set in progress, has its progress
+    noted on it ("3 of 9 tests pass") an even share of the updates, and is completed. No row is dropped or
+    rebuilt: each update changes one row's status or its note."""
+    base = [f"Step {row + 1}: change module {row + 1} and run its tests" for row in range(entries)]
+    rows = [{"content": text, "priority": "medium", "status": "pending"} for text in base]
+    schedule: list[tuple[int, int, int]] = []  # (row, step, the row's share) of each update after the first
+    left = count - 1
+    for row in range(entries):
+        share = left // (entries - row)
+        left -= share
+        schedule += [(row, step, share) for step in range(share)]
     for index in range(count):
-        step = index % (3 * entries)
-        if step == 0:
-            statuses = []
-        if len(statuses) < entries:
-            statuses.append("pending")
-        else:
-            row = (step - entries) // 2
-            statuses[row] = "in_progress" if (step - entries) % 2 == 0 else "completed"
-        yield {"sessionUpdate": "plan", "entries": [
-            {"content": f"Step {row + 1}: change module {row + 1} and run its tests", "priority": "medium",
-             "status": status} for row, status in enumerate(statuses)]}
+        if index:
+            row, step, share = schedule[index - 1]
+            if step == share - 1:
+                rows[row] = {**rows[row], "content": base[row], "status": "completed"}
+            elif step == 0:
+                rows[row] = {**rows[row], "status": "in_progress"}
+            else:
+                rows[row] = {**rows[row], "content": f"{base[row]} ({step} of {share - 2} tests pass)"}
+        yield {"sessionUpdate": "plan", "entries": [dict(entry) for entry in rows]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,8 +23,15 @@ streamed over 20 s and over 120 s, 300 tool calls each with a 2 kB diff and thre
 plan updates (``BYTE_CASES``; ``--byte-scale`` shrinks them). Each case also gives the size of its cell
 as nbformat saves it.
 
+Then whether the kernel's work per streamed chunk grows with the reply (issue 36, item 4): a 200 kB reply
+streamed over 20 s (``--growth-chunks`` chunks of 50 characters) with a small cell run every ``--growth-gap``
+seconds meanwhile, which reads how much of the reply has arrived; each such cell's wait, and the kernel
+process's CPU time (user and system, from /proc through psutil) between two of them, are put against the
+reply's progress. ``growth`` compares the first fifth of the reply with the last: the kernel's CPU per chunk
+and the cells' waits (median, p90).
+
 Usage: python bench/notebook.py [--chunks 20000] [--rounds 3] [--byte-cases reply_20s,...] [--byte-scale 1]
-       [--json FILE]
+       [--growth-chunks 4000] [--json FILE]
 """
 
 from __future__ import annotations
@@ -86,6 +93,10 @@ class Kernel:
         if out["errors"]:
             raise RuntimeError(f"kernel cell failed: {out['errors']}")
         return out
+
+    @property
+    def pid(self) -> int:
+        return int(self.manager.provisioner.pid)
 
     def close(self) -> None:
         self.client.stop_channels()
@@ -156,6 +167,74 @@ def one_turn(kernel: Kernel, chunks: int, gap: float, timeout: float = 300) -> d
     return {**counts, **facts, "waits": waits, "comm_msg_per_s": counts["comm_msg"] / facts["duration_s"]}
 
 
+PROGRESS_CELL = "len(__import__('acp_notebook').current().turns[-1].text)"
+
+
+def _progress_cell(kernel: Kernel, timeout: float = 60) -> tuple[float, int, bool]:
+    """Run the progress cell: (its wait from request to idle, the reply's characters then, whether the turn's
+    static output came meanwhile). The view's messages that come meanwhile are read and dropped."""
+    client = kernel.client
+    started = time.monotonic()
+    msg_id = client.execute(PROGRESS_CELL)
+    chars, final = -1, False
+    while True:
+        msg = client.get_iopub_msg(timeout=timeout)
+        final = final or _is_final(msg)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "execute_result":
+            chars = int(msg["content"]["data"]["text/plain"])
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return time.monotonic() - started, chars, final
+
+
+def stream_growth(kernel: Kernel, chunks: int = 4000, size: int = 50, seconds: float = 20, gap: float = 0.1,
+                  timeout: float = 300) -> dict[str, Any]:
+    """The kernel's CPU per chunk and a mid-stream cell's wait, at the start vs the end of a long reply (see the
+    module docstring)."""
+    import psutil
+
+    process = psutil.Process(kernel.pid)
+    client = kernel.client
+    total = chunks * size
+    client.execute(f"%%acp --no-wait\nchunks={chunks} size={size} reply={seconds}")
+    deadline = time.monotonic() + timeout
+    while True:  # the reply's first chunks: the view's sections send their parts as custom messages
+        msg = client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if (msg["content"].get("data") or {}).get("method") == "custom":
+            break
+    samples: list[tuple[int, float, float]] = []  # (characters of the reply, the cell's wait, kernel CPU s)
+    final = False
+    while not final and time.monotonic() < deadline:
+        wait, chars, final = _progress_cell(kernel)
+        times = process.cpu_times()
+        samples.append((chars, wait, times.user + times.system))
+        if chars >= total:
+            break
+        time.sleep(gap)  # pacing of the benchmark's own cells, not a wait for the kernel
+    while not final:  # let the turn end before the next benchmark
+        final = _is_final(client.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic())))
+    return {"chunks": chunks, "size": size, "seconds": seconds, "gap_s": gap, "samples": len(samples),
+            **{name: _window(samples, total, size, low, high)
+               for name, low, high in (("start", 0.0, 0.2), ("end", 0.8, 1.0001))}}
+
+
+def _window(samples: list[tuple[int, float, float]], total: int, size: int, low: float, high: float) -> Any:
+    """What the samples whose reply progress is in [low, high) of ``total`` say: the cells' waits, and the kernel's
+    CPU per chunk over the intervals that end there."""
+    waits = [wait for chars, wait, _cpu in samples if low * total <= chars < high * total]
+    cpu = chunks = 0.0
+    for (chars0, _w0, cpu0), (chars1, _w1, cpu1) in zip(samples, samples[1:], strict=False):
+        if low * total <= chars1 < high * total and chars1 > chars0:
+            cpu, chunks = cpu + cpu1 - cpu0, chunks + (chars1 - chars0) / size
+    if not waits:
+        return None
+    ordered = sorted(waits)
+    return {"cells": len(waits), "wait_median_s": statistics.median(waits),
+            "wait_p90_s": ordered[int(0.9 * (len(ordered) - 1))],
+            "kernel_cpu_ms_per_chunk": 1000 * cpu / chunks if chunks else None, "chunks": chunks}
+
+
 def _is_final_turn(msg: dict[str, Any]) -> bool:
     """Any turn's output in its static form (whatever the turn said)."""
     if msg["msg_type"] not in ("update_display_data", "display_data"):
@@ -223,7 +302,7 @@ def byte_cases(kernel: Kernel, names: list[str], scale: float) -> dict[str, Any]
 
 
 def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.02, byte_names: list[str] | None = None,
-        byte_scale: float = 1.0) -> dict[str, Any]:
+        byte_scale: float = 1.0, growth_chunks: int = 4000, growth_gap: float = 0.1) -> dict[str, Any]:
     """``rounds`` long turns, each after a one-chunk turn that measures the messages every cell costs."""
     meter = LoadMeter()
     with tempfile.TemporaryDirectory(prefix="acpnb-bench-") as cwd:
@@ -235,6 +314,8 @@ def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.02, byte_names: li
             for _ in range(rounds):
                 constants.append(one_turn(kernel, 1, gap))
                 turns.append(one_turn(kernel, chunks, gap))
+            growth = stream_growth(kernel, growth_chunks, seconds=20 * growth_chunks / 4000, gap=growth_gap) \
+                if growth_chunks else None
             sizes = byte_cases(kernel, list(BYTE_CASES) if byte_names is None else byte_names, byte_scale)
         finally:
             kernel.close()
@@ -254,6 +335,7 @@ def run(chunks: int = 20_000, rounds: int = 3, gap: float = 0.02, byte_names: li
         "trivial_cells": len(waits),
         "median_trivial_cells_per_turn": statistics.median(len(t["waits"]) for t in turns),
         "bytes": sizes,
+        "growth": growth,
         "load": meter.done(),
     }
 
@@ -266,13 +348,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--byte-cases", default=",".join(BYTE_CASES),
                         help=f"comma-separated, of: {', '.join(BYTE_CASES)} ('' for none)")
     parser.add_argument("--byte-scale", type=float, default=1.0, help="counts and seconds of the byte cases times this")
+    parser.add_argument("--growth-chunks", type=int, default=4000,
+                        help="chunks of 50 characters of the reply whose start and end are compared (0: none)")
+    parser.add_argument("--growth-gap", type=float, default=0.1, help="seconds between two progress cells")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.byte_cases.split(",") if n.strip()]
     unknown = sorted(set(names) - set(BYTE_CASES))
     if unknown:
         parser.error(f"unknown byte case(s): {', '.join(unknown)}")
-    result = run(args.chunks, args.rounds, args.gap, names, args.byte_scale)
+    result = run(args.chunks, args.rounds, args.gap, names, args.byte_scale, args.growth_chunks, args.growth_gap)
     emit(result, args.json)
     return 0
 

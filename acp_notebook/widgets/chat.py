@@ -60,7 +60,7 @@ from .labels import session_header_info, session_title, value_label
 from .notices import tool_name_html, tool_name_text
 from .permission import PermissionPrompt
 from .render_thread import Throttle
-from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, turn_forms
+from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, sent_label, turn_forms
 from .turn_sections import THOUGHTS_STYLE, TurnSections
 
 __all__ = ["Throttle", "TurnView", "markdown_output"]
@@ -169,8 +169,9 @@ class TurnView:
     def __init__(self, turn: Turn, *, interval: float = DEFAULT_INTERVAL, asker: Any = None,
                  permission_note: str = "", form_asker: Any = None, elicitation_note: str = "",
                  title_hint: str | None = None, metadata: Callable[[], Mapping[str, Any]] | None = None,
-                 place_cell: Callable[[str], None] | None = None) -> None:
+                 place_cell: Callable[[str], None] | None = None, filled: Any = ()) -> None:
         self.turn = turn
+        self._filled = list(filled)  # {name} references of the cell and the text each put in the prompt
         self._place_cell = place_cell
         self.cell_waiting = False  # True while the %%acp cell that shows this view waits for the turn
         self._placed: set[str] = set()  # ids of proposed cells put below the running cell
@@ -292,7 +293,9 @@ class TurnView:
                                 compactions=[replace(c) for c in list(turn.compactions)])
 
     def _attachment_labels(self) -> list[str]:
-        return [item.label for item in self.turn.attachments]
+        """What the prompt carried, as sent: each attachment and each {name} filled in, with its text (capped)."""
+        return [*(sent_label(item.label, _first_text(item.blocks)) for item in self.turn.attachments),
+                *(sent_label(f"{{{reference}}}", text) for reference, text in self._filled)]
 
     def saved_snapshot(self, ended: str | None = None) -> TurnSnapshot:
         """The snapshot the output's static forms show. A running turn says it is live in a running kernel
@@ -643,6 +646,14 @@ class TurnView:
     def renders(self) -> int:
         """How many coalesced renders ran (for tests and benchmarks)."""
         return self._throttle.renders
+
+
+def _first_text(blocks: Any) -> str:
+    """The text an attachment sent, without the line that introduces it or its fences (an image sends none)."""
+    texts = [str((b.get("resource") or {}).get("text") or "") if b.get("type") == "resource" else str(b.get("text") or "")
+             for b in blocks or () if isinstance(b, Mapping) and b.get("type") in ("text", "resource")]
+    lines = "\n".join(texts).splitlines()
+    return "\n".join(line for line in lines if not line.startswith(("Attached `", "```")))
 
 
 def _last_line(text: str) -> str:

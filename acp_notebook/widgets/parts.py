@@ -6,7 +6,9 @@ with the square of the turn. This widget holds a section as an ordered list of p
 and its HTML. ``update(parts)`` says what the section shows now; ``flush()`` sends the frontend one
 message with only the differences from what it was sent last: a new part (inserted before the next
 part it has), a part gone, or a part patched (the characters between the common head and tail of
-its old and new HTML). A part that did not change costs nothing, so a finished paragraph, a tool
+its old and new HTML; where that span is long and the part short, the few runs that really changed inside it,
+as several patches: a plan row whose status changed alters its class and its mark, not the words between).
+A part that did not change costs nothing, so a finished paragraph, a tool
 card that is done or a plan row that did not move is sent once. Each message also costs its
 envelope (about 150 bytes with the comm's id), so ``flush`` may hold back a change of fewer than
 ``min_chars`` characters until it is ``max_age`` seconds old: a slow stream is sent a few times a
@@ -28,6 +30,7 @@ messages leave in version order.
 
 from __future__ import annotations
 
+import difflib
 import threading
 import time
 from collections.abc import Iterable
@@ -36,7 +39,13 @@ from typing import Any
 import anywidget
 import traitlets
 
-__all__ = ["LiveParts", "patch_op"]
+__all__ = ["LiveParts", "patch_op", "patch_ops"]
+
+# A patch whose new text is longer than this, in a part shorter than REFINE_MAX, is looked into for the runs
+# that changed (difflib, characters): cheap at that size, and the span between two changes is not sent.
+REFINE_MIN = 48
+REFINE_MAX = 2000
+OP_COST = 16  # about what an op costs beyond its text (its key, offsets and brackets)
 
 _ESM = r"""
 function apply(model, msg) {
@@ -127,6 +136,32 @@ def patch_op(key: str, old: str, new: str) -> list[Any]:
     return ["=", key, start, start + _units(old[head:len(old) - tail]), new[head:len(new) - tail]]
 
 
+def patch_ops(key: str, old: str, new: str) -> list[list[Any]]:
+    """The ops that turn ``old`` into ``new``: one ``patch_op``, or, where cheaper, one per changed run inside it, last
+    run first (so each op's offsets, taken in ``old``, still hold when the ops are applied in order)."""
+    whole = patch_op(key, old, new)
+    if len(whole[4]) <= REFINE_MIN or len(old) > REFINE_MAX or len(new) > REFINE_MAX:
+        return [whole]
+    head = _common_head(old, new)
+    tail = _common_head(old[head:][::-1], new[head:][::-1])
+    before, after = old[head:len(old) - tail], new[head:len(new) - tail]
+    runs: list[list[int]] = []  # [i1, i2, j1, j2]: changed runs, those closer than OP_COST characters merged
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if runs and i1 - runs[-1][1] < OP_COST:
+            runs[-1][1], runs[-1][3] = i2, j2
+        else:
+            runs.append([i1, i2, j1, j2])
+    if sum(j2 - j1 + OP_COST for _i1, _i2, j1, j2 in runs) >= len(whole[4]) + OP_COST:
+        return [whole]
+    ops = []
+    for i1, i2, j1, j2 in reversed(runs):
+        start = _units(old[:head + i1])
+        ops.append(["=", key, start, start + _units(before[i1:i2]), after[j1:j2]])
+    return ops
+
+
 class LiveParts(anywidget.AnyWidget):
     """A section of HTML parts (see the module docstring). ``value`` is the HTML it shows now."""
 
@@ -189,7 +224,7 @@ class LiveParts(anywidget.AnyWidget):
             if old is None:
                 changes.append(["+", key, html, following])
             elif old is not html and old != html:
-                changes.append(patch_op(key, old, html))
+                changes.extend(patch_ops(key, old, html))
             following = key
         return ops + changes
 

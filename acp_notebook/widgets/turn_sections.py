@@ -3,7 +3,7 @@ and the reply, each a ``LiveParts`` widget, so the frontend is sent what changed
 
 - header: one part; the running clock changes a few characters of it each second;
 - thoughts: plain text in pieces (``ThoughtPieces``), finished lines frozen;
-- plan: a part per row;
+- plan: a part per row (its look a stylesheet sent once, so a status change patches a class and a mark);
 - tool cards: a part per tool call, its HTML made again only when the call, its permission decisions or
   its shown time changed; the permission decisions that belong to no tool call as one part after them;
 - kernel calls: a part per call;
@@ -28,7 +28,7 @@ from .cardstyle import CARD_CSS
 from .notices import event_parts
 from .parts import LiveParts
 
-__all__ = ["THOUGHTS_STYLE", "TurnSections", "plan_rows"]
+__all__ = ["PLAN_CSS", "THOUGHTS_STYLE", "TurnSections", "plan_rows"]
 
 THOUGHTS_STYLE = f"white-space:pre-wrap;color:{FG};line-height:1.5;font-size:0.95em"
 # A section's change of fewer characters than this waits (at most HOLD_S seconds) to go with the next: a
@@ -37,21 +37,36 @@ HOLD_CHARS = 256
 HOLD_S = 0.5
 
 
+# The live plan's look, the stylesheet of its widget (sent once, when it opens): a row carries only its status
+# class and mark, so a row whose status changed is patched by those few characters (the saved form, plan_html,
+# keeps inline styles).
+PLAN_CSS = (
+    ".acpnb-plan .acpnb-plan-row{line-height:1.5;padding:0 8px;color:" + FG + "}"
+    ".acpnb-plan .acpnb-plan-row.acpnb-plan-completed{color:" + MUTED + ";text-decoration:line-through}"
+    ".acpnb-plan .acpnb-plan-row.acpnb-plan-in_progress{font-weight:600}"
+    ".acpnb-plan .acpnb-plan-mark{display:inline-block;width:1.4em}"
+)
+
+
 def plan_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """The plan as parts: a heading, then one row per entry (the live form of ``_html.plan_html``)."""
+    """The plan as parts: a heading, then one row per entry (the live form of ``_html.plan_html``; its look is
+    ``PLAN_CSS``)."""
     if not entries:
         return []
     rows = [("p", f'<div style="color:{MUTED};font-size:0.85em;padding:2px 4px 0">Plan</div>')]
     for index, entry in enumerate(entries):
         status = str(entry.get("status") or "pending")
         mark = PLAN_MARKS.get(status, PLAN_MARKS["pending"])
-        style = f"color:{MUTED};text-decoration:line-through" if status == "completed" else f"color:{FG}"
-        if status == "in_progress":
-            style += ";font-weight:600"
-        rows.append((f"p{index}", f'<div class="acpnb-plan-{escape(status)}" style="line-height:1.5;padding:0 8px;'
-                                  f'{style}"><span style="display:inline-block;width:1.4em">{mark}</span>'
+        rows.append((f"p{index}", f'<div class="acpnb-plan-row acpnb-plan-{escape(status)}">'
+                                  f'<span class="acpnb-plan-mark">{mark}</span>'
                                   f'{escape(str(entry.get("content", "")))}</div>'))
     return rows
+
+
+class PlanParts(LiveParts):
+    """The plan's section: its widget carries the rows' stylesheet, once."""
+
+    _css = PLAN_CSS
 
 
 class CardParts(LiveParts):
@@ -66,7 +81,7 @@ class TurnSections:
     def __init__(self) -> None:
         self.header = LiveParts()
         self.thoughts_text = LiveParts(box_class="acpnb-thoughts", box_style=THOUGHTS_STYLE)
-        self.plan = LiveParts(box_class="acpnb-plan")
+        self.plan = PlanParts(box_class="acpnb-plan")
         self.tools = CardParts()  # tool and kernel cards: classes, their look sent once (cardstyle.py)
         self.kernel = CardParts()
         self.notices = LiveParts(box_class="acpnb-turn-notices")

@@ -1,0 +1,40 @@
+"""LiveParts' patches (widgets/parts.py): whatever two HTML strings, the ops sent turn the old into the new as the
+frontend applies them (in order, offsets in UTF-16 units); a plan row whose status changed is patched by its
+class and mark only, not the words between."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_notebook.widgets.parts import patch_ops
+from acp_notebook.widgets.turn_sections import plan_rows
+
+TEXT = st.text(alphabet=st.sampled_from(list("ab <>\"é\u00a0\U0001f600\n")), max_size=400)
+
+
+def applied(old: str, ops: list[list]) -> str:
+    """The frontend's ``apply`` for one part's ops, in Python (JavaScript strings are UTF-16)."""
+    units = old.encode("utf-16-le", "surrogatepass")
+    for op in ops:
+        assert op[0] == "="
+        units = units[:2 * op[2]] + op[4].encode("utf-16-le", "surrogatepass") + units[2 * op[3]:]
+    return units.decode("utf-16-le", "surrogatepass")
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT, st.lists(st.tuples(st.integers(0, 400), st.integers(0, 6), TEXT.map(lambda t: t[:60])), max_size=6))
+def test_the_ops_turn_the_old_html_into_the_new(old, edits):
+    new = old
+    for at, cut, put in edits:
+        at = min(at, len(new))
+        new = new[:at] + put + new[at + cut:]
+    assert applied(old, patch_ops("k", old, new)) == new
+
+
+def test_a_plan_row_whose_status_changed_is_patched_by_its_class_and_mark():
+    (_, working), = plan_rows([{"content": "Step 3: change module 3 (12 of 98 tests pass)", "status": "in_progress"}])[1:]
+    (_, done), = plan_rows([{"content": "Step 3: change module 3", "status": "completed"}])[1:]
+    ops = patch_ops("p0", working, done)
+    assert applied(working, ops) == done
+    assert [op[4] for op in ops] == ["", "745", "completed"]  # the note dropped, the mark, the class
