@@ -286,7 +286,8 @@ def test_plot_proposes_a_cell_and_a_session_without_the_server_is_told_so(start_
     main_ns(df=[1, 2, 3])
     session = start_demo(kernel_tools="read-only").new_session()
     turn = session.prompt("plot df", timeout=TIMEOUT)
-    (call,) = turn.kernel_calls
+    looked, call = turn.kernel_calls  # it looks at df first (tests/test_kernel_tools_sent.py: a frame's chart)
+    assert (looked.tool, looked.arguments) == ("inspect_variable", {"name": "df"})
     assert (call.tool, call.code, call.status) == ("propose_cell", "df.plot()", "proposed")
     assert "it has not run" in turn.text
     bare = start_demo(kernel_tools="off").new_session()

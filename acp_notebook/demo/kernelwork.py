@@ -8,7 +8,9 @@ The prompt grammar (checked after file commands and forms, before everything els
 - ``list variables`` / ``what variables ...``: list_variables.
 - ``run CODE`` / ``compute EXPR``: run_code(CODE) (EXPR alone: its value comes back); under the notebook's
   "ask" policy the user is asked first, under "read-only" the kernel refuses and the reply says so.
-- ``plot NAME``: propose_cell(``NAME.plot()``): a cell for the user to run, never run by the agent.
+- ``plot NAME``: inspect_variable(NAME), then propose_cell with a plot that suits what it saw (``plot_code``):
+  a DataFrame with a text column and a numeric one gets a bar chart of the numeric column by the text column,
+  other frames and series ``NAME.plot()``; a cell for the user to run, never run by the agent.
 - ``show history`` / ``what did I run``: notebook_history.
 
 Each tool call is reported to the client as an ACP tool_call (in progress) and a tool_call_update
@@ -28,7 +30,7 @@ from .session import DemoSession, RunningTurn, TurnCancelled
 if TYPE_CHECKING:
     from .agent import DemoAgent
 
-__all__ = ["KernelCommand", "KernelWork", "parse_kernel_command"]
+__all__ = ["KernelCommand", "KernelWork", "parse_kernel_command", "plot_code"]
 
 _NAME = r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -72,6 +74,23 @@ def _strip_fence(code: str) -> str:
     if fenced:
         return fenced.group(1)
     return code[1:-1] if len(code) > 1 and code[0] == code[-1] == "`" else code
+
+
+_COLUMN = re.compile(r"^- (?P<name>[A-Za-z_][A-Za-z0-9_]*): (?P<dtype>[\w\[\], ]+), \d+$", re.M)
+_NUMERIC = re.compile(r"^(u?int|float)\d*$|^(Int|UInt|Float)\d+$")
+_TEXT = ("str", "object", "string", "category")
+
+
+def plot_code(name: str, inspected: str) -> tuple[str, str]:
+    """The cell that plots ``name`` as inspect_variable described it, and why: a bar chart of the first numeric
+    column by the first text column where the frame has both, else pandas' default plot."""
+    columns = [(m.group("name"), m.group("dtype").strip()) for m in _COLUMN.finditer(inspected)]
+    text = next((column for column, dtype in columns if dtype in _TEXT), None)
+    number = next((column for column, dtype in columns if _NUMERIC.match(dtype)), None)
+    if text is not None and number is not None:
+        return (f"{name}.plot.bar(x={text!r}, y={number!r})",
+                f"A bar chart of {number} by {text}: {name} has a text column and a numeric one.")
+    return f"{name}.plot()", f"Plot {name} with pandas' default plot (no text and numeric column pair to chart)."
 
 
 def _quoted(text: str) -> str:
@@ -124,8 +143,10 @@ class KernelWork:
                 return f"The code did not run: {text}"
             return f"I ran it in your kernel." + (f" It printed:{_quoted(text)}" if text.strip() else "")
         if command.action == "plot":
-            code = f"{command.name}.plot()"
-            explanation = f"Plot {command.name} with pandas' default plot."
+            seen, failed = await self._call(client, "inspect_variable", {"name": command.name})
+            if failed:
+                return f"I could not look at `{command.name}` to plot it: {seen}"
+            code, explanation = plot_code(command.name, seen)
             text, failed = await self._call(client, "propose_cell", {"code": code, "explanation": explanation})
             if failed:
                 return f"I could not propose the cell: {text}"

@@ -99,7 +99,12 @@ def human_bytes(size: int | None) -> str:
 def describe_variable(name: str, value: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "type": type_name(value)}
     shape = _shape(value)
-    if shape is not None:
+    if shape == []:  # a numpy scalar or a 0-d array: its value says more than an empty shape
+        entry["shape"] = shape
+        number = _number(name, value)
+        if number is not None:
+            entry["value"] = number
+    elif shape is not None:
         entry["shape"] = shape
     elif _LENGTH_TYPES.get(id(type(value))) is type(value):
         try:
@@ -108,6 +113,28 @@ def describe_variable(name: str, value: Any) -> dict[str, Any]:
             pass
     entry["size_bytes"] = _size(value)
     return entry
+
+
+def _number(name: str, value: Any) -> str | None:
+    """A numpy number's (or a 0-d numeric array's) value as text, unless its name marks it a secret."""
+    if secret_name(name) or not (is_library(value, "numpy", "generic") or is_library(value, "numpy", "ndarray")):
+        return None
+    try:
+        if value.dtype.kind not in "biufc":
+            return None
+        return repr(value.item())
+    except Exception:  # noqa: BLE001 - a value we cannot read is listed without it
+        return None
+
+
+def _extent(entry: Mapping[str, Any]) -> str:
+    """How big a listed variable is, in words: shape, length, or a scalar's value."""
+    if entry.get("shape") == []:
+        what = "0-d array" if entry["type"].endswith("ndarray") else "scalar"
+        return f"{what} {entry['value']}" if "value" in entry else what
+    if "shape" in entry:
+        return "shape " + "x".join(str(n) for n in entry["shape"])
+    return f"length {entry['length']}" if "length" in entry else ""
 
 
 def list_variables(namespace: Mapping[str, Any], hidden: Any = ()) -> Answer:
@@ -120,8 +147,7 @@ def list_variables(namespace: Mapping[str, Any], hidden: Any = ()) -> Answer:
     if len(found) > MAX_LISTED:
         lines.append(f"[cut: the first {MAX_LISTED:,} of {len(found):,} variables are listed]")
     for entry in entries:
-        extent = ("shape " + "x".join(str(n) for n in entry["shape"]) if "shape" in entry
-                  else f"length {entry['length']}" if "length" in entry else "")
+        extent = _extent(entry)
         lines.append(f"- {entry['name']}: {entry['type']}{', ' + extent if extent else ''}, "
                      f"{human_bytes(entry['size_bytes'])}")
     return Answer.text("\n".join(lines), structured={"variables": entries})

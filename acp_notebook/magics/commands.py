@@ -430,7 +430,8 @@ class Runner:
         namespace = getattr(getattr(self.magics, "shell", None), "user_ns", None) or {}
         entry = self.agents.entry(command.alias)
         # Every reference is looked up before anything is sent: a bad one sends nothing.
-        prompt = context.expand(prompt, namespace, redactor=entry.agent.redactor)
+        filled: list[tuple[str, str]] = []  # shown in the cell as sent (the view lists them)
+        prompt = context.expand(prompt, namespace, redactor=entry.agent.redactor, filled=filled)
         attach = context.attached(command.attach, namespace)
         if command.models:
             self.branches.sweep(entry, command, prompt)  # blocking: the replies side by side once all have come
@@ -446,7 +447,7 @@ class Runner:
         view = TurnView(turn, interval=self.magics.stream_interval, asker=policies.permission_asker,
                         permission_note=policies.permission_note, form_asker=policies.form_asker,
                         elicitation_note=policies.elicitation_note, title_hint=self.agents.title_hint(session),
-                        metadata=self.agents.metadata_for(session), place_cell=self._place_cell)
+                        metadata=self.agents.metadata_for(session), place_cell=self._place_cell, filled=filled)
         self.agents.last_view = view
         view.show()
         return view

@@ -78,8 +78,10 @@ def _steps(node: ast.expr) -> list[tuple[str, Any]]:
     raise ValueError(f"not a reference: {ast.dump(node)}")  # the regular expression admits nothing else
 
 
-def expand(body: str, namespace: Mapping[str, Any], *, redactor: Any = None) -> str:
-    """``body`` with every ``{ref}`` replaced by the value's text and ``{{`` / ``}}`` unescaped."""
+def expand(body: str, namespace: Mapping[str, Any], *, redactor: Any = None,
+           filled: list[tuple[str, str]] | None = None) -> str:
+    """``body`` with every ``{ref}`` replaced by the value's text and ``{{`` / ``}}`` unescaped; ``filled`` (a list)
+    gets ``(reference, the text put in)`` for each, so the cell can show what was sent."""
 
     def replace(match: re.Match[str]) -> str:
         whole, inner = match.group(0), match.group(1)
@@ -89,9 +91,12 @@ def expand(body: str, namespace: Mapping[str, Any], *, redactor: Any = None) -> 
             return whole  # not a reference: braces of code or JSON in the prompt
         value = resolve(inner, namespace, where=f"%%acp: {{{inner}}}")
         try:
-            return inline_text(value, inner.strip(), redactor=redactor)
+            text = inline_text(value, inner.strip(), redactor=redactor)
         except NotInlinable as exc:
             raise UsageError(f"%%acp: {{{inner}}}: {exc}") from None
+        if filled is not None:
+            filled.append((inner.strip(), text))
+        return text
 
     return _BRACES.sub(replace, body)
 

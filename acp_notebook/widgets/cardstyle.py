@@ -31,8 +31,8 @@ STATUS_COLORS: dict[str, str] = {
 }
 
 STYLES: dict[str, str] = {
-    "acpnb-tool-call": "padding:2px 8px;margin:4px 0;border-left:3px solid " + BORDER,
-    "acpnb-kernel-call": "padding:2px 8px;margin:4px 0;border-left:3px solid " + BORDER,
+    "acpnb-tool-call": "padding:2px 8px;margin:4px 0",
+    "acpnb-kernel-call": "padding:2px 8px;margin:4px 0",
     "acpnb-card-head": "display:flex;gap:8px;align-items:center;flex-wrap:wrap",
     "acpnb-card-title": "font-weight:600",
     "acpnb-chip": (f"display:inline-block;padding:0 7px;border:1px solid {BORDER};border-radius:9px;font-size:0.85em;"
@@ -57,7 +57,7 @@ STYLES: dict[str, str] = {
     "acpnb-kernel-held": "color:#e65100;font-weight:600;padding:2px 0",
     "acpnb-kernel-explanation": f"color:{FG};padding:2px 0",
     "acpnb-kernel-args": f"margin:2px 0;font-family:{MONO};font-size:0.85em;white-space:pre-wrap;color:{FG}",
-    **{f"acpnb-l-{status}": f"border-left-color:{color}" for status, color in STATUS_COLORS.items()},
+    **{f"acpnb-l-{status}": f"border-left:3px solid {color}" for status, color in STATUS_COLORS.items()},
     **{f"acpnb-b-{status}": f"background:{color}" for status, color in STATUS_COLORS.items()},
 }
 

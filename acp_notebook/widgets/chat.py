@@ -55,7 +55,8 @@ from ._html import MUTED, clock, error_html, header_html, seconds, tool_call_htm
 from .comms import handled_in_order
 from .display import Bundle, LiveDisplay, close_widget_tree
 from .forms import FormPrompt, automatic_form_html
-from .kernel import card_state, kernel_call_html, kernel_call_markdown, kernel_call_text, pair_kernel_calls
+from .kernel import (card_state, kernel_call_html, kernel_call_markdown, kernel_call_text, kernel_decisions,
+                     pair_kernel_calls)
 from .labels import session_header_info, session_title, value_label
 from .notices import tool_name_html, tool_name_text
 from .permission import PermissionPrompt
@@ -276,7 +277,7 @@ class TurnView:
             turn = self.turn
             running = self._is_running()
             pending = [(p.pending_text(), p.static_html()) for p in self._prompts if not p.future.done()]
-            merged = self._merged()
+            merged = pair_kernel_calls(turn.tool_calls, list(turn.kernel_calls), self._paired)
             tools = [ToolSnapshot(str(c.title or c.id), str(c.kind or "other"), str(c.status or "pending"),
                                   self._tool_html(c, merged.get(c.id)), tool_name_text(c)) for c in turn.tool_calls]
             forms = [(item.plain_text(), item.static_html()) if isinstance(item, FormPrompt) else item
@@ -437,22 +438,12 @@ class TurnView:
         with self._lock:
             self._placed.add(call.id)
 
-    def _kernel_decisions(self, call: Any) -> list[str]:
-        decisions = list(self._decisions.get(call.id, ()))
-        if not decisions and self.permission_note and call.decision in ("allowed", "rejected"):
-            decisions = [f"permission: {call.decision} automatically ({self.permission_note})"]
-        return decisions
-
     def _kernel_forms(self, call: Any) -> tuple[str, str, str]:
         """(text, Markdown, HTML) of one kernel call; under the lock."""
-        decisions = self._kernel_decisions(call)
+        decisions = kernel_decisions(call, self._decisions, self.permission_note)
         below = call.id in self._placed
         return (kernel_call_text(call, decisions, below=below), kernel_call_markdown(call, decisions, below=below),
                 kernel_call_html(call, decisions, below=below))
-
-    def _merged(self) -> dict[str, Any]:
-        """The agent's tool call id -> the kernel call it reported, for those matched so far; under the lock."""
-        return pair_kernel_calls(self.turn.tool_calls, list(self.turn.kernel_calls), self._paired)
 
     def _tick(self) -> None:
         """Redraw the running clock once a second until the turn ends (render thread)."""
@@ -585,7 +576,7 @@ class TurnView:
         timing = self._tool_timing(call)
         decisions = tuple(self._decisions.get(call.id, ()))
         if kernel is not None:
-            decisions = (*decisions, *self._kernel_decisions(kernel))
+            decisions = (*decisions, *kernel_decisions(kernel, self._decisions, self.permission_note))
             below = kernel.id in self._placed
             return self.sections.card(call.id, (call, len(call.updates), call.status, decisions, card_state(kernel),
                                                 below), lambda: kernel_call_html(kernel, decisions, below=below,
@@ -623,7 +614,7 @@ class TurnView:
                       f'<i>{escape(latest)}</i></div>' if latest else "")
             if thoughts:
                 _assign(self.thoughts.layout, "display", "")
-            merged = self._merged()
+            merged = pair_kernel_calls(turn.tool_calls, list(turn.kernel_calls), self._paired)
             self.sections.draw(header=header_html(self._header_info(), live=True), thoughts=thoughts, plan=turn.plan,
                                cards=[(call.id, self._tool_html(call, merged.get(call.id))) for call in turn.tool_calls],
                                notes=self._unmatched_decisions(),

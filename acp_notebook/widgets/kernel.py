@@ -26,8 +26,8 @@ from .._visible import visible
 from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS
 from .cardstyle import status_classes
 
-__all__ = ["card_state", "code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text", "kernel_tools_note",
-           "pair_kernel_calls"]
+__all__ = ["card_state", "code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text", "kernel_decisions",
+           "kernel_tools_note", "pair_kernel_calls"]
 
 # A call's status as a tool call's badge reads (same colours as the agent's own tool calls).
 STATUS_WORDS: dict[str, tuple[str, str]] = {
@@ -257,6 +257,15 @@ def pair_kernel_calls(tool_calls: Sequence[Any], kernel_calls: Sequence[Any], pa
     kernel_by_id = {call.id: call for call in kernel_calls}
     return {tool_id: kernel_by_id[kernel_id] for kernel_id, tool_id in paired.items()
             if tool_id in by_id and kernel_id in kernel_by_id}
+
+
+def kernel_decisions(call: Any, decisions: Mapping[str, Sequence[str]], permission_note: str) -> list[str]:
+    """The decision lines of a kernel call's card: the prompt's words (``decisions`` by call id), else, for an ask
+    that a policy answered with nobody asked, that it was answered automatically and by what."""
+    lines = list(decisions.get(call.id, ()))
+    if not lines and permission_note and call.decision in ("allowed", "rejected"):
+        lines = [f"permission: {call.decision} automatically ({permission_note})"]
+    return lines
 
 
 def card_state(call: Any) -> tuple[Any, ...]:

@@ -160,6 +160,18 @@ class TurnSnapshot:
     compactions: Sequence[Any] = ()  # context compactions that began while it ran (copies of state.Compaction)
 
 
+SENT_SHOWN = 160  # characters of an attachment's or a {name}'s text shown in the cell
+
+
+def sent_label(label: str, text: str) -> str:
+    """What the prompt carried as one line: its label, then the start of the text sent (visible, on one line)."""
+    if not text:
+        return label
+    flat = " ".join(visible(text).split())
+    shown = flat if len(flat) <= SENT_SHOWN else flat[:SENT_SHOWN] + f"... ({len(text):,} characters)"
+    return f"{label}: “{shown}”"
+
+
 def attached_text(labels: Sequence[str]) -> str:
     return "Attached: " + " \u00b7 ".join(labels) if labels else ""
 

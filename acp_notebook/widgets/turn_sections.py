@@ -82,8 +82,10 @@ class TurnSections:
         self.header = LiveParts()
         self.thoughts_text = LiveParts(box_class="acpnb-thoughts", box_style=THOUGHTS_STYLE)
         self.plan = PlanParts(box_class="acpnb-plan")
-        self.tools = CardParts()  # tool and kernel cards: classes, their look sent once (cardstyle.py)
-        self.kernel = CardParts()
+        # Tool and kernel cards: classes, their look sent once with the tools section (cardstyle.py); the kernel
+        # section's cards are in the same view, so they share it.
+        self.tools = CardParts()
+        self.kernel = LiveParts()
         self.notices = LiveParts(box_class="acpnb-turn-notices")
         self.reply = LiveParts(box_class="acpnb-reply-body")
         self._blocks = ReplyBlocks()
