@@ -133,23 +133,22 @@ def muted_html(text: str, *, css_class: str = "") -> str:
 
 
 def plan_html(entries: Sequence[Mapping[str, Any]]) -> str:
-    """The agent's plan as a checklist."""
+    """The agent's plan as a checklist. What every row shares is styled once on the list; a row carries only what
+    its status changes (a saved plan of short rows weighs about its words, not its markup)."""
     if not entries:
         return ""
+    looks = {"completed": f' style="color:{MUTED};text-decoration:line-through"',
+             "in_progress": ' style="font-weight:600"'}
     rows = []
     for entry in entries:
         status = str(entry.get("status") or "pending")
         mark = PLAN_MARKS.get(status, PLAN_MARKS["pending"])
-        style = f"color:{MUTED};text-decoration:line-through" if status == "completed" else f"color:{FG}"
-        if status == "in_progress":
-            style += ";font-weight:600"
-        rows.append(
-            f'<li class="acpnb-plan-{escape(status)}" style="list-style:none;margin:0;line-height:1.5;{style}">'
-            f'<span style="display:inline-block;width:1.4em">{mark}</span>{escape(str(entry.get("content", "")))}</li>'
-        )
+        rows.append(f'<li class="acpnb-plan-{escape(status)}"{looks.get(status, "")}>{mark}&nbsp; '
+                    f'{escape(str(entry.get("content", "")))}</li>')
     return (
         f'<div class="acpnb-plan" style="padding:2px 4px"><div style="color:{MUTED};font-size:0.85em">Plan</div>'
-        f'<ul style="margin:2px 0;padding-left:4px">{"".join(rows)}</ul></div>'
+        f'<ul style="list-style:none;margin:2px 0;padding-left:4px;line-height:1.5;color:{FG}">{"".join(rows)}</ul>'
+        "</div>"
     )
 
 
