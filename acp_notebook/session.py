@@ -169,7 +169,9 @@ class Session:
         option = self.config.get(config_id)
         if option is None:
             ids = self.config.ids()
-            close = difflib.get_close_matches(config_id, ids, n=1)
+            # Of the close names, the option whose choices hold the value given first: `modle=smart` means model.
+            close = sorted(difflib.get_close_matches(config_id, ids, n=3),
+                           key=lambda i: value not in [str(v) for v in getattr(self.config.get(i), "values", None) or ()])
             raise ConfigOptionError(
                 f"no config option {config_id!r} in this session",
                 config_id=config_id, value=value, valid=ids,

@@ -111,3 +111,39 @@ def test_percent_config_moves_every_panel_line_at_once(tmp_path, monkeypatch):
     finally:
         ip.run_line_magic("unload_ext", "acp_notebook")
         ip.config.pop("AcpMagics", None)
+
+
+# --- the messages of issue 35, point 7 ---------------------------------------------------------------
+def test_settings_are_refused_in_our_words_with_the_closest_choice_and_other_spellings_are_named(capsys):
+    from traitlets import TraitError
+
+    from acp_notebook.magics.magic import AcpMagics
+
+    magics = AcpMagics(shell=None)
+    with pytest.raises(TraitError, match=r"^AcpMagics.permission: 'alow' is not one of 'ask', 'allow', 'deny'; "
+                                         r"did you mean 'allow'\? \(e.g. %config AcpMagics.permission = 'allow'\)$"):
+        magics.permission = "alow"
+    with pytest.raises(TraitError, match=r"AcpMagics.elicitation: 'declin' is not one of .* or a dict of answers; "
+                                         r"did you mean 'decline'\?"):
+        magics.elicitation = "declin"
+    with pytest.raises(TraitError, match=r"'readonlyy' is not a policy; .*did you mean 'read-only'\?"):
+        magics.kernel_tools = "readonlyy"
+    magics.kernel_tools = "readonly"
+    assert magics.kernel_tools == "read-only"
+    assert "AcpMagics.kernel_tools: 'readonly' taken as 'read-only'" in capsys.readouterr().out
+    magics.kernel_tools = "Read-Only"  # the word itself in another case: taken without a note
+    assert capsys.readouterr().out == ""
+
+
+def test_a_misspelt_option_suggests_the_one_whose_choices_hold_the_value(tmp_path):
+    from acp_notebook.demo.agent import DemoAgent
+    from acp_notebook.errors import ConfigOptionError
+
+    with acpnb.start(DemoAgent(), timeout=TIMEOUT, cwd=tmp_path, kernel_tools="off") as agent:
+        session = agent.new_session()
+        with pytest.raises(ConfigOptionError) as refused:
+            session.set("modle", "smart")  # 'mode' is as close a name; 'smart' is a model
+        assert "Did you mean 'model'?" in str(refused.value.hint_for("python") or refused.value)
+        with pytest.raises(ConfigOptionError) as refused:
+            session.set("mdoe", "ask")
+        assert "Did you mean 'mode'?" in str(refused.value.hint_for("python") or refused.value)

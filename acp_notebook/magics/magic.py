@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import difflib
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -51,12 +52,36 @@ def _documented(doc: str) -> Any:
     return apply
 
 
+def _choice_error(name: str | None, value: Any, choices: list[str], extra: str = "") -> TraitError:
+    """A refused setting in our words: the choices, and the closest one as a line to type."""
+    close = difflib.get_close_matches(str(value).strip().lower(), choices, n=1, cutoff=0.5)
+    example = close[0] if close else choices[0]
+    return TraitError(f"AcpMagics.{name}: {value!r} is not one of {', '.join(repr(c) for c in choices)}{extra}"
+                      + (f"; did you mean {example!r}?" if close else "")
+                      + f" (e.g. %config AcpMagics.{name} = {example!r})")
+
+
+class Choice(CaselessStrEnum):
+    """A word among a few (any case), refused in our words with the closest choice, not traitlets'."""
+
+    def error(self, obj: Any, value: Any, error: Exception | None = None, info: str | None = None) -> Any:
+        raise _choice_error(self.name, value, [str(v) for v in self.values or ()])
+
+
+class ChoiceOrDict(Union):
+    """A Choice or a dict (AcpMagics.elicitation), refused in our words."""
+
+    def error(self, obj: Any, value: Any, error: Exception | None = None, info: str | None = None) -> Any:
+        words = [str(v) for t in self.trait_types for v in getattr(t, "values", None) or ()]
+        raise _choice_error(self.name, value, words, " or a dict of answers")
+
+
 @magics_class
 class AcpMagics(Magics, Configurable):
     """The ``%acp`` / ``%%acp`` magics; configure with ``%config AcpMagics.<option> = value``."""
 
     default_agent = Unicode("demo", help="The agent `%acp start` starts when no NAME is given.").tag(config=True)
-    permission = CaselessStrEnum(
+    permission = Choice(
         ["ask", "allow", "deny"], default_value="ask",
         help="Answer to the agent's permission requests in %%acp cells: 'ask' shows buttons and waits for a "
              "click; 'allow' or 'deny' answer at once (for unattended runs such as nbclient or CI).",
@@ -66,7 +91,7 @@ class AcpMagics(Magics, Configurable):
         help="With permission='ask': seconds to wait for a click before rejecting (0 waits until the turn is "
              "cancelled).",
     ).tag(config=True)
-    elicitation = Union(
+    elicitation = ChoiceOrDict(
         [CaselessStrEnum(["ask", "decline", "cancel"]), Dict()], default_value="ask",
         help="Answer to the agent's forms (elicitation) in %%acp cells: 'ask' shows the form and waits for Submit, "
              "Decline or Cancel; 'decline' or 'cancel' answer at once, and a dict of answers (checked against each "
@@ -77,7 +102,7 @@ class AcpMagics(Magics, Configurable):
         help="With elicitation='ask': seconds to wait for an answer before declining (0 waits until the turn is "
              "cancelled).",
     ).tag(config=True)
-    wait = CaselessStrEnum(
+    wait = Choice(
         ["auto", "always", "never"], default_value="auto",
         help="Whether a %%acp cell waits for the turn to end. 'auto' waits where the kernel keeps widgets "
              "clickable meanwhile (ipykernel >= 7.4) or has no widgets (terminal), else returns at once and "
@@ -110,13 +135,13 @@ class AcpMagics(Magics, Configurable):
              "(unstable ACP): None (the default) a short note that they run in a Jupyter notebook and what their "
              "kernel tools allow; '' nothing; any other text: that text.",
     ).tag(config=True)
-    system_prompt_mode = CaselessStrEnum(
+    system_prompt_mode = Choice(
         ["append", "override"], default_value="append",
         help="How the system prompt joins the agent's own instructions: 'append' (every agent that takes one) or "
              "'override' (replaces them, where the agent offers it). Read when an agent starts.",
     ).tag(config=True)
 
-    rerun = CaselessStrEnum(
+    rerun = Choice(
         ["branch", "append"], default_value="branch",
         help="Running a %%acp cell that already holds a turn of the conversation: 'branch' answers it from the "
              "conversation just before that turn, on a new branch (a checkpoint is kept before each prompt: a "
@@ -142,11 +167,16 @@ class AcpMagics(Magics, Configurable):
     def _check_kernel_tools(self, proposal: dict[str, Any]) -> str:
         value = proposal["value"]
         try:
-            return parse_policy(value)
+            policy = parse_policy(value)
         except ValueError:
+            close = difflib.get_close_matches(str(value).strip().lower(), list(POLICIES), n=1, cutoff=0.5)
             raise TraitError(f"AcpMagics.kernel_tools: {value!r} is not a policy; use one of "
-                             f"{', '.join(repr(w) for w in POLICIES)}, e.g. %config AcpMagics.kernel_tools = 'ask'") \
-                from None
+                             f"{', '.join(repr(w) for w in POLICIES)}"
+                             + (f"; did you mean {close[0]!r}?" if close else "")
+                             + f" (e.g. %config AcpMagics.kernel_tools = {close[0] if close else 'ask'!r})") from None
+        if isinstance(value, str) and value.strip().lower() != policy:  # 'readonly', 'read_only': said, not silent
+            print(f"AcpMagics.kernel_tools: {value!r} taken as {policy!r}")
+        return policy
 
     @observe("kernel_tools")
     def _kernel_tools_changed(self, change: dict[str, Any]) -> None:
