@@ -7,6 +7,7 @@ sends session/cancel and ends the cell promptly.
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 from collections.abc import Callable, Iterator
@@ -160,13 +161,22 @@ def clicker(frontend, description: str) -> tuple[Callable[[dict[str, Any]], None
     return on_message, clicked
 
 
+def reply_started(msg: dict[str, Any]) -> bool:
+    """Whether ``msg`` puts the demo agent's first reply chunk on screen: a delta of the turn view's parts
+    (LiveParts' custom comm messages) holding the reply's start, or an Output widget's outputs."""
+    if msg["msg_type"] != "comm_msg":
+        return False
+    data = msg["content"].get("data", {})
+    return bool(data.get("state", {}).get("outputs")) or (
+        data.get("method") == "custom" and "[fast]" in json.dumps(data.get("content")))
+
+
 def interrupter(frontend) -> tuple[Callable[[dict[str, Any]], None], list[bool]]:
     """A message hook that interrupts the kernel once the reply starts streaming; and whether it did."""
     interrupted: list[bool] = []
 
     def on_message(msg: dict[str, Any]) -> None:
-        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
-        if state.get("outputs") and not interrupted:
+        if reply_started(msg) and not interrupted:
             interrupted.append(True)
             frontend.manager.interrupt_kernel()
 
@@ -207,8 +217,7 @@ def test_the_cancel_button_of_a_running_cell_cancels_the_turn(frontend):
         comm_id = button_opened(msg, "Cancel turn")
         if comm_id is not None:
             cancel.append(comm_id)
-        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
-        if state.get("outputs") and cancel and not clicked:  # the first chunk is on screen
+        if reply_started(msg) and cancel and not clicked:  # the first chunk is on screen
             clicked.append(cancel[0])
             frontend.click(cancel[0])
 
@@ -259,7 +268,7 @@ def test_a_bad_cell_line_is_a_one_line_usage_error(frontend):
     frontend.execute("%%acp --bogus\nhi", on_message=lambda m: m["msg_type"] == "stream"
                      and m["content"]["name"] == "stderr" and lines.append(m["content"]["text"]))
     assert "".join(lines).strip() == ("UsageError: %%acp: unrecognized arguments: --bogus; its options are --attach, "
-                                      "--new, --no-wait, --wait; settings such as the model change with %acp set "
+                                      "--cell, --models, --new, --no-wait, --wait; settings such as the model change with %acp set "
                                       "ID=VALUE before the cell (see %acp?)")
 
 
