@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import acp_notebook as acpnb
+from acp_notebook.kernel_tools.namespace import current_shell
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
 
@@ -57,7 +58,10 @@ def bwrap_works() -> bool:
     not bwrap_works(), reason="bubblewrap cannot run here"))])
 def test_no_key_is_on_the_command_line_of_the_agent_its_sandbox_or_its_kernel_bridge(tmp_path, sandbox):
     key = "sk-test-" + secrets.token_hex(20)
-    main = sys.modules["__main__"].__dict__
+    # The namespace the kernel tools serve: an IPython shell's (another test module may have started one
+    # in this process), else __main__'s.
+    shell = current_shell()
+    main = shell.user_ns if shell is not None else sys.modules["__main__"].__dict__
     taken: dict[int, bytes] = {}
     # Run by the agent's run_code, on this (the "kernel") thread, while its bridge serves that very call.
     main["take_cmdlines"] = lambda: taken.update({pid: read(f"/proc/{pid}/cmdline")
