@@ -1,5 +1,7 @@
 """TurnView: what a ``%%acp`` cell shows: header with a running clock, the latest thought, thoughts,
-plan, tool calls with their progress, permission prompts, the agent's forms, the reply, usage.
+plan, tool calls with their progress (and the tool's name), the agent's notices and context compactions (as they
+come; notices.py draws them), permission prompts, the agent's forms, the reply, usage (the context meter, which
+follows the turn's latest compaction).
 
 The view observes one ``Turn`` (``turn.observe``): the turn exists before its prompt is sent, so
 nothing has to be matched or armed. What the turn recorded before the view subscribed (a permission
