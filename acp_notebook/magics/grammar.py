@@ -433,8 +433,8 @@ COMMANDS: tuple[Verb, ...] = (
         ("%acp cancel", "cancel the running turn"),
     )),
     Verb("auth", _auth_arguments, lambda a: Authenticate(a.target, a.alias), (
-        ("%acp auth METHOD_ID", "authenticate with the agent (see its auth methods)"),
-        ("%acp auth", "list the agent's auth methods; a terminal login shows the command to run"),
+        ("%acp auth METHOD_ID", "authenticate with the agent; a terminal login runs in the cell, then the agent restarts"),
+        ("%acp auth", "list the agent's auth methods (a terminal login with its command)"),
     )),
     Verb("logout", _agent_option, lambda a: Logout(alias=a.alias), (
         ("%acp logout", "log out of the agent, where it offers logout"),
