@@ -26,11 +26,11 @@ from .._protocol import AUTH_REQUIRED, join_agent_model
 from .._timeout import deadline
 from .backend import Backend, BackendGone
 from .hub import Hub
-from .options import OptionsView
+from .options import OptionsView, invalid_params
 from .relay import KernelRelay, closing_relays
 from .session import Candidate, Phase, ProbeOutcome, ProxySession
 
-__all__ = ["Binder"]
+__all__ = ["Binder", "agent_params"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +96,10 @@ class Binder:
         """A new session on the agent with the client's session/new parameters, routed to `session`. A probe
         (not `bind`) gets no MCP servers; a bound one gets the client's, its kernel entry relayed."""
         params = {**session.params, "mcpServers": []}
+        params.pop("systemPrompt", None)  # the system prompt too is for the agent the user picks
         relay = None
         if bind:
+            params = agent_params(session.params, backend, [])
             params["mcpServers"], relay = await KernelRelay.grant(session.params.get("mcpServers") or [])
         try:
             result = await backend.request("session/new", params)
@@ -109,7 +111,7 @@ class Binder:
             if relay is not None:
                 relay.close_soon()
             raise
-        candidate = Candidate(session, backend, result, backend_id, granted=bind or not session.asks_servers,
+        candidate = Candidate(session, backend, result, backend_id, granted=bind or not session.asks_grant,
                               relay=relay)
         earlier = backend.register(candidate)
         if session.closed:
@@ -131,7 +133,7 @@ class Binder:
         """An agent session that already exists (a reopen), routed to `session` (bound and tied to it if
         `bind`, else held as a probe); what the agent sent for it before is delivered after. ``granted``: it
         is (being) reopened with the client's MCP servers, its kernel entry through ``relay``."""
-        candidate = Candidate(session, backend, {}, backend_id, granted=granted or not session.asks_servers,
+        candidate = Candidate(session, backend, {}, backend_id, granted=granted or not session.asks_grant,
                               relay=relay)
         earlier = backend.register(candidate)
         session.candidates[backend.name] = candidate
@@ -153,7 +155,7 @@ class Binder:
         if session.bind(candidate, tie=tie):
             self.hub.bindings.record(session.id, candidate.agent, candidate.backend_session_id)
         self.hidden[candidate.agent].discard(candidate.backend_session_id)
-        if moved_from is not None and moved_from.granted and session.asks_servers:
+        if moved_from is not None and moved_from.granted and session.asks_grant:
             # It holds the client's MCP servers: deleted now, its way to the kernel shut (a later move back
             # opens a fresh session there).
             self.release(moved_from, close=True)
@@ -244,6 +246,22 @@ class Binder:
     def release_all(self, session: ProxySession, *, close: bool) -> None:
         for candidate in list(session.candidates.values()):
             self.release(candidate, close=close)
+
+
+def agent_params(params: dict[str, Any], backend: Backend[Candidate], servers: list[Any] | None) -> dict[str, Any]:
+    """A session lifecycle request as one agent gets it: ``servers`` for mcpServers (when given), and the
+    ``systemPrompt`` kept only where that agent advertises it (RequestError otherwise: never dropped
+    silently)."""
+    out = dict(params)
+    if servers is not None:
+        out["mcpServers"] = servers
+    if out.get("systemPrompt") is None:
+        out.pop("systemPrompt", None)
+    elif not backend.supports("systemPrompt"):
+        raise invalid_params(f"agent '{backend.name}' does not take a system prompt "
+                             "(it does not advertise sessionCapabilities.systemPrompt); send none for it",
+                             agent=backend.name)
+    return out
 
 
 async def _quiet(awaitable: Any) -> None:

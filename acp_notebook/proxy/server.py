@@ -34,6 +34,7 @@ from .._protocol import (
 )
 from .backend import DEFAULT_REQUEST_TIMEOUT, Backend, BackendConfig, BackendGone
 from .binder import Binder
+from .fork import Forker
 from .hub import Hub
 from .ids import decode_session_id, encode_session_id
 from .models import META_KEY
@@ -50,6 +51,19 @@ logger = logging.getLogger(__name__)
 DEFAULT_PROBE_TIMEOUT = 5.0
 # How long an agent may take to start and open its first session before it is left out.
 DEFAULT_START_TIMEOUT = 60.0
+
+
+def _system_prompt_capability(ready: Sequence[Backend[Candidate]]) -> dict[str, Any] | None:
+    """``sessionCapabilities.systemPrompt`` (unstable) when an agent takes one; ``mode.override`` when one of
+    those takes that mode too (a session bound to an agent without it hears that agent's refusal)."""
+    takers = [(b.capabilities.get("sessionCapabilities") or {}).get("systemPrompt") for b in ready
+              if b.supports("systemPrompt")]
+    if not takers:
+        return None
+    if any(isinstance(t, dict) and isinstance(t.get("mode"), dict) and t["mode"].get("override") is not None
+           for t in takers):
+        return {"mode": {"override": {}}}
+    return {}
 
 
 class ProxyServer(Hub):
@@ -77,6 +91,7 @@ class ProxyServer(Hub):
         self.view = OptionsView(self, bind=self._bind)
         self.binder = Binder(self, self.view)
         self.reopener = Reopener(self, self.binder, self.view)
+        self.forker = Forker(self, self.binder, self.view)
         self._handlers = self._requests()
 
     async def _bind(self, session: ProxySession, agent: str, bare: str) -> Candidate:
@@ -119,6 +134,7 @@ class ProxyServer(Hub):
             "session/resume": reopener.resume,
             "session/close": self._close_session,
             "session/delete": reopener.delete_session,
+            "session/fork": self.forker.fork,
             "session/list": reopener.list_sessions,
             "session/set_config_option": view.set_config_option,
             "session/set_mode": view.set_mode,
@@ -164,9 +180,12 @@ class ProxyServer(Hub):
                   for key in ("image", "audio", "embeddedContext")}
         mcp = {key: every(lambda c, k=key: (c.get("mcpCapabilities") or {}).get(k)) for key in ("http", "sse")}
         session_caps: dict[str, Any] = {"list": {}, "close": {}}
-        for optional in ("resume", "delete"):
+        for optional in ("resume", "delete", "fork"):  # fork: unstable, made by the session's bound agent
             if any_session(optional):
                 session_caps[optional] = {}
+        system_prompt = _system_prompt_capability(ready)
+        if system_prompt is not None:
+            session_caps["systemPrompt"] = system_prompt
         if ready and all(b.supports("additionalDirectories") for b in ready):
             session_caps["additionalDirectories"] = {}
         agent_caps: dict[str, Any] = {

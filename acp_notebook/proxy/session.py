@@ -247,6 +247,12 @@ class ProxySession:
         return bool(self.params.get("mcpServers"))
 
     @property
+    def asks_grant(self) -> bool:
+        """What the client gave is for the bound agent session only (MCP servers, a system prompt): a probe,
+        opened without them, is replaced by a session opened with them when it is bound."""
+        return self.asks_servers or self.params.get("systemPrompt") is not None
+
+    @property
     def available(self) -> list[str]:
         return [agent for agent, probe in self.probes.items() if probe.models is not None]
 
