@@ -115,6 +115,39 @@ def _turn_bytes_shown(v: Any) -> str:
     return f"{_x(v[0])} [{_x(v[1])}; {v[2] / 1e6:.2f} MB]; saved {_x(v[3])}"
 
 
+def _growth(b: dict[str, Any]) -> Any:
+    """(kernel CPU ms per chunk at the start, at the end; a cell's wait p90 at the start, at the end) of bench 3's
+    long reply."""
+    found = _get(b, "notebook", "growth")
+    if not found or not found.get("start") or not found.get("end"):
+        return None
+    start, end = found["start"], found["end"]
+    return (start["kernel_cpu_ms_per_chunk"], end["kernel_cpu_ms_per_chunk"], start["wait_p90_s"], end["wait_p90_s"])
+
+
+def _growth_met(v: Any) -> bool:
+    # "Does not grow": the end's CPU per chunk within 25% of the start's (two noisy samples of one run), and a
+    # cell's wait under 200 ms at the end as at the start.
+    return v[0] is not None and v[1] is not None and v[1] <= 1.25 * v[0] and max(v[2], v[3]) < 0.2
+
+
+def _keys(b: dict[str, Any]) -> Any:
+    found = _get(b, "browser", "keystrokes")
+    if not found or not found.get("streaming"):
+        return None
+    return (found["streaming"]["p90_ms"], found["streaming"]["median_ms"], _get(found, "idle", "p90_ms"),
+            found["streaming"]["n"])
+
+
+def _reopen(b: dict[str, Any]) -> Any:
+    found = _get(b, "browser", "reopen")
+    if not found:
+        return None
+    default, drawn = found.get("contentVisibility") or {}, found.get("none") or {}
+    return (_get(default, "long", "last_output_median_s"), _get(default, "floor", "last_output_median_s"),
+            _get(drawn, "long", "last_output_median_s"), _get(b, "browser", "long_notebook", "file_bytes"))
+
+
 ROWS: list[Row] = [
     ("1 client", "20,000-chunk turn, acp-notebook / bare SDK client", "<= 1.0x",
      lambda b: _get(b, "client", "ratio"), _x, lambda v: v <= 1.0),
@@ -146,6 +179,14 @@ ROWS: list[Row] = [
        _turn_bytes(case), _turn_bytes_shown, lambda v: v[0] <= 3 and v[3] <= 2)
       for case, label in (("reply_20s", "a 200 kB reply over 20 s"), ("reply_120s", "a 200 kB reply over 120 s"),
                           ("tools", "300 tool calls with 2 kB diffs"), ("plan", "2,000 plan updates"))],
+    ("3 notebook", "the kernel's CPU per streamed chunk, first vs last fifth of a 200 kB reply over 20 s [a cell run "
+     "mid-stream waits, p90, first vs last fifth]", "does not grow; wait < 200 ms", _growth,
+     lambda v: f"{v[0]:.2f} ms vs {v[1]:.2f} ms [{_ms(v[2])} vs {_ms(v[3])}]", _growth_met),
+    ("9 browser", "a key typed into another cell while a 200 kB reply streams: latency p90 [median; idle p90; keys]",
+     "< 50 ms", _keys, lambda v: f"{v[0]:.1f} ms [{v[1]:.1f} ms; {v[2]:.1f} ms; {v[3]}]", lambda v: v[0] < 50),
+    ("9 browser", "a 200-turn notebook (2 MB of replies) reopened in JupyterLab, its last turn shown (median) "
+     "[a one-turn notebook, JupyterLab's own time here; every cell drawn; file]", "< 3 s", _reopen,
+     lambda v: f"{_s(v[0])} [{_s(v[1])}; {_s(v[2])}; {v[3] / 1e6:.1f} MB]", lambda v: v[0] < 3),
     ("4 sweeps", "8 runs of a 1 s reply at concurrency 8: wall time / the slowest run's own time "
      "[/ a sweep of one run]", "<= 1.5x",
      lambda b: (_get(b, "sweeps", "concurrency", "wall_vs_slowest_trial"), _get(b, "sweeps", "concurrency", "ratio")),

@@ -43,10 +43,14 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "workspaces": ("workspaces.py", ["--mb", "100", "--files", "2000", "--trials", "10", "--samples", "100"],
                    ["--mb", "2", "--files", "40", "--trials", "1", "--samples", "2"]),
 }
+# Run only when named (--only browser): it needs Debian's chromium and starts a JupyterLab.
+ON_REQUEST: dict[str, tuple[str, list[str], list[str]]] = {
+    "browser": ("browser.py", [], ["--keys", "5", "--turns", "3", "--turn-chars", "500", "--rounds", "1"]),
+}
 
 
 def run_one(name: str, quick: bool, scratch: Path) -> dict[str, Any]:
-    script, full, small = BENCHMARKS[name]
+    script, full, small = {**BENCHMARKS, **ON_REQUEST}[name]
     target = scratch / f"{name}.json"
     started = time.monotonic()
     run_process([PYTHON, str(HERE / script), *(small if quick else full), "--json", str(target)], timeout=3600)
@@ -59,14 +63,15 @@ def run_one(name: str, quick: bool, scratch: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round: for CI, not for numbers")
-    parser.add_argument("--only", default="", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--only", default="", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}; also "
+                                                   f"{', '.join(ON_REQUEST)} (only when named)")
     parser.add_argument("--out", default=None, help="results file (default: bench/results.json; "
                                                     "with --quick, a temporary file unless given)")
     parser.add_argument("--readme", default=str(HERE / "README.md"))
     parser.add_argument("--no-readme", action="store_true")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(BENCHMARKS)
-    unknown = sorted(set(names) - set(BENCHMARKS))
+    unknown = sorted(set(names) - set(BENCHMARKS) - set(ON_REQUEST))
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
     results: dict[str, Any] = {"mode": "quick" if args.quick else "full", "machine": machine(),
