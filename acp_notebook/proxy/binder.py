@@ -237,6 +237,8 @@ class Binder:
             mode_moved = candidate.legacy and candidate.modes.get("currentModeId") != update.get("currentModeId")
             candidate.set_mode(update.get("currentModeId"))
         if candidate.bound:
+            if isinstance(update, dict):
+                candidate.session.transcript.see(update)
             self.view.forward_update(candidate, params)
             if mode_moved:  # the agent changed its mode by itself: the `mode` option the proxy shows follows
                 self.view.send_options_update(candidate.session)

@@ -31,6 +31,8 @@ from .session import Candidate, ProxySession
 
 # Moves a session to (agent, bare model): the binder's ``bind``, given by the server that owns both.
 BindTo = Callable[[ProxySession, str, str], Awaitable[Candidate]]
+# Hands a prompted session's conversation over to another agent's model; the set_config_option answer.
+HandTo = Callable[[ProxySession, str, str], Awaitable[dict[str, Any]]]
 
 __all__ = ["OptionsView", "invalid_params"]
 
@@ -42,9 +44,10 @@ def invalid_params(message: str, **data: Any) -> RequestError:
 class OptionsView:
     """The client's view of a session's options; set_config_option, set_mode and set_model."""
 
-    def __init__(self, hub: Hub, *, bind: BindTo) -> None:
+    def __init__(self, hub: Hub, *, bind: BindTo, hand_over: HandTo | None = None) -> None:
         self.hub = hub
         self._bind = bind
+        self._hand_over = hand_over
 
     # --- the view -----------------------------------------------------------------------
     def unbound_option(self, session: ProxySession) -> dict[str, Any]:
@@ -177,7 +180,19 @@ class OptionsView:
             bound = session.bound
             if parsed is not None and bound is not None and session.prompted and parsed[0] != bound.agent \
                     and parsed[0] in session.available:
-                raise self._rebind_refused(session, value)  # type: ignore[arg-type]
+                offered = session.probes[parsed[0]].models
+                if self._hand_over is None or offered is None:
+                    raise self._rebind_refused(session, value)  # type: ignore[arg-type]
+                if parsed[1] not in offered.values:
+                    others = [offered.prefixed(v) for v in offered.values]
+                    raise invalid_params(f"agent '{parsed[0]}' offers no model {parsed[1]!r}; its models: "
+                                         f"{', '.join(others)} (picking one hands this session's conversation "
+                                         "over to it)", value=value, valid=others)
+                # Prompted on another agent (its models are not listed once prompted, but it still may be
+                # picked): the conversation is handed over to it (handover.py).
+                answer = await self._hand_over(session, *parsed)
+                self.hub.bindings.record_model(session.id, value)
+                return answer
             raise invalid_params(
                 f"unknown model {value!r} for session {session.id}; valid ids: {', '.join(valid) or 'none'}",
                 value=value, valid=valid)
@@ -195,7 +210,12 @@ class OptionsView:
                 return self.rewrite_result(session, result)
             return {"configOptions": self.client_options(session)}
         if candidate is not None and session.prompted:
-            raise self._rebind_refused(session, value)
+            if self._hand_over is None:
+                raise self._rebind_refused(session, value)
+            # Prompted on another agent: its conversation is handed over to this one (handover.py).
+            answer = await self._hand_over(session, agent, bare)
+            self.hub.bindings.record_model(session.id, value)
+            return answer
         await self._bind(session, agent, bare)
         self.hub.bindings.record_model(session.id, value)
         return {"configOptions": self.client_options(session)}

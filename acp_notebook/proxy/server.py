@@ -35,6 +35,7 @@ from .._protocol import (
 from .backend import DEFAULT_REQUEST_TIMEOUT, Backend, BackendConfig, BackendGone
 from .binder import Binder
 from .fork import Forker
+from .handover import HandOver, with_handover
 from .hub import Hub
 from .ids import decode_session_id, encode_session_id
 from .models import META_KEY
@@ -88,8 +89,9 @@ class ProxyServer(Hub):
                                  on_frame=self._trace, start_timeout=start_timeout, request_timeout=request_timeout)
             for config in backends
         }, probe_timeout=probe_timeout, start_timeout=start_timeout, state_dir=state_dir)
-        self.view = OptionsView(self, bind=self._bind)
+        self.view = OptionsView(self, bind=self._bind, hand_over=self._hand_over)
         self.binder = Binder(self, self.view)
+        self.handover = HandOver(self, self.binder, self.view)
         self.reopener = Reopener(self, self.binder, self.view)
         self.forker = Forker(self, self.binder, self.view)
         self._handlers = self._requests()
@@ -97,6 +99,10 @@ class ProxyServer(Hub):
     async def _bind(self, session: ProxySession, agent: str, bare: str) -> Candidate:
         """The options view moves a session to another agent through the binder."""
         return await self.binder.bind(session, agent, bare)
+
+    async def _hand_over(self, session: ProxySession, agent: str, bare: str) -> dict[str, Any]:
+        """The options view moves a prompted session to another agent by handing its conversation over."""
+        return await self.handover.move(session, agent, bare)
 
     def attach(self, client: Connection) -> None:
         self.client = client
@@ -304,13 +310,23 @@ class ProxyServer(Hub):
                 for other in list(session.candidates.values()):
                     if other is not candidate:
                         self.binder.release(other, close=True)
+            handed, session.pending_handover = session.pending_handover, None
         if session.cancels != cancels:
+            session.pending_handover = handed  # not sent: the next prompt carries it
             return {"stopReason": "cancelled"}  # cancelled while the session was being bound
+        request = {**params, "sessionId": candidate.backend_session_id}
+        if handed is not None:  # the first prompt after a handover carries the conversation (handover.py)
+            request = with_handover(request, handed)
+        session.transcript.begin(params.get("prompt"))
         try:
-            return await candidate.backend.request(
-                "session/prompt", {**params, "sessionId": candidate.backend_session_id}, timeout=None)
+            result = await candidate.backend.request("session/prompt", request, timeout=None)
         except BackendGone as exc:
             raise exc.within("the turn failed") from None
+        finally:
+            session.transcript.end()
+        if handed is not None and isinstance(result, dict):  # the client can tell this turn from a normal one
+            result = {**result, "_meta": {**dict(result.get("_meta") or {}), **with_handover({}, handed)["_meta"]}}
+        return result
 
     def _nothing_to_bind(self, session: ProxySession) -> RequestError:
         failures = {agent: probe.error or "unknown" for agent, probe in session.probes.items()

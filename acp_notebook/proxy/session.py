@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._early import EarlyUpdates
 from .models import AgentModels, agent_models, legacy_mode_option
+from .transcript import Transcript
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -193,6 +194,9 @@ class ProxySession:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_backend: tuple[str, str] | None = None  # (agent, backend session id) of the last binding
     shown_mode: str | None = None  # the mode clients that only know the old `modes` field were told
+    transcript: Transcript = field(default_factory=Transcript)  # its conversation, for a handover (handover.py)
+    # A conversation handed over to the agent it moved to, sent with its next prompt: (text, _meta marker).
+    pending_handover: tuple[str, dict[str, Any]] | None = None
     _phase: Phase = Phase.UNBOUND
     _bound: Candidate | None = None
 

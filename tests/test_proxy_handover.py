@@ -1,0 +1,103 @@
+"""Moving a prompted session to another agent behind the proxy: its conversation is handed over.
+
+Two demo agents behind a real proxy process; the demo takes a handed-over conversation as its history,
+so "what did I say before?" on the new agent counts the prompts sent to the old one. The old agent's
+way to the kernel (its relay) is shut, as a hostile local process would find by trying it."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+import acp_notebook as acpnb
+from acp_notebook import _loop
+from acp_notebook.kernel_tools import KernelTools
+from tests.proxy_agents.harness import FrameWaiter, is_update, raw_result, start_proxies, status
+
+proxy_factory = pytest.fixture(name="proxy_factory")(start_proxies)
+
+TIMEOUT = 60.0
+
+
+@pytest.fixture
+def kernel():
+    tools = KernelTools(policy="allow", namespace={"budget": 1234}, run_timeout=20.0)
+    _loop.run_sync(tools.start(), TIMEOUT)
+    try:
+        yield tools
+    finally:
+        _loop.run_sync(tools.close(), TIMEOUT)
+
+
+def sent_to(trace, agent: str, method: str) -> list[dict]:
+    records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    return [r["msg"]["params"] for r in records
+            if r["link"] == agent and r["dir"] == "out" and r["msg"].get("method") == method]
+
+
+def handshake(entry: dict) -> str:
+    """The kernel channel's handshake spoken with an entry's socket and token: what it answers, or the error."""
+    env = {pair["name"]: pair["value"] for pair in entry["env"]}
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(TIMEOUT)
+    try:
+        sock.connect(env["ACPNB_KERNEL_CHANNEL"])
+        sock.sendall(env["ACPNB_KERNEL_TOKEN"].encode() + b"\n")
+        return sock.recv(200).decode("utf-8", "replace").strip()
+    except OSError as exc:
+        return f"error: {exc}"
+    finally:
+        sock.close()
+
+
+def test_set_model_on_another_agent_after_turns_hands_the_conversation_over(proxy_factory, kernel):
+    proxy = proxy_factory({"a": "demo", "b": "demo"})
+    session = proxy.new_session(mcp_servers=[kernel.entry])
+    session.set("model", "a:smart")
+    session.prompt("the tide is low")
+    session.prompt("the crabs are out")
+    a_id = status(proxy)["sessions"][session.id]["backendSessionId"]
+
+    told = FrameWaiter(proxy, is_update(session.id, "session_info_update"))
+    # (once prompted, the list shows the bound agent's models only: our client's session.set keeps to it)
+    answer = proxy.request("session/set_config_option", {"sessionId": session.id, "configId": "model",
+                                                         "value": "b:fast"})
+    marker = answer["_meta"]["acp-notebook/handover"]
+    assert marker["from"] == "a:smart" and marker["to"] == "b:fast" and marker["turns"] == 2
+    assert marker["description"] == "handed over from a:smart after 2 turns"
+    assert told.wait()["params"]["update"]["_meta"]["acp-notebook/handover"]["turns"] == 2
+    assert [o for o in answer["configOptions"] if o["id"] == "model"][0]["currentValue"] == "b:fast"
+    now = status(proxy)["sessions"][session.id]
+    assert now["agent"] == "b" and now["backendSessionId"] != a_id
+
+    turn = session.prompt("what did I say before?")
+    assert "You have sent 2 prompts before this one" in turn.text
+    assert "the tide is low" in turn.text and "the crabs are out" in turn.text
+    assert raw_result(proxy, "session/prompt")["_meta"]["acp-notebook/handover"]["from"] == "a:smart"
+    assert "You have sent 3 prompts" in session.prompt("what did I say before?").text  # b keeps it from here
+    assert "_meta" not in raw_result(proxy, "session/prompt")  # only the first turn on b carries the marker
+    proxy.close()
+
+    trace = proxy.trace_path
+    a_entry = next(s for s in sent_to(trace, "a", "session/new")[-1]["mcpServers"] if s["name"] == "kernel")
+    assert handshake(a_entry) != "ok"  # a's relay is closed: its token opens nothing
+    prompts_to_b = sent_to(trace, "b", "session/prompt")
+    first = prompts_to_b[0]
+    assert first["_meta"]["acp-notebook/handover"]["turns"] == 2
+    assert first["prompt"][0]["text"].startswith("This conversation was handed over to you from a:smart after 2 turns")
+    assert first["prompt"][1:] == [{"type": "text", "text": "what did I say before?"}]
+    assert "_meta" not in prompts_to_b[1] or "acp-notebook/handover" not in prompts_to_b[1]["_meta"]
+    assert any(p["sessionId"] == a_id for p in sent_to(trace, "a", "session/close"))
+
+
+def test_an_unknown_model_of_the_other_agent_is_still_refused(proxy_factory):
+    proxy = proxy_factory({"a": "demo", "b": "demo"})
+    session = proxy.new_session()
+    session.prompt("hello")
+    with pytest.raises(acpnb.RpcError) as refused:
+        proxy.request("session/set_config_option", {"sessionId": session.id, "configId": "model",
+                                                    "value": "b:no-such-model"})
+    assert refused.value.code == -32602 and "offers no model 'no-such-model'" in str(refused.value)
+    assert status(proxy)["sessions"][session.id]["agent"] == "a"
