@@ -98,7 +98,9 @@ METHODS: dict[str, MethodInfo] = {
     "session/prompt": MethodInfo(
         "client", "prompt-turn#1-user-message",
         "The client sends the user's message; the turn runs until the agent answers, streaming "
-        "session/update notifications meanwhile.",
+        "session/update notifications meanwhile. A _meta \"acp-notebook/handover\" entry ({from, turns}) marks "
+        "the first turn after a conversation was handed over from another agent or model: its first block is "
+        "that conversation, written out as context.",
         "The turn is over: the stop reason says why (end_turn, cancelled, max_tokens, refusal, ...)."),
     "session/cancel": MethodInfo(
         "client", "prompt-turn#cancellation",
@@ -190,7 +192,9 @@ UPDATES: dict[str, tuple[str, str]] = {
     "session_info_update": (
         "session-list#updating-session-metadata",
         "The agent updates the session's title, last activity or _meta: an omitted field is unchanged, "
-        "null clears it, _meta merges key by key."),
+        "null clears it, _meta merges key by key. The acp-notebook proxy sends one with _meta "
+        "\"acp-notebook/handover\" when the session moved to another agent: \"handed over from a:model after N "
+        "turns\"."),
     "usage_update": (
         "prompt-turn#3-agent-reports-output",
         "How much of the context window the session uses, and what it has cost so far."),
