@@ -101,3 +101,27 @@ def test_an_unknown_model_of_the_other_agent_is_still_refused(proxy_factory):
                                                     "value": "b:no-such-model"})
     assert refused.value.code == -32602 and "offers no model 'no-such-model'" in str(refused.value)
     assert status(proxy)["sessions"][session.id]["agent"] == "a"
+
+
+def test_the_transcript_keeps_prompts_replies_and_tool_calls_with_their_results():
+    """What is handed over, read from the frames the proxy forwards (and from a replayed history)."""
+    from acp_notebook.branching import handover_text
+    from acp_notebook.proxy.transcript import Transcript
+
+    transcript = Transcript()
+    transcript.see({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "replayed question"}})
+    transcript.see({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "replayed answer"}})
+    transcript.begin([{"type": "text", "text": "read notes.txt"}])
+    transcript.see({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read notes.txt", "status": "pending"})
+    transcript.see({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": "buy\u202eeggs"}}]})
+    transcript.see({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "It says "}})
+    transcript.see({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "buy eggs."}})
+    transcript.end()
+    first, second = transcript.so_far()
+    assert (first.prompt, first.reply, first.tools) == ("replayed question", "replayed answer", ())
+    assert (second.prompt, second.reply) == ("read notes.txt", "It says buy eggs.")
+    (tool,) = second.tools
+    assert tool.startswith("Read notes.txt (completed): buy") and "\u202e" not in tool  # hidden characters spelt out
+    text, capped = handover_text(transcript.so_far(), "a:smart")
+    assert "after 2 turns" in text and "[2] Tool call: Read notes.txt (completed)" in text and not capped

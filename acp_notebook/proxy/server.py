@@ -320,8 +320,12 @@ class ProxyServer(Hub):
         session.transcript.begin(params.get("prompt"))
         try:
             result = await candidate.backend.request("session/prompt", request, timeout=None)
-        except BackendGone as exc:
-            raise exc.within("the turn failed") from None
+        except BaseException as exc:
+            if handed is not None and session.pending_handover is None:
+                session.pending_handover = handed  # the turn failed: the next prompt carries the conversation again
+            if isinstance(exc, BackendGone):
+                raise exc.within("the turn failed") from None
+            raise
         finally:
             session.transcript.end()
         if handed is not None and isinstance(result, dict):  # the client can tell this turn from a normal one
