@@ -125,3 +125,16 @@ def test_the_transcript_keeps_prompts_replies_and_tool_calls_with_their_results(
     assert tool.startswith("Read notes.txt (completed): buy") and "\u202e" not in tool  # hidden characters spelt out
     text, capped = handover_text(transcript.so_far(), "a:smart")
     assert "after 2 turns" in text and "[2] Tool call: Read notes.txt (completed)" in text and not capped
+
+
+def test_a_fork_taken_right_after_a_handover_carries_the_conversation_too(proxy_factory):
+    proxy = proxy_factory({"a": "demo", "b": "demo"})
+    session = proxy.new_session()
+    session.set("model", "a:fast")
+    session.prompt("one")
+    session.prompt("two")
+    proxy.request("session/set_config_option", {"sessionId": session.id, "configId": "model", "value": "b:smart"})
+    fork = session.fork(kernel_tools=False)  # b's session has not been sent the conversation yet
+    assert "You have sent 2 prompts before this one" in fork.prompt("what did I say before?").text
+    assert "You have sent 2 prompts before this one" in session.prompt("what did I say before?").text
+    assert status(proxy)["sessions"][fork.id]["agent"] == "b"

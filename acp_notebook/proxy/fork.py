@@ -62,6 +62,9 @@ class Forker:
             raise
         session = ProxySession(id=encode_session_id([(backend.name, fork_id)]),
                                params={k: v for k, v in params.items() if k != "sessionId"})
+        # It shares the source's conversation: for a later handover, and a handover the source has not sent yet
+        # (the agent's fork has not seen it either).
+        session.transcript, session.pending_handover = source.transcript.copy(), source.pending_handover
         self.hub.sessions[session.id] = session
         candidate = self.binder.adopt(session, backend, fork_id, bind=True, granted=True, relay=relay)
         candidate.absorb(result)

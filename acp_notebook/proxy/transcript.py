@@ -84,6 +84,12 @@ class Transcript:
     def so_far(self) -> tuple[Exchange, ...]:
         return tuple(self._done)
 
+    def copy(self) -> Transcript:
+        """The exchanges so far, for a fork of the session (its own turns then add to its own copy)."""
+        other = Transcript()
+        other._done = list(self._done)
+        return other
+
     def _finish(self) -> None:
         if self._prompt is not None:
             self._done.append(Exchange(self._prompt, "".join(self._reply),
