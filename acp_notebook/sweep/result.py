@@ -114,7 +114,8 @@ class SweepSummary(list):
         # nowrap on every value (JupyterLab's own table rules win over a style inherited from the table): an
         # interval is one figure, never broken at its spaces, and a model id stays whole. Headers may wrap.
         cell = "style='white-space: nowrap'"
-        head = "".join(f"<th>{escape(c)}</th>" for c in header)
+        # A header may break after its underscores (median_<wbr>tokens): a long one no longer sets its column's width.
+        head = "".join(f"<th>{escape(c).replace('_', '_<wbr>')}</th>" for c in header)
         body = "".join("<tr>" + "".join(f"<td {cell}>{escape(c)}</td>" for c in line) + "</tr>" for line in cells)
         return f"<table class='acp-sweep-summary'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
