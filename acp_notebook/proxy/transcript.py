@@ -51,8 +51,8 @@ def _tool_line(call: Mapping[str, Any]) -> str:
 class Transcript:
     """The exchanges of one proxy session so far, and the one being made."""
 
-    def __init__(self) -> None:
-        self._done: list[Exchange] = []
+    def __init__(self, done: tuple[Exchange, ...] = ()) -> None:
+        self._done: list[Exchange] = list(done)
         self._prompt: str | None = None
         self._reply: list[str] = []
         self._tools: dict[str, dict[str, Any]] = {}
@@ -86,9 +86,7 @@ class Transcript:
 
     def copy(self) -> Transcript:
         """The exchanges so far, for a fork of the session (its own turns then add to its own copy)."""
-        other = Transcript()
-        other._done = list(self._done)
-        return other
+        return Transcript(self.so_far())
 
     def _finish(self) -> None:
         if self._prompt is not None:
