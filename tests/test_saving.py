@@ -77,7 +77,7 @@ def test_a_turn_waiting_for_permission_is_saved_as_it_stands_and_ends_interrupte
     ended = live["ended"]["text/plain"]  # what the server saves once this kernel is gone
     assert "· interrupted" in ended.splitlines()[0] and "interrupted: the kernel stopped" in ended
     text = latest.data["text/plain"]
-    assert "waiting · live in a running kernel" in text and "Read notes.txt (read, pending)" in text
+    assert "waiting · live in a running kernel" in text and "Read notes.txt [read_text_file] (read, pending)" in text
     assert "The agent asks permission: Read notes.txt (waiting for your answer)" in text
     assert "Waiting for an answer: Allow once | Reject" in latest.data["text/html"]
 

@@ -6,8 +6,8 @@ the cell's ``--cell NAME``; a cell with neither cannot be recognised when run ag
 turn is on the current branch of its session's conversation (``branching.Conversation``), run again with
 ``AcpMagics.rerun = "branch"`` (the default), answers from the checkpoint just before that turn on a new
 branch, which becomes current (the agent's session in the magics); ``"append"`` sends it at the end, as
-before, and takes no checkpoints. Each cell shows its turn's branch line (widgets/branches.py), republished
-here whenever the current branch changes, so cells on another branch say so until run again.
+before, and takes no checkpoints. Each cell's turn view shows its branch line in its header (widgets/chat.py),
+published again whenever the current branch changes, so cells on another branch say so until run again.
 
 Given the Runner's registry and a few of its settings and operations as callables, so it reads the current
 ones (the Runner is at its method budget). Threads: the kernel thread, like every command.
@@ -23,7 +23,8 @@ from IPython.display import display
 
 from ..branching import Conversation
 from ..session import Session
-from ..widgets.branches import BranchLabel, branches_forms
+from ..widgets.branches import branches_forms
+from ..widgets.chat import output_replaced
 from . import grammar as g
 from .registry import AgentEntry, NotebookAgents
 
@@ -49,7 +50,6 @@ class BranchCommands:
         self.magics = magics
         self._timeout = timeout
         self._open = open_session
-        self._labels: dict[str, BranchLabel] = {}  # cell -> the label its latest run shows
 
     # --- the conversation of a session --------------------------------------------------------
     def conversation(self, session: Session) -> Conversation:
@@ -76,31 +76,29 @@ class BranchCommands:
         cell = self._cell(command)
         # A cell with no identity can never be recognised when run again: its turn needs no checkpoint.
         session.checkpoints = branching and cell is not None
+        if cell is not None:
+            self._outputs_replaced(conversation, cell)
         index = conversation.position(cell) if cell is not None and branching else None
         if index is None:
             return session
         branch = conversation.branch_at(index, timeout=self._timeout())
         self._open(entry, branch.session, show=False, title_hint=session.display_title)
-        # The cell's old line went with its old outputs (an update of it would name an output no longer there).
-        self._labels.pop(cell, None)
-        self.relabel()
         branch.session.checkpoints = True
         return branch.session
 
-    def started(self, session: Session, turn: Any, command: g.CellPrompt) -> None:
-        """The cell's turn was started: it joins the current branch; its branch line shows above it."""
-        conversation = self.conversation(session)
-        cell = self._cell(command)
-        conversation.record(turn, cell, self._where())
-        label = BranchLabel(turn, cell)
-        if cell is not None:
-            self._labels[cell] = label
-        label.show()
+    @staticmethod
+    def _outputs_replaced(conversation: Conversation, cell: str) -> None:
+        """The cell runs again: the outputs of its earlier turns, on any branch, are gone, so their views stop
+        following the branch before it changes (an update would name an output no longer there)."""
+        for branch in conversation.branches:
+            for turn, key in zip(list(branch.turns), list(branch.keys)):
+                if key == cell:
+                    output_replaced(turn)
 
-    def relabel(self) -> None:
-        """Every cell's branch line as the conversations now stand."""
-        for label in list(self._labels.values()):
-            label.update()
+    def started(self, session: Session, turn: Any, command: g.CellPrompt) -> None:
+        """The cell's turn was started: it joins the current branch (its view's header shows which)."""
+        conversation = self.conversation(session)
+        conversation.record(turn, self._cell(command), self._where())
 
     def sweep(self, entry: AgentEntry, command: g.CellPrompt, prompt: str) -> Any:
         """``%%acp --models A,B``: the prompt to each model from the current point (``Session.branch_sweep``); each
@@ -148,7 +146,6 @@ class BranchCommands:
         self.agents.use(owner.alias)
         self._open(owner, branch.session, show=False)
         self.agents.touch(owner, branch.session)
-        self.relabel()
         turns = len(branch.turns)
         print(f"Now on branch {branch.name} ({branch.describe()}, {turns} {'turn' if turns == 1 else 'turns'}, "
               f"session {branch.session.id}); the next %%acp cells continue it, and cells on other branches say so.")

@@ -2,13 +2,13 @@
 replies side by side. Static outputs only (no widget): a saved notebook shows them as they were last published.
 
 ``branch_line(state)`` is what the turn view's header and the session panel should show of a turn's or session's
-branch (``Turn.branch_state``, ``Session.branch``). Until the turn view shows it, a ``%%acp`` cell shows it in a
-``BranchLabel``: one output, above the turn, with a display id, republished (``update``) when the conversation's
-current branch changes, so cells on another branch say so until they are run again. Its metadata carries the
-branch under ``metadata["acp_notebook"]["branch"]``.
+branch (``Turn.branch_state``, ``Session.branch``): the turn view (chat.py) shows it in its header and its saved
+forms, and publishes its final form again when the conversation's current branch changes, so cells on another
+branch say so until they are run again. ``with_branch`` puts the turn's branch on its output's metadata, under
+``metadata["acp_notebook"]["branch"]``.
 
-Threads: ``BranchLabel.show`` and ``update`` run on the kernel thread (the magics); the rest are pure functions of
-plain values, safe from any thread.
+Threads: pure functions of plain values and of a turn's branch (read under the conversation's lock), safe from
+any thread.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from .._visible import visible
 from ._html import BORDER, MUTED, md_escape
 
-__all__ = ["BranchLabel", "branch_line", "branches_forms", "sweep_forms"]
+__all__ = ["branch_line", "branch_record", "branches_forms", "sweep_forms", "with_branch"]
 
 METADATA_KEY = "acp_notebook"
 OTHER_BRANCH = "#b26a00"
@@ -48,50 +48,26 @@ def branch_line(state: Any) -> tuple[str, str]:
     return visible(text), html
 
 
-class BranchLabel:
-    """The branch line of one ``%%acp`` cell's turn, kept true as the current branch changes."""
+def branch_record(turn: Any) -> dict[str, Any] | None:
+    """What a turn's output metadata says of its branch (``metadata["acp_notebook"]["branch"]``: saved notebooks
+    and ``%acp resume`` read it), or None outside a branched conversation."""
+    state = turn.branch_state
+    branch = turn.branch
+    if state is None or branch is None:
+        return None
+    turns, keys = list(branch.turns), list(branch.keys)
+    cell = next((key for held, key in zip(turns, keys) if held is turn), None)
+    return {"name": state.name, "current": state.current, "on_current": state.on_current, "how": state.how,
+            "parent": state.parent, "fork_point": state.fork_point, "cell": cell, "session_id": branch.session.id}
 
-    def __init__(self, turn: Any, cell: str | None) -> None:
-        import uuid
-        import weakref
 
-        self._turn = weakref.ref(turn)  # a stopped agent's turns are freed with it; the cell keeps its last line
-        self.cell = cell
-        self.display_id = uuid.uuid4().hex
-        self._last: dict[str, Any] | None = None
-
-    def bundle(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        turn = self._turn()
-        if turn is None:
-            return None
-        state = turn.branch_state
-        text, html = branch_line(state)
-        data = {"text/plain": text, "text/html": html, "text/markdown": f"*{md_escape(text)}*" if text else ""}
-        branch = turn.branch
-        record = {"name": state.name, "current": state.current, "on_current": state.on_current, "how": state.how,
-                  "parent": state.parent, "fork_point": state.fork_point, "cell": self.cell,
-                  "session_id": branch.session.id if branch is not None else None} if state is not None else None
-        return data, {METADATA_KEY: {"branch": record}}
-
-    def show(self) -> None:
-        from IPython.display import display
-
-        bundle = self.bundle()
-        if bundle is None:
-            return
-        display(bundle[0], raw=True, metadata=bundle[1], display_id=self.display_id)
-        self._last = bundle[0]
-
-    def update(self) -> None:
-        """Publish the line again if it changed (kernel thread; not in a terminal, where it would print again)."""
-        from IPython import get_ipython
-        from IPython.display import update_display
-
-        bundle = self.bundle()
-        if bundle is None or bundle[0] == self._last or getattr(get_ipython(), "kernel", None) is None:
-            return
-        update_display(bundle[0], raw=True, metadata=bundle[1], display_id=self.display_id)
-        self._last = bundle[0]
+def with_branch(metadata: Mapping[str, Any], turn: Any) -> dict[str, Any]:
+    """``metadata`` with the turn's branch record added under ``acp_notebook`` (unchanged outside a conversation)."""
+    record = branch_record(turn)
+    merged = dict(metadata)
+    if record is not None:
+        merged[METADATA_KEY] = {**dict(merged.get(METADATA_KEY) or {}), "branch": record}
+    return merged
 
 
 def _when(timestamp: float) -> str:

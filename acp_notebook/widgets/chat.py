@@ -1,4 +1,6 @@
-"""TurnView: what a ``%%acp`` cell shows: header with a running clock, the latest thought, thoughts,
+"""TurnView: what a ``%%acp`` cell shows: header with a running clock (and, in a branched conversation, the
+turn's branch line: widgets/branches.py; a finished view's static output is sent again when the current branch
+changes), the latest thought, thoughts,
 plan, tool calls with their progress (and the tool's name), the agent's notices and context compactions (as they
 come; notices.py draws them), permission prompts, the agent's forms, the reply, usage (the context meter, which
 follows the turn's latest compaction).
@@ -42,6 +44,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from html import escape
@@ -53,6 +56,7 @@ from .. import _loop
 from ..errors import AcpError
 from ..turn import Turn, TurnEvent
 from . import render_thread
+from .branches import branch_line, with_branch
 from ._html import MUTED, clock, error_html, header_html, seconds, tool_call_html, usage_html, widget_bundle
 from .comms import handled_in_order
 from .display import Bundle, LiveDisplay, close_widget_tree
@@ -66,7 +70,7 @@ from .render_thread import Throttle
 from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, sent_label, turn_forms
 from .turn_sections import THOUGHTS_STYLE, TurnSections
 
-__all__ = ["Throttle", "TurnView", "markdown_output"]
+__all__ = ["Throttle", "TurnView", "markdown_output", "output_replaced"]
 
 DEFAULT_INTERVAL = 0.1
 CLOCK_TICK = 1.0  # seconds between two redraws of the running clock
@@ -152,6 +156,43 @@ def _resend_when_held_calls_end(turn: Turn, live: LiveDisplay) -> None:
     held.update(call.id for call in list(turn.kernel_calls) if call.status == "held")
     if not held:
         unobserve()
+
+
+# id(turn) -> stop its finished view from following the branch (output_replaced); an entry goes with its turn.
+_FOLLOWING: dict[int, Callable[[], None]] = {}
+
+
+def _resend_on_branch_change(turn: Turn, live: LiveDisplay) -> None:
+    """A finished turn's output says which branch it is on and whether that is the current one: when the
+    conversation's current branch changes, its static form is sent again (events on the loop, sent from the
+    render thread, in order with the turns' own last renders), until ``output_replaced``."""
+    gone = threading.Event()
+
+    def on_event(event: TurnEvent) -> None:
+        if event.kind == "branch" and not gone.is_set():
+            render_thread.call_later(0.0, lambda: None if gone.is_set() else live.resend_final())
+
+    unobserve = turn.observe(on_event)  # for the turn's life: its branch may change whenever a cell is run again
+
+    def forget() -> None:
+        gone.set()
+        unobserve()
+
+    _FOLLOWING[id(turn)] = forget
+    weakref.finalize(turn, _FOLLOWING.pop, id(turn), None)
+
+
+def output_replaced(turn: Any) -> None:
+    """The output that showed ``turn`` is gone (its cell was run again; any thread): its view sends nothing more,
+    as an update would name an output no longer there (or, in some frontends, overwrite the new one)."""
+    forget = _FOLLOWING.pop(id(turn), None)
+    if forget is not None:
+        forget()
+
+
+def _header_with_branch(info: Any, turn: Turn) -> str:
+    """The live header: the title bar, then the turn's branch line (nothing while the conversation has one branch)."""
+    return header_html(info, live=True) + branch_line(turn.branch_state)[1]
 
 
 class TurnView:
@@ -265,7 +306,7 @@ class TurnView:
     def _bundle(self, final: bool, reason: str) -> Bundle:
         with self._lock:
             forms = turn_forms(self.saved_snapshot(reason if final else None))
-        metadata = dict(self._metadata()) if self._metadata is not None else {}
+        metadata = with_branch(self._metadata() if self._metadata is not None else {}, self.turn)
         live = {} if final else widget_bundle(self.widget)
         return Bundle({**live, **forms}, metadata)
 
@@ -293,7 +334,8 @@ class TurnView:
                                 forms=forms, error=self.error_message, usage=turn.usage,
                                 stop_reason=None if running else turn.stop_reason,
                                 attachments=self._attachment_labels(), notices=list(turn.notices),
-                                compactions=[replace(c) for c in list(turn.compactions)])
+                                compactions=[replace(c) for c in list(turn.compactions)],
+                                branch=branch_line(turn.branch_state))
 
     def _attachment_labels(self) -> list[str]:
         """What the prompt carried, as sent: each attachment and each {name} filled in, with its text (capped)."""
@@ -323,7 +365,7 @@ class TurnView:
                 tuple(e.get("status") for e in turn.plan if isinstance(e, Mapping)),
                 tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
                 len(self._form_items), self.error_message, len(turn.notices),
-                tuple((c.id, c.status) for c in list(turn.compactions)))
+                tuple((c.id, c.status) for c in list(turn.compactions)), branch_line(turn.branch_state)[0])
 
     def _republish_due(self) -> bool:
         """Whether the output should be published again: the turn runs, its structure changed since the output
@@ -491,12 +533,14 @@ class TurnView:
         if not self.live.shown:
             self.render()
             self.live.finalize()
+            _resend_on_branch_change(self.turn, self.live)
             return
         # Shown: the output turns static at once; the widgets, closed, are brought up to date without a message.
         self.live.finalize()
         self._close_widgets()
         self.render()
         _resend_when_held_calls_end(self.turn, self.live)
+        _resend_on_branch_change(self.turn, self.live)
 
     def _close_widgets(self) -> None:
         """The output is static now: free the widget models (the kernel and a saved notebook keep none).
@@ -617,7 +661,7 @@ class TurnView:
             if thoughts:
                 _assign(self.thoughts.layout, "display", "")
             merged = pair_kernel_calls(turn.tool_calls, list(turn.kernel_calls), self._paired)
-            self.sections.draw(header=header_html(self._header_info(), live=True), thoughts=thoughts, plan=turn.plan,
+            self.sections.draw(header=_header_with_branch(self._header_info(), turn), thoughts=thoughts, plan=turn.plan,
                                cards=[(call.id, self._tool_html(call, merged.get(call.id))) for call in turn.tool_calls],
                                notes=self._unmatched_decisions(),
                                kernel=[(call.id, self._kernel_forms(call)[2]) for call in list(turn.kernel_calls)

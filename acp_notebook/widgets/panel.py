@@ -37,6 +37,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from .. import _loop
+from .._visible import visible
 from ..errors import AcpError
 from ..state import ConfigOption, ConfigOptions, StateEvent
 from ._html import error_html, header_html, muted_html, usage_html, widget_bundle
@@ -82,6 +83,16 @@ class _Control:
     kind: str
     widget: widgets.Widget
     signature: tuple[Any, ...] = field(default=())
+
+
+def _branch_html(session: Any) -> str:
+    """Under the header: the session's branch when its conversation has more than one, and its handover if any."""
+    branch, handover = getattr(session, "branch", None), getattr(session, "handover", None)
+    words = [branch.describe()] if branch is not None and len(branch.conversation.branches) > 1 else []
+    if handover is not None:
+        words.append(handover.describe())
+    text = visible("; ".join(words))
+    return muted_html(escape(f"⎇ {text}"), css_class="acpnb-branch") if text else ""
 
 
 class SessionPanel:
@@ -240,7 +251,7 @@ class SessionPanel:
 
     def render_header(self) -> None:
         with self._lock:
-            header = header_html(self._header_info(), live=True)
+            header = header_html(self._header_info(), live=True) + _branch_html(self.session)
             if self.header.value != header:
                 self.header.value = header
             note = self._note()

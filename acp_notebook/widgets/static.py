@@ -158,6 +158,7 @@ class TurnSnapshot:
     attachments: Sequence[str] = ()  # what the prompt carried (attach=, --attach): one label each
     notices: Sequence[Any] = ()  # the agent's notices while the turn ran (state.Notice)
     compactions: Sequence[Any] = ()  # context compactions that began while it ran (copies of state.Compaction)
+    branch: tuple[str, str] = ("", "")  # (text, HTML) of the turn's branch line (widgets/branches.py), under the header
 
 
 SENT_SHOWN = 160  # characters of an attachment's or a {name}'s text shown in the cell
@@ -221,7 +222,7 @@ def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
     reply = (f'<div class="acpnb-reply" style="padding:0 4px">{markdown_html(visible(snapshot.text))}</div>'
              if snapshot.text else "")
     html = (
-        f'<div class="acpnb-turn acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}'
+        f'<div class="acpnb-turn acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}{snapshot.branch[1]}'
         f"{attached_html(snapshot.attachments)}{_thoughts_html(snapshot.thoughts)}{plan_html(snapshot.plan)}{tools}{events}{notes}"
         f"{reply}{error_html(snapshot.error)}"
         f"{usage_html(snapshot.usage, stop_reason=snapshot.stop_reason, compaction=compaction)}</div>"
@@ -231,13 +232,14 @@ def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
     tail = [snapshot.error] if snapshot.error else []
     context = context_words(snapshot.usage, compaction)
     attached = attached_text(snapshot.attachments)
-    markdown = "\n\n".join(p for p in (md_head, attached and f"*{md_escape(attached)}*",
+    branch = snapshot.branch[0]
+    markdown = "\n\n".join(p for p in (md_head, branch and f"*{md_escape(branch)}*", attached and f"*{md_escape(attached)}*",
                                         "\n".join(md_escape(c) for c in calls),
                                         *(md for _, md, _ in snapshot.kernel),
                                         events_markdown(snapshot.notices, snapshot.compactions),
                                         "\n".join(f"*{md_escape(n)}*" for n in notes_text),
                                         clipped_reply(snapshot.text, markdown=True),
                                         *(f"*{md_escape(t)}*" for t in tail), md_escape(context)) if p)
-    plain = "\n".join(p for p in (plain_head, attached, *calls, *(text for text, _, _ in snapshot.kernel),
+    plain = "\n".join(p for p in (plain_head, branch, attached, *calls, *(text for text, _, _ in snapshot.kernel),
                                    events_text(snapshot.notices, snapshot.compactions), *notes_text, clipped_reply(snapshot.text, markdown=False), *tail, context) if p)
     return {"text/html": html, "text/markdown": markdown, "text/plain": plain}
