@@ -95,3 +95,42 @@ def test_append_keeps_the_old_behaviour_and_takes_no_checkpoints(shell):
     assert acpnb.current() is session and session.turns[-1].checkpoint is None
     run(shell, "%%acp --cell two\nwhat did I say before?")
     assert reply(shell).endswith('"apples", "pears".')
+
+
+def _outputs_of(captured, view):
+    """The outputs ``view`` published while ``captured`` ran: its display, then its updates."""
+    return [o for o in captured.outputs if (o.transient or {}).get("display_id") == view.live.display_id]
+
+
+def test_a_rerun_cells_header_shows_its_branch_and_the_cell_below_says_it_is_on_another(shell):
+    run(shell, "%acp start demo")
+    magics = shell.magics_manager.registry["AcpMagics"]
+    run(shell, "%%acp --cell one\napples")
+    first = run(shell, "%%acp --cell two\npears")
+    assert len([o for o in first.outputs if not o.update]) == 1  # one branch: no branch line
+    assert "⎇" not in first.outputs[-1].data["text/plain"] and "acpnb-branch" not in first.outputs[-1].data["text/html"]
+    run(shell, "%%acp --cell three\nwhat did I say before?")
+    below = magics.last_view  # cell three, on main
+    edited = run(shell, "%%acp --cell two\nplums")  # cell two edited and run again: branch b2
+    rerun = magics.last_view
+    # One output for the cell: the turn itself, whose header carries the branch line (no separate label).
+    shown = [o for o in edited.outputs if not o.update]
+    assert len(shown) == 1 and shown[0].transient == {"display_id": rerun.live.display_id}
+    final = _outputs_of(edited, rerun)[-1]
+    assert final.data["text/plain"].splitlines()[1] == "⎇ branch b2 from main after 1 turn, forked"
+    assert "class='acpnb-branch' data-branch='b2' data-current='true'" in final.data["text/html"]
+    assert "*⎇ branch b2 from main after 1 turn, forked*" in final.data["text/markdown"]
+    assert final.metadata["acp_notebook"]["branch"] == {
+        "name": "b2", "current": "b2", "on_current": True, "how": "forked", "parent": "main", "fork_point": 1,
+        "cell": "two", "session_id": acpnb.current().id}
+    # The cell below, still main's reply, was published again during the re-run: it says it is on another branch.
+    updated = _outputs_of(edited, below)
+    assert updated and updated[-1].update
+    assert "Not the current branch (b2)" in updated[-1].data["text/plain"]
+    assert "data-current='false'" in updated[-1].data["text/html"]
+    assert updated[-1].metadata["acp_notebook"]["branch"]["on_current"] is False
+    # Checking out main again: what the re-run cell publishes now says it is not on the current branch.
+    run(shell, "%acp checkout main")
+    data, metadata = rerun._repr_mimebundle_()
+    assert "Not the current branch (main)" in data["text/plain"]
+    assert metadata["acp_notebook"]["branch"]["on_current"] is False
