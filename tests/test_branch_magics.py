@@ -134,3 +134,18 @@ def test_a_rerun_cells_header_shows_its_branch_and_the_cell_below_says_it_is_on_
     data, metadata = rerun._repr_mimebundle_()
     assert "Not the current branch (main)" in data["text/plain"]
     assert metadata["acp_notebook"]["branch"]["on_current"] is False
+
+
+def test_the_session_panel_header_names_the_branch_once_there_are_two(shell):
+    from acp_notebook.widgets.panel import SessionPanel
+
+    run(shell, "%acp start demo")
+    run(shell, "%%acp --cell one\napples")
+    main = acpnb.current()
+    alone = SessionPanel(main)
+    assert "acpnb-branch" not in alone.header.value  # one branch: nothing to say
+    alone.close()
+    run(shell, "%%acp --cell one\npears")  # run again: branch b2, from before its only turn
+    panel = SessionPanel(acpnb.current())
+    assert "⎇ branch b2 from main after 0 turns (forked)" in panel.header.value
+    panel.close()
