@@ -130,7 +130,9 @@ def test_a_rerun_cells_header_shows_its_branch_and_the_cell_below_says_it_is_on_
     assert "data-current='false'" in updated[-1].data["text/html"]
     assert updated[-1].metadata["acp_notebook"]["branch"]["on_current"] is False
     # Checking out main again: what the re-run cell publishes now says it is not on the current branch.
-    run(shell, "%acp checkout main")
+    said = run(shell, "%acp checkout main")
+    assert "Not the current branch (main)" in _outputs_of(said, rerun)[-1].data["text/plain"]  # sent before it ends
+    assert "Not the current branch" not in _outputs_of(said, below)[-1].data["text/plain"]
     data, metadata = rerun._repr_mimebundle_()
     assert "Not the current branch (main)" in data["text/plain"]
     assert metadata["acp_notebook"]["branch"]["on_current"] is False

@@ -24,7 +24,7 @@ from IPython.display import display
 from ..branching import Conversation
 from ..session import Session
 from ..widgets.branches import branches_forms
-from ..widgets.chat import output_replaced
+from ..widgets.chat import branch_outputs_sent, output_replaced
 from . import grammar as g
 from .registry import AgentEntry, NotebookAgents
 
@@ -146,6 +146,7 @@ class BranchCommands:
         self.agents.use(owner.alias)
         self._open(owner, branch.session, show=False)
         self.agents.touch(owner, branch.session)
+        branch_outputs_sent(self._timeout())  # the cells on the other branch say so before this cell ends
         turns = len(branch.turns)
         print(f"Now on branch {branch.name} ({branch.describe()}, {turns} {'turn' if turns == 1 else 'turns'}, "
               f"session {branch.session.id}); the next %%acp cells continue it, and cells on other branches say so.")

@@ -70,7 +70,7 @@ from .render_thread import Throttle
 from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, sent_label, turn_forms
 from .turn_sections import THOUGHTS_STYLE, TurnSections
 
-__all__ = ["Throttle", "TurnView", "markdown_output", "output_replaced"]
+__all__ = ["Throttle", "TurnView", "branch_outputs_sent", "markdown_output", "output_replaced"]
 
 DEFAULT_INTERVAL = 0.1
 CLOCK_TICK = 1.0  # seconds between two redraws of the running clock
@@ -180,6 +180,20 @@ def _resend_on_branch_change(turn: Turn, live: LiveDisplay) -> None:
 
     _FOLLOWING[id(turn)] = forget
     weakref.finalize(turn, _FOLLOWING.pop, id(turn), None)
+
+
+def branch_outputs_sent(timeout: float | None) -> None:
+    """Wait (kernel thread) until the finished views told of a branch change just made have sent their outputs
+    again: the loop emits the turns' branch events in order, each queues its send on the render thread, which
+    runs in order too; so a cell that changed the branch ends with every cell's output up to date."""
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def after_events() -> None:
+        render_thread.submit(lambda: None).add_done_callback(lambda _sent: done.set_result(None))
+
+    _loop.call_soon(after_events)
+    with contextlib.suppress(concurrent.futures.TimeoutError):  # a held-up render thread does not hold the cell
+        done.result(timeout)
 
 
 def output_replaced(turn: Any) -> None:
