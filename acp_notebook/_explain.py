@@ -297,3 +297,56 @@ def kernel_server_text(server: dict, policy: str | None) -> str:
         text += ("The policy (ask, read-only or allow: AcpMagics.kernel_tools, acpnb.start(kernel_tools=...)) is "
                  "not part of the frame.")
     return text
+
+
+# --- the MCP messages between the agent and the kernel tools (the inspector's MCP rows) -------------------
+MCP_SPEC = "https://modelcontextprotocol.io/specification/2025-06-18"
+MCP_METHODS: dict[str, tuple[str, str, str]] = {  # method -> (spec page, what the request says, what its answer says)
+    "initialize": ("basic/lifecycle", "The agent's MCP client opens its connection to the kernel tools (through "
+                   "the bridge it started from the session's `kernel` entry): protocol version and capabilities.",
+                   "The kernel tools answer with their name, version and instructions."),
+    "notifications/initialized": ("basic/lifecycle", "The agent's MCP client says the connection is ready.", ""),
+    "tools/list": ("server/tools", "The agent asks which tools the kernel offers.",
+                   "The kernel lists its tools with their descriptions and argument schemas: what the agent's "
+                   "model is offered."),
+    "tools/call": ("server/tools", "The agent calls one of the kernel's tools.",
+                   "The tool's answer: text (and images) for the model, structuredContent for clients that read "
+                   "it; isError marks a refusal or a failure."),
+    "notifications/cancelled": ("basic/utilities/cancellation", "The agent gave up on one of its requests: the "
+                                "kernel stops that call (a run_code question is withdrawn).", ""),
+    "ping": ("basic/utilities/ping", "A liveness check.", "The answer to a ping."),
+}
+KERNEL_TOOL_WORDS = {
+    "list_variables": "lists your variables (name, type, shape or length, memory); reads, runs nothing",
+    "inspect_variable": "looks at one variable (a frame's columns and head, a figure as a PNG...); reads, runs "
+                        "nothing of yours but repr()",
+    "notebook_history": "reads the cells you ran lately",
+    "propose_cell": "proposes a cell below yours; nothing runs",
+    "run_code": "runs code in your namespace",
+}
+RUN_CODE_DECIDES = {
+    "ask": "under 'ask' the code waits for your Allow in the running cell",
+    "read-only": "under 'read-only' it is refused",
+    "allow": "under 'allow' it runs at once",
+    "off": "under 'off' it is refused, as every tool is",
+}
+
+
+def explain_mcp(method: str, kind: str, tool: str = "", policy: str | None = None) -> Explanation:
+    """The caption of an MCP message between the agent and the kernel tools, as the kernel's side saw it: what
+    the message is, which tool a call names and what the policy in force does with it."""
+    page, ask, answer = MCP_METHODS.get(method, ("", f"An MCP message ({method or 'an answer'}) the kernel tools "
+                                                     "do not use.", ""))
+    url = f"{MCP_SPEC}/{page}" if page else MCP_SPEC
+    if kind == "error":
+        return Explanation(f"The {method} request failed: a JSON-RPC error instead of a result.", url)
+    text = answer if kind == "result" and answer else ask
+    if method == "tools/call" and tool:
+        words = KERNEL_TOOL_WORDS.get(tool, "a tool the kernel does not have (it answers with an error)")
+        text += f" {tool} {words}"
+        if policy == "off":
+            text += "; the kernel tools are off: every call is refused"
+        elif tool == "run_code" and policy in RUN_CODE_DECIDES:
+            text += f"; {RUN_CODE_DECIDES[policy]}"
+        text += "."
+    return Explanation(text, url)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _schema
-from ._explain import Explanation, explain, mcp_server_lines
+from ._explain import Explanation, explain, explain_mcp, mcp_server_lines
+from .kernel_tools.tools import names_kernel_tool
 from .state import merge_meta
 
 __all__ = ["Analyzer", "CapabilityUse", "ConfigDiff", "FrameRow", "analyze", "capabilities", "check_rows"]
@@ -87,10 +88,13 @@ class FrameRow:
     servers: tuple[str, ...] = ()  # what each MCP server a session/new, load or resume offers is
     issues: tuple[_schema.SchemaIssue, ...] | None = None  # None: not checked (yet, or no jsonschema)
     checked: bool = False
+    protocol: str = "acp"  # "mcp": a message between the agent and the kernel tools (direction mcp-in / mcp-out)
+    link: int | None = None  # an MCP tools/call and the agent's tool_call of it: each other's index
+    rendered: tuple[Any, str] | None = None  # the row's HTML and what it was made from (widgets/_frames_html.py)
 
     @property
     def sender(self) -> str:
-        return "client" if self.direction == "send" else "agent"
+        return {"send": "client", "mcp-out": "kernel"}.get(self.direction, "agent")
 
     @property
     def label(self) -> str:
@@ -290,6 +294,109 @@ class _Pending:
     t: float
 
 
+MCP_DIRECTIONS = ("mcp-in", "mcp-out")  # agent -> kernel tools, and back (entries of KernelTools.mcp_frames)
+
+
+def _tool_input(update: Mapping[str, Any]) -> Any:
+    return update.get("rawInput")
+
+
+class _McpRows:
+    """The inspector's MCP rows (as the kernel's side saw them): pairing answers with requests per connection,
+    and linking each tools/call with the agent's tool_call of it (the tool's name and rawInput, in order)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[tuple[Any, ...], _Pending] = {}
+        self.calls: list[tuple[FrameRow, str, Any]] = []  # tools/call rows not linked yet: (row, tool, arguments)
+        self.tool_calls: list[tuple[FrameRow, Mapping[str, Any]]] = []  # ACP tool_call rows not linked yet
+
+    def add(self, analyzer: Analyzer, entry: Mapping[str, Any], msg: Mapping[str, Any], t: float) -> FrameRow:
+        direction = str(entry.get("dir"))
+        session_id, connection = str(entry.get("session") or ""), str(entry.get("connection") or "")
+        index, params = len(analyzer.rows), _mapping(msg.get("params"))
+        policy = analyzer.kernel_policy() if analyzer.kernel_policy is not None else None
+        if "method" in msg:
+            method, kind = str(msg["method"]), "request" if "id" in msg else "notification"
+            tool = str(params.get("name") or "") if method == "tools/call" else ""
+            summary = f"{tool}({_arguments_words(params.get('arguments'))})" if tool else _mcp_summary(method, params)
+            row = FrameRow(index, direction, t, kind, method, "", session_id, summary, msg,
+                           explain_mcp(method, kind, tool, policy), protocol="mcp")
+            if kind == "request":
+                self.pending[(session_id, connection, direction, msg["id"])] = _Pending(index, method, session_id, t)
+            if tool:
+                self._link(row, tool, params.get("arguments"))
+            return row
+        asked_by = "mcp-in" if direction == "mcp-out" else "mcp-out"
+        pending = self.pending.pop((session_id, connection, asked_by, msg.get("id")), None)
+        method = pending.method if pending else "?"
+        result = _mapping(msg.get("result"))
+        if "error" in msg:
+            kind, summary = "error", f"{_mapping(msg['error']).get('code')} {_mapping(msg['error']).get('message', '')}"
+        else:
+            kind, summary = "result", _mcp_result_summary(method, result)
+        row = FrameRow(index, direction, t, kind, method, "", session_id, summary.strip(), msg,
+                       explain_mcp(method, kind, "", policy), protocol="mcp")
+        if pending is not None:
+            row.pair, row.rtt = pending.index, t - pending.t
+            request = analyzer.rows[pending.index] if pending.index < len(analyzer.rows) else None
+            if request is not None and request.index == pending.index:
+                request.pair, request.rtt = row.index, row.rtt
+                row.link = request.link  # the answer leads to the same tool_call as its request
+        return row
+
+    def _link(self, row: FrameRow, tool: str, arguments: Any) -> None:
+        """A tools/call: the earliest unlinked tool_call of the session that names its tool with these arguments."""
+        for position, (other, update) in enumerate(self.tool_calls):
+            if other.session_id == row.session_id and names_kernel_tool(update.get("name"), update.get("title"), tool) \
+                    and _tool_input(update) in (None, arguments or {}):
+                row.link, other.link = other.index, row.index
+                del self.tool_calls[position]
+                return
+        self.calls.append((row, tool, arguments or {}))
+
+    def link_tool_call(self, analyzer: Analyzer, row: FrameRow, update: Mapping[str, Any]) -> None:
+        """An ACP tool_call: the earliest unlinked tools/call it names, else it waits for one."""
+        raw = _tool_input(update)
+        for position, (call, tool, arguments) in enumerate(self.calls):
+            if call.session_id == row.session_id and names_kernel_tool(update.get("name"), update.get("title"), tool) \
+                    and raw in (None, arguments):
+                row.link, call.link = call.index, row.index
+                del self.calls[position]
+                return
+        if "kernel" in str(update.get("name") or update.get("title") or "").lower():
+            self.tool_calls.append((row, update))
+
+
+def _arguments_words(arguments: Any) -> str:
+    if not isinstance(arguments, Mapping):
+        return ""
+    return ", ".join(f"{key}={_quote(value, 40) if isinstance(value, str) else repr(value)}"
+                     for key, value in arguments.items())
+
+
+def _mcp_summary(method: str, params: Mapping[str, Any]) -> str:
+    if method == "initialize":
+        info = _mapping(params.get("clientInfo"))
+        return f"{info.get('name', '?')} {info.get('version', '')} \u00b7 protocol {params.get('protocolVersion', '?')}"
+    if method == "notifications/cancelled":
+        return f"request {params.get('requestId')} cancelled" + (f": {params['reason']}" if params.get("reason") else "")
+    return ""
+
+
+def _mcp_result_summary(method: str, result: Mapping[str, Any]) -> str:
+    if method == "tools/list":
+        return ", ".join(str(_mapping(t).get("name")) for t in result.get("tools") or [])
+    if method == "initialize":
+        info = _mapping(result.get("serverInfo"))
+        return f"{info.get('name', '?')} {info.get('version', '')}"
+    if method == "tools/call":
+        texts = [str(_mapping(b).get("text") or "") for b in result.get("content") or [] if _mapping(b).get("type") == "text"]
+        images = sum(1 for b in result.get("content") or [] if _mapping(b).get("type") == "image")
+        head = _quote(" ".join(" ".join(texts).split()), 80) + (f" + {images} image(s)" if images else "")
+        return ("error: " if result.get("isError") else "") + head
+    return ""
+
+
 @dataclass
 class Analyzer:
     """Turns log entries into rows one at a time, remembering requests, config lists and titles per session."""
@@ -303,11 +410,16 @@ class Analyzer:
     _pending: dict[tuple[str, Any], _Pending] = field(default_factory=dict)
     _config: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
     _info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _mcp: _McpRows = field(default_factory=lambda: _McpRows())
 
     def add(self, entry: Mapping[str, Any]) -> FrameRow:
         msg = _mapping(entry.get("msg"))
-        direction = "send" if entry.get("dir") == "send" else "recv"
         t = float(entry.get("t") or 0.0)
+        if entry.get("dir") in MCP_DIRECTIONS:
+            row = self._mcp.add(self, entry, msg, t)
+            self.rows.append(row)
+            return row
+        direction = "send" if entry.get("dir") == "send" else "recv"
         params = _mapping(msg.get("params"))
         if "method" in msg:
             row = self._add_call(direction, t, msg, params)
@@ -335,6 +447,8 @@ class Analyzer:
         if method in ("session/new", "session/load", "session/resume") and params.get("mcpServers"):
             policy = self.kernel_policy() if self.kernel_policy is not None else None
             row.servers = tuple(mcp_server_lines(params.get("mcpServers"), policy))
+        if update_kind == "tool_call":
+            self._mcp.link_tool_call(self, row, update)
         if update_kind == "config_option_update" and isinstance(update.get("configOptions"), list):
             self._track_config(row, update["configOptions"])
         elif update_kind == "session_info_update":
@@ -384,6 +498,9 @@ def check_rows(rows: Iterable[FrameRow]) -> None:
     """Check rows against the ACP schema, each once (a response is checked as the answer to its request's method)."""
     for row in rows:
         if row.checked:
+            continue
+        if row.protocol == "mcp":  # not an ACP frame: the MCP SDK on each side checks its own messages
+            row.issues, row.checked = (), True
             continue
         answers = row.method if row.kind in ("result", "error") and row.method != "?" else None
         row.issues = _schema.check_frame(row.msg, row.sender, answers=answers)
@@ -442,6 +559,8 @@ def offered_capabilities(capabilities: Any, prefix: str = "") -> set[str]:
 
 def _uses(row: FrameRow) -> list[tuple[str, str]]:
     """The (side, capability) pairs a frame relies on."""
+    if row.protocol == "mcp":
+        return []
     params, result = _mapping(row.msg.get("params")), _mapping(row.msg.get("result"))
     if row.kind == "request" and row.sender == "agent":
         if row.method.startswith("fs/"):

@@ -170,6 +170,11 @@ class KernelLink:
                 except Exception:  # noqa: BLE001 - a view's failure must not stop the change
                     logger.exception("a kernel tools policy observer failed")
 
+    def mcp_frames(self) -> list[dict[str, Any]]:
+        """The MCP messages between the agent and these tools, as the kernel's side saw them (a snapshot; see
+        KernelTools.mcp_frames); the inspector shows them among the ACP frames."""
+        return list(self.tools.mcp_frames)
+
     def observe_policy(self, observer: Callable[[str], None]) -> Callable[[], None]:
         """Call ``observer(policy)`` (on the thread that changed it) whenever the policy changes; the unsubscribe."""
         self._policy_observers.append(observer)

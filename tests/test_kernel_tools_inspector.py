@@ -136,3 +136,43 @@ def test_a_prompt_row_names_what_the_prompt_carries_besides_its_text():
     (row,) = analyze([{"dir": "send", "t": 1.0, "msg": {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
                                                          "params": {"sessionId": "s", "prompt": blocks}}}])
     assert row.summary == "'What stands out?' + text, resource kernel://variables/cfg.json"
+
+
+# --- the MCP messages between the agent and the kernel (issue 35, point 6) -----------------------------------
+def test_the_inspector_shows_the_mcp_messages_among_the_acp_frames_linked_to_the_tool_calls(tmp_path, monkeypatch):
+    from acp_notebook.demo.agent import DemoAgent
+    from acp_notebook.widgets._frames_html import table_html
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None  # the tools serve a shell's namespace, if any
+    monkeypatch.setitem(shell.user_ns if shell is not None else vars(sys.modules["__main__"]), "inspected_total", 1491)
+    with acpnb.start(DemoAgent(), kernel_tools="ask", permission="allow", timeout=30, cwd=tmp_path) as agent:
+        session = agent.new_session()
+        session.prompt("what is in inspected_total?", timeout=30)
+        session.prompt("run inspected_total + 1", timeout=30)
+        inspector = ProtocolInspector(agent)
+        rows = inspector._analyzer.rows
+    mcp = [r for r in rows if r.protocol == "mcp"]
+    methods = [r.method for r in mcp if r.kind in ("request", "notification")]
+    assert methods[:3] == ["initialize", "notifications/initialized", "tools/call"], methods
+    assert [r.summary for r in mcp if r.method == "tools/call" and r.kind == "request"] == [
+        "list_variables()", "inspect_variable(name='inspected_total')", "run_code(code='inspected_total + 1')"]
+    # In time among the ACP frames: each call sits inside the prompt turn that made it.
+    prompts = [r for r in rows if r.method == "session/prompt"]
+    call = next(r for r in mcp if r.summary.startswith("inspect_variable"))
+    assert prompts[0].index < call.index < prompts[0].pair
+    # Answered and explained: what the tool is, and what the policy does with run_code.
+    answer = rows[call.pair]
+    assert answer.protocol == "mcp" and answer.kind == "result" and "1491" in answer.summary
+    assert "looks at one variable" in call.explanation.text
+    run = next(r for r in mcp if r.summary.startswith("run_code"))
+    assert "under 'ask' the code waits for your Allow" in run.explanation.text
+    # Linked both ways with the agent's own tool_call rows.
+    for row in (call, run):
+        tool_call = rows[row.link]
+        assert tool_call.protocol == "acp" and tool_call.update == "tool_call" and tool_call.link == row.index
+    assert rows[call.pair].link == call.link  # the answer leads there too
+    html = table_html(rows)
+    assert 'class="acpnb-mcp"' in html and f'href="#acpnb-frame-{call.link}"' in html
+    assert "MCP: agent \u2192 kernel" in html and f'id="acpnb-frame-{call.index}"' in html
+    assert not any(r.issues for r in mcp)  # not checked against the ACP schema

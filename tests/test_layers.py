@@ -135,8 +135,6 @@ PENDING_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ('acp_notebook/kernel_link.py', '.kernel_tools'): _CORE,
     ('acp_notebook/kernel_link.py', '.kernel_tools.policy'): _CORE,
     ('acp_notebook/kernel_tools/__init__.py', '.'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/client.py', 'mcp'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/client.py', 'mcp.client.stdio'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/namespace.py', 'numpy'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/namespace.py', 'pandas'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/runner.py', 'IPython.core.displaypub'): _KERNEL_TOOLS,

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
+from .server import import_client_sdk
+
 __all__ = ["entry_environment", "open_kernel_tools"]
 
 # The SDK starts servers with a trimmed environment; these pass through as an agent's own would.
@@ -40,6 +42,8 @@ def _process_stderr() -> TextIO:
 async def open_kernel_tools(entry: Mapping[str, Any], *, errlog: TextIO | None = None,
                             read_timeout: float | None = None) -> AsyncIterator[Any]:
     """An initialized ``mcp.ClientSession`` on the server that ``entry`` (an ACP stdio McpServer) starts."""
+    import_client_sdk()  # under the server's import lock (see there why)
+    # The MCP SDK is heavy (most of a second): imported when a client first opens, as the server's is.
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 

@@ -24,13 +24,16 @@ except ``policy`` which any thread may set (one attribute store; read once per c
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import dataclasses
 import importlib
 import itertools
+import json
 import logging
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -81,6 +84,9 @@ class KernelTools:
         self._closed = False
         self.problem = ""  # what keeps the tools from serving now ("" when nothing does); see observe_problem
         self._connections = itertools.count(1)  # numbers the bridge connections (a call's identity, call_id)
+        # The MCP messages of every connection as this side saw them, for the inspector (``mcp_frames``): entries
+        # {"dir": "mcp-in" (agent to kernel) | "mcp-out", "t", "msg", "connection"}; bounded, images left out.
+        self.mcp_frames: collections.deque[dict[str, Any]] = collections.deque(maxlen=MCP_FRAMES_KEPT)
         self._local_calls = itertools.count(1)  # numbers the calls made in process
         self._problem_observers: list[OnProblem] = []
 
@@ -130,9 +136,25 @@ class KernelTools:
         server = await self._mcp_server()
         from mcp.server.stdio import stdio_server
 
-        _CONNECTION.set(str(next(self._connections)))
+        connection = str(next(self._connections))
+        _CONNECTION.set(connection)
+        lines_in, lines_out = _Tapped(lines_in, self._noted(connection, "mcp-in")), \
+            _Tapped(lines_out, self._noted(connection, "mcp-out"))
         async with stdio_server(stdin=lines_in, stdout=lines_out) as (read, write):  # type: ignore[arg-type]
             await server.run(read, write, server.create_initialization_options())
+
+    def _noted(self, connection: str, direction: str) -> Callable[[str], None]:
+        """What records one line of a connection in ``mcp_frames`` (loop thread; a line that is not JSON is kept
+        as its text)."""
+        def note(line: str) -> None:
+            try:
+                msg: Any = json.loads(line)
+            except ValueError:
+                msg = {"unreadable": line[:MCP_TEXT_KEPT]}
+            self.mcp_frames.append({"dir": direction, "t": time.time(), "msg": _lighter(msg),
+                                    "connection": connection})
+
+        return note
 
     def observe_problem(self, observer: OnProblem) -> Callable[[], None]:
         """Call ``observer(problem)`` on the loop each time ``problem`` changes; returns the unsubscribe."""
@@ -324,6 +346,42 @@ class KernelTools:
             log.exception("the kernel tools' on_event callback failed")
 
 
+MCP_FRAMES_KEPT = 1000  # MCP messages kept per session for the inspector
+MCP_TEXT_KEPT = 4000  # characters of one string of an MCP message kept for it
+
+
+def _lighter(value: Any) -> Any:
+    """An MCP message as the inspector keeps it: image data named by size, long strings cut."""
+    if isinstance(value, dict):
+        if value.get("type") == "image" and isinstance(value.get("data"), str):
+            return {**value, "data": f"[{len(value['data']):,} characters of base64 left out]"}
+        return {key: _lighter(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_lighter(item) for item in value]
+    if isinstance(value, str) and len(value) > MCP_TEXT_KEPT:
+        return value[:MCP_TEXT_KEPT] + f"... [{len(value) - MCP_TEXT_KEPT:,} more characters]"
+    return value
+
+
+class _Tapped:
+    """A connection's LineReader or LineWriter whose lines are also noted (for the inspector), unchanged."""
+
+    def __init__(self, inner: Any, note: Callable[[str], None]) -> None:
+        self._inner, self._note = inner, note
+
+    async def __aiter__(self) -> Any:
+        async for line in self._inner:
+            self._note(line)
+            yield line
+
+    async def write(self, text: str) -> None:
+        self._note(text)
+        await self._inner.write(text)
+
+    async def flush(self) -> None:
+        await self._inner.flush()
+
+
 _SDK_IMPORT_LOCK = threading.Lock()
 
 
@@ -332,6 +390,15 @@ def _import_sdk() -> None:
     # the second could see a module the first has only half initialized (ImportError on its first tool call).
     with _SDK_IMPORT_LOCK:
         for module in ("mcp.types", "mcp.server.lowlevel", "mcp.server.stdio"):
+            importlib.import_module(module)
+
+
+def import_client_sdk() -> None:
+    """The MCP SDK's client side, imported under the same lock as the server's: an agent served in this process
+    (the demo agent in memory, a CellAgent) importing it while a session's tools import the server half saw
+    ``mcp.server`` partially initialized ("cannot import name 'Server'") and failed its turn."""
+    with _SDK_IMPORT_LOCK:
+        for module in ("mcp", "mcp.client.stdio"):
             importlib.import_module(module)
 
 

@@ -3,9 +3,10 @@ the checks of the arguments an agent sends. Pure data; any thread."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["READING_TOOLS", "TOOLS", "ArgumentError", "argument"]
+__all__ = ["READING_TOOLS", "TOOLS", "ArgumentError", "argument", "names_kernel_tool"]
 
 TOOLS: dict[str, dict[str, Any]] = {
     "list_variables": {
@@ -67,3 +68,15 @@ def argument(tool: str, arguments: dict[str, Any], key: str, kind: type, default
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ArgumentError(f"{tool}: {key!r} must be {_KINDS[kind]}, not {type(value).__name__}")
     return value
+
+
+def names_kernel_tool(name: Any, title: Any, tool: str) -> bool:
+    """Whether an agent's tool call (its programmatic ``name`` where it gives one, else its ``title``) is a call of
+    the kernel server's ``tool``, as each agent names MCP tools: "mcp__kernel__run_code" (Claude Code),
+    "mcp_kernel_run_code" (Gemini CLI), "kernel_run_code" (OpenCode), "kernel: run_code" (the demo agent),
+    "run_code (kernel MCP Server)" (Gemini's title)."""
+    for said in (name, title):
+        text = str(said or "").lower()
+        if "kernel" in text and re.search(rf"(?<![a-z0-9]){re.escape(tool)}(?![a-z0-9_])", text):
+            return True
+    return False

@@ -23,7 +23,11 @@ RECV_COLOR = "#2e7d32"  # agent -> client
 ERROR_COLOR = "#c62828"
 WARN_COLOR = "#b26a00"
 ERROR_BG = "rgba(198, 40, 40, 0.08)"
-ARROWS = {"send": "\u2192", "recv": "\u2190"}
+ARROWS = {"send": "\u2192", "recv": "\u2190", "mcp-in": "\u21e2", "mcp-out": "\u21e0"}
+# Who talks to whom, per direction: ACP between client and agent, MCP between the agent and the kernel tools.
+DIRECTIONS = {"send": "client \u2192 agent", "recv": "agent \u2192 client", "mcp-in": "MCP: agent \u2192 kernel",
+              "mcp-out": "MCP: kernel \u2192 agent"}
+MCP_COLOR = "#6a1b9a"
 # Fixed widths that hold each label on one line ("← notification", "↪ #123 · 12.3 s"), which also
 # never wrap (white-space:nowrap): header and rows are separate grids and must line up.
 COLUMNS = "3.4em 7.2em 9.8em minmax(8em, 16em) 6.5em 9.8em minmax(8em, 1fr)"
@@ -97,6 +101,8 @@ def _pair_text(row: FrameRow) -> str:
 
 def _badges(row: FrameRow) -> str:
     out = []
+    if row.protocol == "mcp":
+        out.append(("MCP", MCP_COLOR, "acpnb-mcp"))
     if row.violations:
         out.append(("schema \u2717", ERROR_COLOR, "acpnb-schema-error"))
     if row.unknown_fields:
@@ -112,9 +118,9 @@ def _title(tip: str) -> str:
 
 
 def _summary_line(row: FrameRow) -> str:
-    color = SEND_COLOR if row.direction == "send" else RECV_COLOR
+    color = MCP_COLOR if row.protocol == "mcp" else SEND_COLOR if row.direction == "send" else RECV_COLOR
     kind_color = ERROR_COLOR if row.kind == "error" else color
-    direction = "client \u2192 agent" if row.direction == "send" else "agent \u2192 client"
+    direction = DIRECTIONS.get(row.direction, row.direction)
     waiting = row.kind == "request" and row.pair is None
     cells = [
         (str(row.index), f"color:{MUTED};text-align:right;padding-right:0.6em;{NOWRAP}", ""),
@@ -126,12 +132,22 @@ def _summary_line(row: FrameRow) -> str:
     ]
     html = "".join(f'<span style="{style}"{_title(tip)}>{escape(text)}</span>' for text, style, tip in cells)
     html = html.replace(">", '><span class="acpnb-marker">\u25b8</span> ', 1)  # in the first cell, before the index
-    html += f'<span style="color:{FG};word-break:break-word">{_badges(row)}{escape(row.summary)}</span>'
+    html += f'<span style="color:{FG};word-break:break-word">{_badges(row)}{escape(row.summary)}{_link_text(row)}</span>'
     return html
 
 
+def _link_text(row: FrameRow) -> str:
+    """An MCP tools/call (and its answer) and the agent's tool_call of it point at each other: ``↔ #12``."""
+    if row.link is None:
+        return ""
+    what = "the agent's tool_call" if row.protocol == "mcp" else "the kernel's MCP call"
+    return (f' <a class="acpnb-frame-link" href="#acpnb-frame-{row.link}" title="{what}" '
+            f'style="color:{MCP_COLOR};text-decoration:none">\u2194 #{row.link}</a>')
+
+
 def _details(row: FrameRow, *, json_open_depth: int) -> str:
-    page = row.explanation.url.split("/protocol/", 1)[-1]
+    url = row.explanation.url
+    page = url.split("/protocol/", 1)[-1] if "/protocol/" in url else "MCP " + url.rstrip("/").rsplit("/", 2)[-1]
     parts = [f'<div class="acpnb-explain">{escape(row.explanation.text)} '
              f'<a href="{escape(row.explanation.url, quote=True)}" target="_blank" rel="noopener" '
              f'style="color:{SEND_COLOR}">spec: {escape(page)} \u2197</a></div>']
@@ -139,6 +155,10 @@ def _details(row: FrameRow, *, json_open_depth: int) -> str:
         items = "".join(f"<li>{escape(line)}</li>" for line in row.servers)
         parts.append(f'<div class="acpnb-mcp-servers">MCP servers offered to the session:'
                      f'<ul style="margin:2px 0">{items}</ul></div>')
+    if row.link is not None:
+        which = "the agent's own tool_call of this call" if row.protocol == "mcp" else "the MCP tools/call the kernel saw"
+        parts.append(f'<div class="acpnb-link">Linked: <a href="#acpnb-frame-{row.link}" style="color:{MCP_COLOR}">'
+                     f"#{row.link}</a>, {which}</div>")
     if row.pair is not None:
         verb = "answered by" if row.kind == "request" else "answers"
         parts.append(f'<div class="acpnb-pair">{verb} #{row.pair} after {seconds(row.rtt or 0.0)}</div>')
@@ -166,12 +186,22 @@ def _details(row: FrameRow, *, json_open_depth: int) -> str:
 
 
 def row_html(row: FrameRow, *, opened: bool = False, json_open_depth: int = 4) -> str:
-    """One frame: a summary line (a table row) that unfolds into its explanation, changes, issues and JSON."""
+    """One frame: a summary line (a table row) that unfolds into its explanation, changes, issues and JSON. Made
+    once per state of the row (its answer, link and schema check can come later): a table is redrawn whole."""
+    key = (opened, json_open_depth, row.pair, row.link, row.checked, row.summary)
+    if row.rendered is not None and row.rendered[0] == key:
+        return row.rendered[1]
+    html = _row_html(row, opened=opened, json_open_depth=json_open_depth)
+    row.rendered = (key, html)
+    return html
+
+
+def _row_html(row: FrameRow, *, opened: bool, json_open_depth: int) -> str:
     background = ERROR_BG if row.kind == "error" else "transparent"
     edge = ERROR_COLOR if row.violations else (WARN_COLOR if row.unknown_fields else "transparent")
     classes = " ".join(["acpnb-frame", f"acpnb-{row.direction}", f"acpnb-{row.kind}",
                         "acpnb-invalid" if row.violations else ""]).strip()
-    return (f'<details class="{classes}" data-index="{row.index}"{" open" if opened else ""} '
+    return (f'<details class="{classes}" id="acpnb-frame-{row.index}" data-index="{row.index}"{" open" if opened else ""} '
             f'style="border-top:1px solid {BORDER};border-left:3px solid {edge};background:{background}">'
             f'<summary style="display:grid;grid-template-columns:{COLUMNS};gap:0 8px;cursor:pointer;'
             f'padding:2px 4px;align-items:baseline">{_summary_line(row)}</summary>'

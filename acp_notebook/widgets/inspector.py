@@ -49,6 +49,10 @@ UPDATE_PREFIX = "session/update#"
 # The live table (a FollowingBox) opens at the top, initialize first; it follows new frames once the
 # reader scrolls to its end, and otherwise keeps the reader's place and opened rows across redraws.
 SCROLL_HEIGHT = "32em"
+# Checking a frame against the schema costs a few ms: a thousand of them held the table back for seconds. A render
+# checks for this long at most (newest rows first); the rest are checked by the renders that follow.
+CHECK_SLICE_S = 0.1
+FEW_ROWS = 50  # so few rows are checked at once, even while the schema still loads
 
 
 def method_filter(name: str) -> tuple[str, str]:
@@ -118,6 +122,40 @@ class _WhenQuiet:
             self._action()
 
 
+_SCHEMA_READY = threading.Event()  # the schema and its validators are loaded (seconds, the first time)
+
+
+def _warm_up() -> None:
+    try:
+        _schema.warm_up()
+    finally:
+        _SCHEMA_READY.set()
+
+
+def _check_some(rows: Sequence[FrameRow]) -> bool:
+    """Check the rows not checked yet against the schema, newest first, for ``CHECK_SLICE_S`` at most (none while the
+    schema is still loading, unless they are few); whether all are checked now."""
+    unchecked = sum(1 for row in rows if not row.checked)
+    if not _SCHEMA_READY.is_set() and unchecked > FEW_ROWS:  # a big log shows first, and gets its marks after
+        return unchecked == 0
+    deadline = time.monotonic() + CHECK_SLICE_S
+    for row in reversed(rows):
+        if row.checked:
+            continue
+        if time.monotonic() > deadline:
+            return False
+        check_rows([row])
+    return True
+
+
+def _since(entries: list[Any], last: Any) -> list[Any]:
+    """The entries after ``last`` (the newest already read); all of them if it was trimmed away or is None."""
+    if last is None:
+        return entries
+    start = next((i + 1 for i in range(len(entries) - 1, -1, -1) if entries[i] is last), 0)
+    return entries[start:]
+
+
 class _FrameList:
     """A fixed list of log entries standing in for an agent (a recording, or frames made by hand)."""
 
@@ -145,6 +183,8 @@ class ProtocolInspector:
         self._applying = False  # set while the inspector itself changes its controls
         self._analyzer = Analyzer(kernel_policy=lambda: _kernel_policy(agent))
         self._last_entry: Any = None
+        self._checking = False  # rows shown are still being checked against the schema, a slice per render
+        self._last_mcp: dict[int, Any] = {}  # per session's kernel tools (by id of its link): the last MCP entry read
         self._held = 0  # frames that arrived while the table was held still
         self._wanted = (method or ALL_METHODS, session_id or ALL_SESSIONS)
         self._build_widgets()
@@ -152,7 +192,9 @@ class ProtocolInspector:
         self._saver = _WhenQuiet(self.save, save_interval, SAVE_AT_LEAST)
         self.refresh()
         if "jsonschema" not in sys.modules:  # nothing was checked yet: load it now, off the loop thread
-            threading.Thread(target=_schema.warm_up, name="acp-notebook-schema", daemon=True).start()
+            threading.Thread(target=_warm_up, name="acp-notebook-schema", daemon=True).start()
+        else:
+            _SCHEMA_READY.set()
         on_frame = getattr(agent, "on_frame", None)
         self._unsubscribe = on_frame(lambda _entry: self._throttle.request()) if callable(on_frame) else (lambda: None)
 
@@ -189,12 +231,15 @@ class ProtocolInspector:
     def name(self) -> str:
         return str(getattr(self.agent, "name", "") or "agent")
 
-    def _static(self) -> dict[str, str]:
-        """The saved form: what a notebook shows without a kernel (HTML table, Markdown, plain text)."""
+    def _static(self, complete: bool = False) -> dict[str, str]:
+        """The saved form: what a notebook shows without a kernel (HTML table, Markdown, plain text). Its rows' schema
+        marks are those checked so far (the live table's renders check the rest, then save again); ``complete``
+        (the last form, the kernel going) checks them all first."""
         with self._lock:
             shown = self.visible()
             saved = shown[-self.save_limit:]
-            check_rows(saved)
+            if complete:
+                check_rows(saved)
             total = len(self._analyzer.rows)
             title = f"Protocol inspector of agent '{self.name}': {len(shown)} of {total} frames"
             if len(saved) < len(shown):
@@ -207,7 +252,7 @@ class ProtocolInspector:
                 "text/plain": frames_text(saved, title=title)}
 
     def _bundle(self, final: bool, reason: str) -> Bundle:
-        static = self._static()
+        static = self._static(complete=final)
         return Bundle(static if final else {**widget_bundle(self.widget), **static})
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -243,17 +288,27 @@ class ProtocolInspector:
 
     # --- data --------------------------------------------------------------------------------
     def _catch_up(self) -> int:
-        """Analyze the entries logged since the last call; returns how many there were."""
+        """Analyze the entries logged since the last call, the agent's ACP frames and the MCP messages its sessions'
+        kernel tools saw, in time order; returns how many there were."""
         log = list(self.agent.log)  # a snapshot: the loop thread appends to the live list and trims its head
-        start = 0
-        if self._last_entry is not None:
-            # The newest entry already analyzed; if it was trimmed away, every entry left is newer.
-            start = next((i + 1 for i in range(len(log) - 1, -1, -1) if log[i] is self._last_entry), 0)
-        for entry in log[start:]:
-            self._analyzer.add(entry)
-        if len(log) > start:
+        fresh = _since(log, self._last_entry)
+        if log:
             self._last_entry = log[-1]
-        return len(log) - start
+        mcp = []
+        for session in list(getattr(self.agent, "sessions", None) or ()):
+            link = getattr(session, "kernel_tools", None)
+            if link is None:
+                continue
+            frames = link.mcp_frames()
+            new = _since(frames, self._last_mcp.get(id(link)))
+            if frames:
+                self._last_mcp[id(link)] = frames[-1]
+            mcp += [{**entry, "session": session.id} for entry in new]
+        if mcp:  # interleaved with the ACP frames by time (each source is in order already)
+            fresh = sorted(fresh + mcp, key=lambda entry: float(entry.get("t") or 0.0))
+        for entry in fresh:
+            self._analyzer.add(entry)
+        return len(fresh)
 
     def visible(self) -> list[FrameRow]:
         """The frames the filters let through, oldest first (at most ``limit``)."""
@@ -312,7 +367,12 @@ class ProtocolInspector:
 
     def _render(self) -> None:
         rows = self.visible()
-        check_rows(rows)
+        if not _check_some(rows):
+            self._checking = True
+            self._throttle.request()  # the next render checks the next slice and shows its marks
+        elif self._checking:  # every row shown is checked now: the saved form gets their marks too
+            self._checking = False
+            self._saver.request()
         self._held = 0
         self.table.value = table_html(rows, total=len(self._analyzer.rows))
         self.capabilities.value = capabilities_html(capabilities(self._analyzer.rows))

@@ -16,13 +16,13 @@ given, under its caller's lock); safe from any thread.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from html import escape
 from typing import Any
 
 from .._visible import visible
+from ..kernel_tools.tools import names_kernel_tool
 from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS
 from .cardstyle import status_classes
 
@@ -220,14 +220,8 @@ def kernel_call_markdown(call: Any, decisions: Sequence[str] = (), *, below: boo
 
 # --- one card per call: the agent's tool_call and the kernel's record of it ---------------------------------
 def _names_tool(tool_call: Any, tool: str) -> bool:
-    """Whether the agent's tool call names the kernel server's ``tool``: by its programmatic name where it gives
-    one ("mcp__kernel__run_code", "mcp_kernel_run_code", "kernel_run_code"), else its title ("kernel: run_code",
-    "run_code (kernel MCP Server)")."""
-    for said in (getattr(tool_call, "name", None), getattr(tool_call, "title", None)):
-        text = str(said or "").lower()
-        if "kernel" in text and re.search(rf"(?<![a-z0-9]){re.escape(tool)}(?![a-z0-9_])", text):
-            return True
-    return False
+    """Whether the agent's tool call names the kernel server's ``tool`` (by its name, else its title)."""
+    return names_kernel_tool(getattr(tool_call, "name", None), getattr(tool_call, "title", None), tool)
 
 
 def _same_input(tool_call: Any, call: Any) -> bool:
