@@ -27,9 +27,16 @@ from acp_notebook.widgets.static import turn_forms
 TIMEOUT = 30.0
 
 
+def served_namespace() -> dict:
+    """The namespace the tools serve here: an IPython shell's (once a test started one), else ``__main__``'s."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
+
+
 @pytest.fixture
 def main_ns(monkeypatch):
-    namespace = vars(sys.modules["__main__"])
+    namespace = served_namespace()
 
     def put(**values: Any) -> dict[str, Any]:
         for name, value in values.items():

@@ -26,6 +26,13 @@ from acp_notebook.widgets.permission import PermissionPrompt
 TIMEOUT = 30.0
 
 
+def served_namespace() -> dict:
+    """The namespace the tools serve here: an IPython shell's (once a test started one), else ``__main__``'s."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
+
+
 @pytest.fixture(params=["memory", "subprocess"])
 def demo_spec(request):
     from acp_notebook.demo.agent import DemoAgent
@@ -49,7 +56,7 @@ class Prompts:
 
 
 def test_cancelling_the_turn_while_run_code_waits_ends_it_cancelled_and_withdraws_the_question(demo_spec, tmp_path):
-    namespace = vars(sys.modules["__main__"])
+    namespace = served_namespace()
     namespace.pop("cancel_probe", None)
     prompts = Prompts()
     agent = acpnb.start(demo_spec(), kernel_tools="ask", permission=prompts, timeout=TIMEOUT, cwd=tmp_path)

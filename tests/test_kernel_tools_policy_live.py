@@ -27,6 +27,13 @@ def line(panel: SessionPanel) -> str:
     return html.unescape(panel.note.value)
 
 
+def served_namespace() -> dict:
+    """The namespace the tools serve here: an IPython shell's (once a test started one), else ``__main__``'s."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
+
+
 @pytest.fixture(params=["memory", "subprocess"])
 def demo(request, tmp_path):
     from acp_notebook.demo.agent import DemoAgent
@@ -39,7 +46,7 @@ def demo(request, tmp_path):
 
 @pytest.fixture
 def namespace(monkeypatch):
-    ns = vars(sys.modules["__main__"])  # outside IPython the tools serve __main__
+    ns = served_namespace()
     monkeypatch.setitem(ns, "live_total", 41)
     return ns
 
