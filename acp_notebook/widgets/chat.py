@@ -172,13 +172,10 @@ def _resend_on_branch_change(turn: Turn, live: LiveDisplay) -> None:
         if event.kind == "branch" and not gone.is_set():
             render_thread.call_later(0.0, lambda: None if gone.is_set() else live.resend_final())
 
-    unobserve = turn.observe(on_event)  # for the turn's life: its branch may change whenever a cell is run again
-
-    def forget() -> None:
-        gone.set()
-        unobserve()
-
-    _FOLLOWING[id(turn)] = forget
+    turn.observe(on_event)  # for the turn's life: its branch may change whenever a cell is run again
+    # Only the flag is kept here: the table is module-wide, and anything in it that led back to the turn (its
+    # observer, the view) would keep the turn, its session and its agent alive after the agent is stopped.
+    _FOLLOWING[id(turn)] = gone.set
     weakref.finalize(turn, _FOLLOWING.pop, id(turn), None)
 
 
