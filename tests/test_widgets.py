@@ -541,6 +541,9 @@ def test_a_turn_is_shown_live_and_ends_as_its_static_form(comms, demo, shown):
     view_model = view.widget.model_id
     view.show()
     turn = view.finished.result(TIMEOUT)
+    # `finished` may come from its backstop timer before the render thread (held up on a loaded machine) has
+    # sent the static form and closed the widgets: both follow.
+    comms.wait_for(lambda: any(m.msg_type == "comm_close" for m in comms.sent if m.comm_id == view_model))
     final = outputs_of(shown, view.live)[-1]
     assert "application/vnd.jupyter.widget-view+json" not in final.data
     assert turn.text in final.data["text/plain"] and turn.text in final.data["text/markdown"]

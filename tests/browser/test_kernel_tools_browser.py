@@ -51,7 +51,8 @@ def test_allow_runs_the_agents_code_in_the_kernel(lab_page: LabPage, jupyterlab_
     lab_page.run_cell(PLOT)
     lab_page.wait_for_text("I proposed a cell", within=lab_page.output(PLOT))
     proposed = lab_page.cell(PLOT + 1)
-    proposed.locator(".jp-InputArea").get_by_text("df.plot()").wait_for(state="visible")
+    # A bar chart of the numeric column by the text column: what the demo proposes for a frame with both.
+    proposed.locator(".jp-InputArea").get_by_text("df.plot.bar(x='city', y='height_cm')").wait_for(state="visible")
     assert lab_page.notebook.locator(".jp-Notebook-cell").count() == cells_before + 1
     assert proposed.locator(".jp-Cell-outputArea .jp-OutputArea-child").count() == 0  # not run
     lab_page.screenshot(screenshot_dir() / "kernel-tools-proposed.png", of=lab_page.notebook)

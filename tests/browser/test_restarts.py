@@ -105,7 +105,7 @@ def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, 
     assert len(outputs) == 2 and not [o for o in outputs if WIDGET_MIME in o["data"]]
     panel_text, turn_text = ("".join(o["data"]["text/plain"]) for o in outputs)
     assert "· open · live in a running kernel" in panel_text
-    assert "· waiting · live in a running kernel" in turn_text and "Read notes.txt (read, pending)" in turn_text
+    assert "· waiting · live in a running kernel" in turn_text and "Read notes.txt [read_text_file] (read, pending)" in turn_text
     assert "The agent asks permission: Read notes.txt (waiting for your answer)" in turn_text
     # The open notebook keeps its live view: the request can still be answered.
     lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=turn).click()
