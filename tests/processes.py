@@ -1,9 +1,10 @@
-"""Test helper: wait for a process to end, on a pidfd (an event), not by polling."""
+"""Test helpers: wait for a process to end, on a pidfd (an event), not by polling; a process's descendants."""
 
 from __future__ import annotations
 
 import os
 import select
+from pathlib import Path
 
 
 def wait_gone(pid: int, timeout: float = 10.0) -> bool:
@@ -17,3 +18,21 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
         return bool(readable)
     finally:
         os.close(fd)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living descendant of ``pid``, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, of in parents.items() if of == parent]
+        found += children
+        frontier += children
+    return found

@@ -9,12 +9,12 @@ import asyncio
 import sys
 
 import pytest
-from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
 from acp_notebook.demo import DemoAgent
 from acp_notebook.magics.grammar import ForkSession, help_text, parse_line
+from tests.shells import shell  # noqa: F401 - fixture
 
 DEMO_PROCESS = [sys.executable, "-m", "acp_notebook.demo"]
 
@@ -75,17 +75,6 @@ def test_an_agent_that_does_not_advertise_fork_is_named_in_the_error(tmp_path):
 
 
 # --- %acp fork on a real shell ---------------------------------------------------------------------
-@pytest.fixture
-def shell(tmp_path, monkeypatch):
-    globalipapp.start_ipython()
-    ip = globalipapp.get_ipython()
-    monkeypatch.chdir(tmp_path)
-    ip.run_line_magic("load_ext", "acp_notebook")
-    yield ip
-    ip.run_line_magic("unload_ext", "acp_notebook")
-    ip.config.pop("AcpMagics", None)
-
-
 def run(ip, source):
     result = ip.run_cell(source)
     for error in (result.error_before_exec, result.error_in_exec):

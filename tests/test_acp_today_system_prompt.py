@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
@@ -18,6 +17,7 @@ from acp_notebook import _schema
 from acp_notebook.demo import DemoAgent
 from acp_notebook.frames import analyze
 from tests.recorded_agents import write_recording
+from tests.shells import shell  # noqa: F401 - fixture
 
 DEMO_PROCESS = [sys.executable, "-m", "acp_notebook.demo"]
 UNSTABLE = json.loads((Path(__file__).resolve().parent / "acp_schema" / "schema.unstable.json").read_text())["$defs"]
@@ -104,17 +104,6 @@ def test_the_inspector_notes_unstable_methods_and_fields_as_such():
 
 
 # --- the magics -------------------------------------------------------------------------------------
-@pytest.fixture
-def shell(tmp_path, monkeypatch):
-    globalipapp.start_ipython()
-    ip = globalipapp.get_ipython()
-    monkeypatch.chdir(tmp_path)
-    ip.run_line_magic("load_ext", "acp_notebook")
-    yield ip
-    ip.run_line_magic("unload_ext", "acp_notebook")
-    ip.config.pop("AcpMagics", None)
-
-
 def run(ip, source):
     result = ip.run_cell(source)
     for error in (result.error_before_exec, result.error_in_exec):

@@ -7,23 +7,12 @@ from __future__ import annotations
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
 from acp_notebook.magics.grammar import Branches, CellPrompt, Checkout, help_text, parse_cell_line, parse_line
 from acp_notebook.magics.records import SessionRecord
-
-
-@pytest.fixture
-def shell(tmp_path, monkeypatch):
-    globalipapp.start_ipython()
-    ip = globalipapp.get_ipython()
-    monkeypatch.chdir(tmp_path)
-    ip.run_line_magic("load_ext", "acp_notebook")
-    yield ip
-    ip.run_line_magic("unload_ext", "acp_notebook")
-    ip.config.pop("AcpMagics", None)
+from tests.shells import shell  # noqa: F401 - fixture
 
 
 def run(ip, source):

@@ -6,13 +6,13 @@ a branch that %acp checkout continues. The demo agent in memory."""
 from __future__ import annotations
 
 import pytest
-from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
 from acp_notebook.branching import HANDOVER_META
 from acp_notebook.demo import DemoAgent
 from acp_notebook.sweep import SweepResult
+from tests.shells import shell  # noqa: F401 - fixture
 
 
 def sent(agent, method):
@@ -56,17 +56,6 @@ def test_a_model_nobody_offers_is_refused_before_anything_is_sent(tmp_path):
         assert sent(agent, "session/fork") == [] and sent(agent, "session/prompt") == []
         with pytest.raises(ValueError, match="named more than once"):
             session.branch_sweep("hi", models=["fast", "fast"])
-
-
-@pytest.fixture
-def shell(tmp_path, monkeypatch):
-    globalipapp.start_ipython()
-    ip = globalipapp.get_ipython()
-    monkeypatch.chdir(tmp_path)
-    ip.run_line_magic("load_ext", "acp_notebook")
-    yield ip
-    ip.run_line_magic("unload_ext", "acp_notebook")
-    ip.config.pop("AcpMagics", None)
 
 
 def run(ip, source):

@@ -30,6 +30,7 @@ from acp_notebook.kernel_tools.client import entry_environment, open_kernel_tool
 from acp_notebook.launch import AgentSpec
 from acp_notebook.proxy.cli import AGENT_ENV_VARIABLE, encode_agent_env, take_agent_env
 from acp_notebook.proxy.launcher import proxy_command, proxy_environment
+from tests.processes import descendants
 from tests.proxy_agents.harness import HERE, start_proxies, status
 
 proxy_factory = pytest.fixture(name="proxy_factory")(start_proxies)
@@ -228,25 +229,6 @@ def test_an_agent_that_ends_loses_its_relay(proxy_factory, kernel, record):
 
 # --- no secret on a command line ------------------------------------------------------------------------------
 
-def _children(pid: int) -> list[int]:
-    """Every living descendant of ``pid``."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        parent = frontier.pop()
-        kids = [child for child, of in parents.items() if of == parent]
-        found += kids
-        frontier += kids
-    return found
-
-
 def _read(path: str) -> bytes:
     try:
         return Path(path).read_bytes()
@@ -266,7 +248,7 @@ def test_no_agent_key_is_on_any_command_line_the_package_makes(proxy_factory, ke
     assert session.prompt("hello").text == "b heard: hello"
 
     agents = {name: info["pid"] for name, info in status(proxy)["agents"].items()}
-    processes = [proxy.pid, *_children(proxy.pid)]
+    processes = [proxy.pid, *descendants(proxy.pid)]
     assert set(agents.values()) <= set(processes)
     assert any(b"kernel_tools.bridge" in _read(f"/proc/{pid}/cmdline") for pid in processes)  # b's bridge
     for pid in processes:

@@ -20,25 +20,9 @@ import pytest
 
 import acp_notebook as acpnb
 from acp_notebook.kernel_tools.namespace import current_shell
+from tests.processes import descendants
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
-
-
-def descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = [], [pid]
-    while frontier:
-        of = frontier.pop()
-        kids = [child for child, parent in parents.items() if parent == of]
-        found += kids
-        frontier += kids
-    return found
 
 
 def read(path: str) -> bytes:
