@@ -1,4 +1,5 @@
-"""An IPython shell with the extension loaded, for tests that run magics without a kernel.
+"""An IPython shell with the extension loaded, for tests that run magics without a kernel; and the namespace
+the kernel tools serve in a test process.
 
 IPython's globalipapp keeps one shell per process (started by the first test that asks); each test gets it in
 its own working directory, with the extension loaded, and leaves it unloaded with no %config of ours behind.
@@ -6,6 +7,7 @@ its own working directory, with the extension loaded, and leaves it unloaded wit
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,3 +25,11 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     yield ip
     ip.run_line_magic("unload_ext", "acp_notebook")
     ip.config.pop("AcpMagics", None)  # %config lands in the shell's config, which the next load would read
+
+
+def served_namespace() -> dict[str, Any]:
+    """The namespace the kernel tools serve here: an IPython shell's (once a test of this worker started one),
+    else ``__main__``'s."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])

@@ -11,7 +11,6 @@ call of ours.
 from __future__ import annotations
 
 import concurrent.futures
-import sys
 import threading
 from typing import Any
 
@@ -23,15 +22,9 @@ from acp_notebook.turn import KernelCall, ToolCall
 from acp_notebook.widgets.chat import TurnView
 from acp_notebook.widgets.kernel import pair_kernel_calls
 from acp_notebook.widgets.static import turn_forms
+from tests.shells import served_namespace
 
 TIMEOUT = 30.0
-
-
-def served_namespace() -> dict:
-    """The namespace the tools serve here: an IPython shell's (once a test started one), else ``__main__``'s."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
 
 
 @pytest.fixture

@@ -22,15 +22,9 @@ import acp_notebook as acpnb
 from acp_notebook.kernel_link import WITHDRAWN, WITHDRAWN_BY_AGENT
 from acp_notebook.widgets.kernel import kernel_call_text
 from acp_notebook.widgets.permission import PermissionPrompt
+from tests.shells import served_namespace
 
 TIMEOUT = 30.0
-
-
-def served_namespace() -> dict:
-    """The namespace the tools serve here: an IPython shell's (once a test started one), else ``__main__``'s."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
 
 
 @pytest.fixture(params=["memory", "subprocess"])

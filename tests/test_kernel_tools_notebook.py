@@ -23,6 +23,7 @@ from acp_notebook.magics import Proxy, Start, parse_line
 from acp_notebook.turn import KernelCall, Turn
 from acp_notebook.widgets.static import TurnSnapshot, turn_forms
 from acp_notebook.widgets.kernel import kernel_call_html, kernel_call_markdown, kernel_call_text
+from tests.shells import served_namespace
 
 TIMEOUT = 30.0
 BRIDGE = ["-m", "acp_notebook.kernel_tools.bridge"]
@@ -54,13 +55,6 @@ def start_demo(request, tmp_path):
     yield start
     for agent in started:
         agent.close()
-
-
-def served_namespace() -> dict[str, Any]:
-    """The namespace the tools serve here: an IPython shell's (once a test started one), else ``__main__``'s."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import acp_notebook as acpnb
 from acp_notebook.kernel_tools.policy import OFF_REFUSAL, READ_ONLY_REFUSAL
 from acp_notebook.widgets.kernel import NO_SERVER_NOTE, POLICY_NOTES
 from acp_notebook.widgets.panel import SessionPanel
+from tests.shells import served_namespace
 
 TIMEOUT = 30.0
 
@@ -25,13 +26,6 @@ TIMEOUT = 30.0
 def line(panel: SessionPanel) -> str:
     """The note the live panel shows now (its widget, not a snapshot made on demand)."""
     return html.unescape(panel.note.value)
-
-
-def served_namespace() -> dict:
-    """The namespace the tools serve here: an IPython shell's (once a test started one), else ``__main__``'s."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
 
 
 @pytest.fixture(params=["memory", "subprocess"])
