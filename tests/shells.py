@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from IPython.testing import globalipapp
+from IPython.utils.capture import CapturedIO, capture_output
 
 
 @pytest.fixture
@@ -33,3 +34,13 @@ def served_namespace() -> dict[str, Any]:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
+
+
+def run_captured(ip: Any, source: str) -> CapturedIO:
+    """Run ``source`` as a cell; what it printed and displayed; its error raised, not printed."""
+    with capture_output() as captured:
+        result = ip.run_cell(source)
+    for error in (result.error_before_exec, result.error_in_exec):
+        if error is not None:
+            raise error
+    return captured

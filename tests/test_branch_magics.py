@@ -7,21 +7,12 @@ from __future__ import annotations
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
 from acp_notebook.magics.grammar import Branches, CellPrompt, Checkout, help_text, parse_cell_line, parse_line
 from acp_notebook.magics.records import SessionRecord
+from tests.shells import run_captured as run
 from tests.shells import shell  # noqa: F401 - fixture
-
-
-def run(ip, source):
-    with capture_output() as captured:
-        result = ip.run_cell(source)
-    for error in (result.error_before_exec, result.error_in_exec):
-        if error is not None:
-            raise error
-    return captured
 
 
 def reply(ip):

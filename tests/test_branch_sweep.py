@@ -6,12 +6,12 @@ a branch that %acp checkout continues. The demo agent in memory."""
 from __future__ import annotations
 
 import pytest
-from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
 from acp_notebook.branching import HANDOVER_META
 from acp_notebook.demo import DemoAgent
 from acp_notebook.sweep import SweepResult
+from tests.shells import run_captured as run
 from tests.shells import shell  # noqa: F401 - fixture
 
 
@@ -56,15 +56,6 @@ def test_a_model_nobody_offers_is_refused_before_anything_is_sent(tmp_path):
         assert sent(agent, "session/fork") == [] and sent(agent, "session/prompt") == []
         with pytest.raises(ValueError, match="named more than once"):
             session.branch_sweep("hi", models=["fast", "fast"])
-
-
-def run(ip, source):
-    with capture_output() as captured:
-        result = ip.run_cell(source)
-    for error in (result.error_before_exec, result.error_in_exec):
-        if error is not None:
-            raise error
-    return captured
 
 
 def test_the_models_cell_makes_each_answer_a_branch(shell):
