@@ -54,21 +54,22 @@ def test_two_demo_agents_bind_turn_prefixed_updates_bad_ids_and_a_crash(proxy_fa
     assert [c.value for c in options["model"].choices] == ["a:fast", "a:smart", "b:fast", "b:smart"]
     assert session.set("thought_level", "high")["thought_level"].value == "high"
 
-    # a turn; the first prompt narrows the model list to the bound agent
+    # a turn; every agent's models stay listed after it (picking another agent's hands the conversation over)
     turn = session.prompt("Tell me about tide pools")
     assert turn.stop_reason == "end_turn" and "tide pools" in turn.text
     assert "Thought 3 of 3" in turn.thoughts  # thought level high reached agent b
     assert session.title and session.usage is not None
-    assert [c.value for c in session.config["model"].choices] == ["b:fast", "b:smart"]
+    assert [c.value for c in session.config["model"].choices] == ["a:fast", "a:smart", "b:fast", "b:smart"]
+    assert session.model == "b:smart"
 
     # the agent's own config_option_update (a fallback to fast) arrives prefixed
     turn = session.prompt("fallback please")
     assert session.model == "b:fast"
     pushed = [u for u in turn.updates if u.get("sessionUpdate") == "config_option_update"]
-    assert pushed and model_values(pushed[-1]["configOptions"][0]) == ["b:fast", "b:smart"]
+    assert pushed and model_values(pushed[-1]["configOptions"][0]) == ["a:fast", "a:smart", "b:fast", "b:smart"]
 
     # bad ids: -32602 naming the valid ids; another agent's after the first prompt is a handover
-    # (tests/test_proxy_handover.py), so an id it does not offer is refused naming its models
+    # (tests/test_proxy_handover.py), and an id that agent does not offer is refused naming its models
     with pytest.raises(acpnb.RpcError) as bad:
         proxy.request("session/set_config_option", {"sessionId": session.id, "configId": "model", "value": "c:fast"})
     assert bad.value.code == -32602 and "b:fast, b:smart" in str(bad.value)
@@ -130,7 +131,9 @@ def test_three_agents_binding_rebinding_and_odd_ids(proxy_factory):
     assert turn.text == "quirky(none, effort=low) heard: hello there"
     assert session.usage["used"] == len("hello there") and session.meta["quirky"]["turns"] == 1
     assert status(proxy)["sessions"][session.id]["agent"] == "n"
-    assert [c.value for c in session.config["model"].choices] == ["n:default"]
+    assert [c.value for c in session.config["model"].choices] == [
+        "d:fast", "d:smart", "q:vendor/model-a", "q:org:model-b:latest", "n:default"]
+    assert session.model == "n:default"
 
     # several sessions on one connection, bound independently and prompted at the same time
     first, second = proxy.new_session(), proxy.new_session()
@@ -310,7 +313,9 @@ def test_list_load_resume_and_close_through_the_proxy(proxy_factory):
     loaded = proxy.load_session(first_id)
     replay = [u["sessionUpdate"] for u in loaded.history]
     assert "user_message_chunk" in replay and "agent_message_chunk" in replay
-    assert [c.value for c in loaded.config["model"].choices] == ["a:fast", "a:smart"]
+    # reopened with its history on a; b's models are listed as this proxy last saw them (a pick hands over)
+    assert [c.value for c in loaded.config["model"].choices] == ["a:fast", "a:smart", "b:fast", "b:smart"]
+    assert loaded.model == "a:fast"
     assert "lighthouses" in loaded.prompt("Tell me about lighthouses").text.lower()
 
     second_id = second.id

@@ -165,7 +165,7 @@ def test_a_bare_sdk_client_sees_the_namespaced_models_and_binds(tmp_path):
             await within(conn.prompt(prompt=[text_block("fallback now")], session_id=sid))
             pushed = log.updates(sid, "config_option_update")[-1]["configOptions"]
             assert pushed[0]["id"] == "model" and pushed[0]["currentValue"] == "b:fast"
-            assert model_values(pushed[0]) == ["b:fast", "b:smart"]
+            assert model_values(pushed[0]) == ["a:fast", "a:smart", "b:fast", "b:smart"]  # a's still pickable
 
             # a clear error for a bad id
             with pytest.raises(RequestError) as bad:

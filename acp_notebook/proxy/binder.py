@@ -63,6 +63,7 @@ class Binder:
             hint = self._auth_hint(backend) if exc.code == AUTH_REQUIRED else ""
             return ProbeOutcome(backend.name, error=f"agent '{backend.name}' refused session/new: {exc}{hint}")
         self.hidden[backend.name].add(candidate.backend_session_id)
+        self.hub.note_models(candidate.models)
         return ProbeOutcome(backend.name, models=candidate.models)
 
     def late_probe(self, session: ProxySession, task: asyncio.Future[ProbeOutcome]) -> None:
@@ -75,13 +76,42 @@ class Binder:
             logger.warning("agent '%s' is left out of session %s: %s", outcome.agent, session.id, outcome.error)
             return
         logger.info("agent '%s' joined session %s after the probe deadline", outcome.agent, session.id)
-        if session.phase in (Phase.CLOSED, Phase.PROMPTED):
+        if session.phase is Phase.CLOSED:
+            return
+        if session.phase is Phase.PROMPTED:
             candidate = session.candidates.get(outcome.agent)
             if candidate is not None and candidate is not session.bound:
-                self.release(candidate, close=True)  # the session is tied to another agent by now
-            return
+                # Prompted on another agent by now: the probe is not needed (a pick of this agent's model hands the
+                # conversation over to a session opened then), its models are listed all the same.
+                self.release(candidate, close=True)
         if session.selected is None:
             session.selected = (outcome.agent, outcome.models.current)
+        self.view.send_options_update(session)
+
+    async def survey(self, session: ProxySession) -> None:
+        """The agents whose models this proxy has not seen yet, probed once for a session reopened with its history
+        on one agent (a new proxy process): a probe each, deleted at once, so that the session's model list names
+        every agent's models (a pick of one hands the conversation over). Waits the probe deadline, as session/new
+        does; an agent that answers later joins the list by a config_option_update, one that fails stays out."""
+        unknown = [backend for name, backend in self.hub.backends.items()
+                   if name not in self.hub.known_models and name not in session.probes]
+        if not unknown:
+            return
+        tasks = [asyncio.ensure_future(self._survey_one(session, backend)) for backend in unknown]
+        _done, pending = await asyncio.wait(tasks, timeout=self.hub.probe_timeout)
+        for task in pending:
+            task.add_done_callback(lambda finished, s=session: self._surveyed_late(s, finished))
+
+    async def _survey_one(self, session: ProxySession, backend: Backend[Candidate]) -> ProbeOutcome:
+        outcome = await self.probe(session, backend)  # notes the agent's models (Hub.note_models)
+        candidate = session.candidates.get(backend.name)
+        if candidate is not None and candidate is not session.bound:
+            self.release(candidate, close=True)  # a probe the client never used: deleted on the agent
+        return outcome
+
+    def _surveyed_late(self, session: ProxySession, task: asyncio.Future[ProbeOutcome]) -> None:
+        if task.cancelled() or task.result().models is None or session.closed or session.bound is None:
+            return
         self.view.send_options_update(session)
 
     def _auth_hint(self, backend: Backend[Candidate]) -> str:
@@ -191,6 +221,7 @@ class Binder:
         finally:
             await closing_relays()  # the client hears back once a released agent's way to the kernel is shut
         session.selected = (agent, bare)
+        self.hub.note_models(candidate.models)
         return candidate
 
     def _restore(self, session: ProxySession, previous: Candidate | None) -> None:

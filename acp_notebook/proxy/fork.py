@@ -71,6 +71,7 @@ class Forker:
         await self._same_model(candidate, source)
         session.selected = (backend.name, candidate.models.current)
         session.probes = {backend.name: ProbeOutcome(backend.name, models=candidate.models)}
+        self.hub.note_models(candidate.models)
         out = self.view.rewrite_result(session, result, opening=True)
         out["sessionId"] = session.id
         return out

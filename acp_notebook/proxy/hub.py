@@ -20,6 +20,7 @@ from acp.exceptions import RequestError
 from .._protocol import unknown_session
 from .backend import Backend
 from .ids import BindingStore
+from .models import AgentModels
 from .session import Candidate, ProxySession
 
 __all__ = ["Hub"]
@@ -39,7 +40,14 @@ class Hub:
         self.client_init: dict[str, Any] = {}
         self.sessions: dict[str, ProxySession] = {}
         self.bindings = BindingStore(state_dir)
+        # Each agent's models as last seen in any of its sessions: a session that never probed an agent (a fork, a
+        # reopen) still lists that agent's models, so the client can hand its conversation over to it.
+        self.known_models: dict[str, AgentModels] = {}
         self._forwarding: set[asyncio.Task[Any]] = set()
+
+    def note_models(self, models: AgentModels | None) -> None:
+        if models is not None:
+            self.known_models[models.agent] = models
 
     def running(self) -> list[Backend[Candidate]]:
         return [b for b in self.backends.values() if b.ready]

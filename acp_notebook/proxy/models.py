@@ -202,7 +202,7 @@ def rewrite_options(
     """A bound agent's config option list as the proxy's client sees it.
 
     The agent's model option becomes the proxy's `model` option (values `agent:model`, the agent's
-    models in a group named after it, plus `others`' groups while other agents may still be picked);
+    models in a group named after it, plus `others`' groups: the other agents, whose models may be picked too);
     an agent without a model option gets one with the single value `agent:default`, first. Every
     other option passes through untouched, in the agent's order. A list this proxy already
     rewrote is returned as it is, so rewriting twice changes nothing. ``models``: what

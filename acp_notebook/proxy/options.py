@@ -1,7 +1,8 @@
 """The proxy's options view: the config options its client sees, and the requests that set them.
 
-The client sees one `model` option with `agent:model` values (every agent still pickable before the
-first prompt, only the bound agent's after), the bound agent's other options, and for agents that
+The client sees one `model` option with `agent:model` values (every agent's, before the first prompt and
+after it: picking another agent's model moves an unprompted session to it, and hands a prompted session's
+conversation over to it, handover.py), the bound agent's other options, and for agents that
 send only the old `modes` field a `mode` option built from it. This module rewrites the agents'
 answers and updates into that view, follows the mode option for clients that know only `modes`
 (current_mode_update), and serves set_config_option, session/set_mode and session/set_model.
@@ -61,18 +62,32 @@ class OptionsView:
         candidate = session.bound
         if candidate is None:
             return [self.unbound_option(session)] if session.available else []
-        others: list[AgentModels] = []
-        if not session.prompted:  # other agents may still be picked: keep their groups in the list
-            for agent in session.available:
-                if agent != candidate.agent:
-                    other = session.candidates.get(agent)
-                    models = other.models if other is not None else session.probes[agent].models
-                    if models is not None:
-                        others.append(models)
         options = candidate.effective_options
-        return rewrite_options(options, candidate.agent, marker=self.hub.marker, others=others,
+        return rewrite_options(options, candidate.agent, marker=self.hub.marker, others=self.other_models(session),
                                order=self.hub.order,
                                models=candidate.models if options is candidate.options else None)
+
+    def other_models(self, session: ProxySession) -> list[AgentModels]:
+        """The models of every agent but the bound one, listed whether or not the session was prompted: before
+        the first prompt picking one moves the session, after it hands its conversation over (handover.py). An
+        agent this session never probed (a fork, a reopen) is listed as it was last seen; one whose probe for
+        this session failed is left out."""
+        bound = session.bound
+        others: list[AgentModels] = []
+        for agent in self.hub.order:
+            if bound is not None and agent == bound.agent:
+                continue
+            other = session.candidates.get(agent)
+            probe = session.probes.get(agent)
+            if other is not None and not other.released:
+                models: AgentModels | None = other.models
+            elif probe is not None:
+                models = probe.models
+            else:
+                models = self.hub.known_models.get(agent)
+            if models is not None:
+                others.append(models)
+        return others
 
     def valid_models(self, session: ProxySession) -> list[str]:
         option = next((o for o in self.client_options(session) if o.get("id") == "model"), None)
@@ -177,22 +192,11 @@ class OptionsView:
         valid = self.valid_models(session)
         parsed = split_agent_model(value, self.hub.order)
         if parsed is None or not isinstance(value, str) or value not in valid:
-            bound = session.bound
-            if parsed is not None and bound is not None and session.prompted and parsed[0] != bound.agent \
-                    and parsed[0] in session.available:
-                offered = session.probes[parsed[0]].models
-                if self._hand_over is None or offered is None:
-                    raise self._rebind_refused(session, value)  # type: ignore[arg-type]
-                if parsed[1] not in offered.values:
-                    others = [offered.prefixed(v) for v in offered.values]
-                    raise invalid_params(f"agent '{parsed[0]}' offers no model {parsed[1]!r}; its models: "
-                                         f"{', '.join(others)} (picking one hands this session's conversation "
-                                         "over to it)", value=value, valid=others)
-                # Prompted on another agent (its models are not listed once prompted, but it still may be
-                # picked): the conversation is handed over to it (handover.py).
-                answer = await self._hand_over(session, *parsed)
-                self.hub.bindings.record_model(session.id, value)
-                return answer
+            offered = next((m for m in self.other_models(session) if parsed is not None and m.agent == parsed[0]), None)
+            if offered is not None and parsed is not None:
+                others = [offered.prefixed(v) for v in offered.values]
+                raise invalid_params(f"agent '{parsed[0]}' offers no model {parsed[1]!r}; its models: "
+                                     f"{', '.join(others)}", value=value, valid=valid)
             raise invalid_params(
                 f"unknown model {value!r} for session {session.id}; valid ids: {', '.join(valid) or 'none'}",
                 value=value, valid=valid)

@@ -190,7 +190,9 @@ class Reopener:
             models = candidate.models
             session.selected = (agent, models.current)
             session.probes = {agent: ProbeOutcome(agent, models=models)}
+            self.hub.note_models(models)
             missing = await self._restore_choices(session, candidate) if fresh else []
+            await binder.survey(session)  # other agents' models are listed too: a pick of one hands over
             out = self.view.rewrite_result(session, result, opening=True)
             if missing:
                 out["_meta"] = {**dict(out.get("_meta") or {}), META_KEY: {"notRestored": missing}}
@@ -331,6 +333,7 @@ class Reopener:
                 else f"refused {method}: {exc}"
             return ProbeOutcome(agent, error=f"agent '{agent}' {reason}")
         candidate.absorb(result)
+        hub.note_models(candidate.models)
         self.binder.hidden[agent].add(backend_id)  # deleted at the first prompt unless the session binds to it
         return ProbeOutcome(agent, models=candidate.models)
 

@@ -305,7 +305,8 @@ class ProxyServer(Hub):
                 session.tie()
                 if len(decode_session_id(session.id)) > 1:
                     self.bindings.record_prompted(session.id)  # later proxies keep it with this agent too
-                # The client learns the bound agent's options (and that other agents are off the table).
+                # The client learns the bound agent's options; other agents' models stay listed (a pick of one
+                # hands the conversation over: handover.py), their probe sessions are released.
                 self.view.send_options_update(session)
                 for other in list(session.candidates.values()):
                     if other is not candidate:

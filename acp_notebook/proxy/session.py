@@ -6,7 +6,8 @@ A session as the proxy's client knows it (``ProxySession``) is in one ``Phase``:
   opened by session/new or a reopen) are held, and any agent's model may be picked.
 - ``BOUND``: one agent session (a ``Candidate``) is bound: its frames reach the client. Before the
   first prompt the session may still move to another agent's session (``BOUND -> BOUND``).
-- ``PROMPTED``: bound and prompted (or reopened with its history on one agent): tied to that agent.
+- ``PROMPTED``: bound and prompted (or reopened with its history on one agent): its conversation is on
+  that agent; a move to another agent hands it over (handover.py, ``PROMPTED -> PROMPTED``).
 - ``CLOSED``: closed or deleted by the client, or no agent could reopen it. Final: a later reopen
   of the same id makes a new ``ProxySession``.
 
@@ -57,7 +58,8 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     # BOUND -> BOUND: moved to another agent before the first prompt; -> UNBOUND: its agent ended,
     # or a failed move put it back with nothing bound.
     Phase.BOUND: frozenset({Phase.BOUND, Phase.PROMPTED, Phase.UNBOUND, Phase.CLOSED}),
-    # PROMPTED -> PROMPTED: reopened again (load/resume) on its agent; -> UNBOUND: its agent ended.
+    # PROMPTED -> PROMPTED: reopened again (load/resume) on its agent, or handed over to another agent;
+    # -> UNBOUND: its agent ended.
     Phase.PROMPTED: frozenset({Phase.PROMPTED, Phase.UNBOUND, Phase.CLOSED}),
     Phase.CLOSED: frozenset(),
 }
