@@ -30,8 +30,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = ["AgentRegistry", "AgentSpec", "AgentStatus", "AgentTable", "agents", "agent_cache_dir", "auth_hint",
-           "auto_auth_method", "register", "registry", "resolve_spec", "spec_of", "unknown_agent",
-           "user_agents_file"]
+           "auto_auth_method", "register", "registry", "resolve_spec", "spec_for_agent_info", "spec_of",
+           "trust_workspace_env", "unknown_agent", "user_agents_file"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,16 @@ class AgentSpec:
     # Folders (and files) the agent keeps its own state in, writable inside a sandbox (acp_notebook/sandbox.py):
     # ~ and $VAR are expanded, an entry naming an unset variable is skipped. Override with register().
     state_dirs: tuple[str, ...] = ()
+    # When the agent connects to the MCP servers a session offers (the notebook's ``kernel``): "start" as the
+    # session opens (so a first turn that ends unconnected means it never will), "lazy" only once a prompt needs
+    # one, "" not known. kernel_tools/connect.py tells the user when a "start" agent never connected.
+    mcp_connect: str = ""
+    # The agent's own remedy when it does not connect, in a sentence (``{cwd}``: the session's folder), and the
+    # environment that applies it for one start, with the user's consent (``%acp start NAME --trust-workspace``).
+    mcp_remedy: str = ""
+    trust_env: Mapping[str, str] = field(default_factory=dict)
+    # Its initialize's ``agentInfo.name``: to know the agent when it was started by a command line, not by name.
+    info_name: str = ""
 
     @property
     def program(self) -> str:
@@ -291,6 +301,7 @@ def _builtin() -> dict[str, AgentSpec]:
         description="the built-in demo agent (offline, deterministic)",
         state_dirs=("$ACP_NOTEBOOK_DEMO_STATE", "$XDG_DATA_HOME/acp-notebook/demo-sessions",
                     "~/.local/share/acp-notebook/demo-sessions"),
+        mcp_connect="lazy",  # only a prompt that needs the kernel connects (demo/kernelwork.py)
     )
     claude = AgentSpec(
         name="claude",
@@ -308,6 +319,8 @@ def _builtin() -> dict[str, AgentSpec]:
                    "or log in once with Claude Code (`claude`, then /login)",
         offline_env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
         state_dirs=("~/.claude", "~/.claude.json", "$CLAUDE_CONFIG_DIR", "~/.npm"),
+        mcp_connect="start",
+        info_name="@zed-industries/claude-agent-acp",
     )
     codex = AgentSpec(
         name="codex",
@@ -329,6 +342,8 @@ def _builtin() -> dict[str, AgentSpec]:
         login_hint="set OPENAI_API_KEY or CODEX_API_KEY before starting it (acp-notebook authenticates with "
                    "the key when codex asks), or log in with ChatGPT (auth method 'chatgpt')",
         state_dirs=("~/.codex", "$CODEX_HOME", "~/.npm"),
+        mcp_connect="start",
+        info_name="codex-acp",
     )
     gemini = AgentSpec(
         name="gemini",
@@ -346,6 +361,15 @@ def _builtin() -> dict[str, AgentSpec]:
         login_files=(".gemini/oauth_creds.json",),
         login_hint="set GEMINI_API_KEY, or log in with Google once in the gemini CLI (`gemini`)",
         state_dirs=("~/.gemini", "~/.npm"),
+        # It starts MCP servers only in a folder it trusts (tests/interop/FINDINGS.md, section 10), and says nothing.
+        mcp_connect="start",
+        mcp_remedy="Gemini CLI starts MCP servers only in a folder it trusts, and it does not trust {cwd}. Trust "
+                   "the folder (run `gemini` there once and answer its question), or start the agent with "
+                   "GEMINI_CLI_TRUST_WORKSPACE=true: `%acp start gemini --trust-workspace` sets it (in Python, "
+                   "acpnb.start(\"gemini\", env={{\"GEMINI_CLI_TRUST_WORKSPACE\": \"true\"}})), and the agent then "
+                   "trusts the folders of its sessions. https://geminicli.com/docs/cli/trusted-folders/",
+        trust_env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
+        info_name="gemini-cli",
     )
     opencode = AgentSpec(
         name="opencode",
@@ -365,6 +389,8 @@ def _builtin() -> dict[str, AgentSpec]:
                      "npm_config_registry": _DEAD_NPM_REGISTRY},
         state_dirs=("~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode",
                     "~/.npm"),
+        mcp_connect="start",
+        info_name="OpenCode",
     )
     return {spec.name: spec for spec in (demo, claude, codex, gemini, opencode)}
 
@@ -553,6 +579,27 @@ def spec_of(spec: SpecLike) -> AgentSpec | None:
     if isinstance(spec, str) and not any(c.isspace() for c in spec.strip()):
         return registered(spec.strip())
     return None
+
+
+def trust_workspace_env(spec: SpecLike) -> dict[str, str]:
+    """The environment that makes the agent ``spec`` trust its sessions' folders (``%acp start NAME
+    --trust-workspace``: the user's consent); ValueError naming the agents that have one when it has none."""
+    found = spec_of(spec)
+    if found is not None and found.trust_env:
+        return dict(found.trust_env)
+    having = ", ".join(name for name, each in registry.items() if each.trust_env) or "none"
+    if not spec:
+        raise ValueError(f"--trust-workspace: name the agent it is for (agents that have one: {having})")
+    shown = spec if isinstance(spec, str) else " ".join(spec) if isinstance(spec, (list, tuple)) else spec.name
+    raise ValueError(f"--trust-workspace: agent {shown!r} has no setting for trusting a folder "
+                     f"(agents that have one: {having})")
+
+
+def spec_for_agent_info(name: str | None) -> AgentSpec | None:
+    """The registered spec whose agent calls itself ``name`` in its initialize (``agentInfo.name``), or None."""
+    if not name:
+        return None
+    return next((spec for _key, spec in registry.items() if spec.info_name == name), None)
 
 
 def known_names() -> Iterable[str]:

@@ -37,6 +37,7 @@ from .errors import (
     _data_details,
 )
 from .kernel_link import KernelLink, close_links
+from .kernel_tools.connect import note_answer
 from .state import ConfigOption, ConfigOptions, SessionState
 from .turn import Turn
 
@@ -344,6 +345,7 @@ class Session:
 
         def answered(answer: dict[str, Any]) -> None:
             if isinstance(answer.get("result"), dict):
+                note_answer(self, turn, answer["result"])  # an agent that never connected to its kernel tools
                 turn.finish(answer["result"], self.state.model)
             elif isinstance(answer.get("error"), dict) and answer["error"].get("code") == REQUEST_CANCELLED:
                 # An agent that ended the turn by cancelling its handler (some SDKs do on $/cancel_request) says

@@ -89,6 +89,12 @@ class KernelTools:
         self.mcp_frames: collections.deque[dict[str, Any]] = collections.deque(maxlen=MCP_FRAMES_KEPT)
         self._local_calls = itertools.count(1)  # numbers the calls made in process
         self._problem_observers: list[OnProblem] = []
+        # Whether the agent ever connected: bridges whose token was accepted, and set once an MCP ``initialize``
+        # reached the server from one (connect.py judges, once a session (``connection_judged``), an agent that
+        # was offered the server and never came).
+        self.bridges = 0
+        self.connected = threading.Event()
+        self.connection_judged = False
 
     @property
     def policy(self) -> str:
@@ -138,6 +144,7 @@ class KernelTools:
 
         connection = str(next(self._connections))
         _CONNECTION.set(connection)
+        self.bridges += 1
         lines_in, lines_out = _Tapped(lines_in, self._noted(connection, "mcp-in")), \
             _Tapped(lines_out, self._noted(connection, "mcp-out"))
         async with stdio_server(stdin=lines_in, stdout=lines_out) as (read, write):  # type: ignore[arg-type]
@@ -151,6 +158,8 @@ class KernelTools:
                 msg: Any = json.loads(line)
             except ValueError:
                 msg = {"unreadable": line[:MCP_TEXT_KEPT]}
+            if direction == "mcp-in" and isinstance(msg, dict) and msg.get("method") == "initialize":
+                self.connected.set()  # before the SDK answers it: the agent's client has begun MCP with us
             self.mcp_frames.append({"dir": direction, "t": time.time(), "msg": _lighter(msg),
                                     "connection": connection})
 

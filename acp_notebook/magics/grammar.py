@@ -21,6 +21,7 @@ from IPython.core.error import UsageError
 from .._argtypes import number
 from .._protocol import parse_bool_word
 from ..kernel_tools.policy import parse_policy
+from ..launch import trust_workspace_env
 
 __all__ = [
     "COMMANDS", "Authenticate", "Branches", "Cancel", "CellPrompt", "Checkout", "Command", "ForkSession", "Help", "ListSessions",
@@ -249,6 +250,7 @@ def _start_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", metavar="FILE")
     parser.add_argument("--speed", type=float, metavar="X")
     parser.add_argument("--sandbox", choices=("bwrap",))
+    parser.add_argument("--trust-workspace", dest="trust_workspace", action="store_true")
     _kernel_tools_option(parser)
 
 
@@ -271,8 +273,14 @@ def _build_start(args: argparse.Namespace) -> Start:
         raise UsageError("%acp start: --speed X goes with --replay FILE (X times the recorded pace)")
     if args.speed is not None and args.speed <= 0:
         raise UsageError(f"%acp start --speed: give a positive number (1 is the recorded pace), not {args.speed:g}")
+    env = _pairs(args.env, "KEY=VALUE", "start")
+    if args.trust_workspace:  # the user's consent to the agent's own "trust this folder" (launch.trust_env)
+        try:
+            env += tuple(trust_workspace_env(spec or "").items())
+        except ValueError as exc:
+            raise UsageError(f"%acp start {exc}") from None
     return Start(spec=spec, alias=args.alias, cwd=args.cwd, timeout=args.timeout,
-                 env=_pairs(args.env, "KEY=VALUE", "start"), obj=args.obj, record=args.record,
+                 env=env, obj=args.obj, record=args.record,
                  replay=args.replay, speed=args.speed, kernel_tools=args.kernel_tools, sandbox=args.sandbox)
 
 
@@ -470,7 +478,8 @@ Options of %acp start / proxy: --name NAME, --cwd DIR, --timeout SECONDS, --env 
 --object VARIABLE (start: an agent object of this notebook instead of a NAME or command), --record FILE,
 --replay FILE [--speed X] (start: write a recording; answer from one), --kernel-tools POLICY (start, proxy:
 what the agent may do in this kernel through the MCP server "kernel": ask | read-only | allow | off),
---sandbox bwrap (start: the agent's process under bubblewrap, writable only in its cwd, /tmp and its state).
+--sandbox bwrap (start: the agent's process under bubblewrap, writable only in its cwd, /tmp and its state),
+--trust-workspace (start: let the agent trust its sessions' folders, e.g. gemini's GEMINI_CLI_TRUST_WORKSPACE=true).
 Most commands take --agent NAME to act on an agent other than the current one.
 
 Configuration (%config AcpMagics.<option> = value): default_agent, permission ('ask' | 'allow' | 'deny'),
