@@ -2,8 +2,9 @@
 the folders named writable, a private /tmp, the user's credential folders hidden, and optionally no network.
 
 ``Sandbox`` is plain picklable data (a Ray worker gets the same one); ``argv`` builds the ``bwrap`` command
-line around a program; ``wrap_spec`` turns an agent spec into one whose command runs inside it, its own state
-folders (``AgentSpec.state_dirs``) writable. ``check_bwrap`` runs bwrap once per process to prove it can make
+line around a program (its /tmp a tmpfs, or a host folder the caller empties between a sweep slot's trials);
+``wrap_spec`` turns an agent spec into one whose command runs inside it, its own state folders
+(``AgentSpec.state_dirs``) writable. ``check_bwrap`` runs bwrap once per process to prove it can make
 a sandbox here, and caches the answer (a lock guards it: callers may be on any thread).
 
 What it is not: a VM or a container. The agent runs on the host's kernel as the same user; it can read
@@ -25,12 +26,14 @@ from typing import Any
 from .errors import AcpError
 from .kernel_tools.channel import channel_root
 
-__all__ = ["HIDDEN", "SANDBOXES", "Sandbox", "SandboxUnavailable", "check_bwrap", "make_sandbox", "sandboxed_launch",
-           "state_paths", "wrap_spec"]
+__all__ = ["HIDDEN", "SANDBOXES", "Sandbox", "SandboxUnavailable", "agent_sandbox", "check_bwrap", "make_sandbox",
+           "sandboxed_launch", "state_paths", "wrap_spec"]
 
-# "bwrap": a sandbox per process, for a sweep a process per trial, writable only in its own workspace;
+# "bwrap": a sandbox per process; in a sweep, one sandboxed agent process per concurrency slot, writable only in
+# the slot's folder, which holds the one trial the slot runs (sweep/slots.py);
+# "bwrap-trial" (sweeps): a sandboxed agent process per trial, writable only in its own workspace;
 # "bwrap-shared" (sweeps): one sandboxed process per agent, writable in every workspace of the sweep.
-SANDBOXES = ("bwrap", "bwrap-shared")
+SANDBOXES = ("bwrap", "bwrap-trial", "bwrap-shared")
 # Credential folders and files under HOME an agent never needs; each is replaced by an empty one inside.
 HIDDEN = (".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker", ".netrc", ".git-credentials",
           ".password-store", ".pypirc", ".npmrc", ".config/gh")
@@ -51,7 +54,10 @@ class Sandbox:
 
     ``writable``: host folders bound read-write at their own paths; ``mounts``: (host folder, path inside)
     pairs bound read-write elsewhere (a task's container paths); ``read_only_mounts`` likewise, read-only;
-    ``hidden``: paths under HOME replaced by empty ones (None: ``HIDDEN``).
+    ``hidden``: paths under HOME replaced by empty ones (None: ``HIDDEN``); ``masked``: absolute paths replaced
+    by empty read-only ones, binds inside them still made (a sweep's run directory: other trials' workspaces and
+    rows); ``tmp``: a host folder bound at /tmp instead of a tmpfs, so the caller can empty it while the
+    process lives (a sweep's slot, between trials: sweep/slots.py).
     """
 
     kind: str = "bwrap"
@@ -60,6 +66,8 @@ class Sandbox:
     mounts: tuple[tuple[str, str], ...] = ()
     read_only_mounts: tuple[tuple[str, str], ...] = ()
     hidden: tuple[str, ...] | None = None
+    masked: tuple[str, ...] = ()
+    tmp: str | None = None
 
     def with_paths(self, writable: Iterable[str] = (), mounts: Iterable[tuple[str, str]] = (),
                    read_only_mounts: Iterable[tuple[str, str]] = ()) -> Sandbox:
@@ -69,7 +77,8 @@ class Sandbox:
     def argv(self, command: Sequence[str], *, cwd: str | None = None, home: str | None = None) -> list[str]:
         """``bwrap ... -- command``: / read-only, a fresh /dev, /proc and /tmp, the credential folders hidden,
         the writable folders and mounts bound, no capabilities, its own pid namespace that dies with us."""
-        args = [check_bwrap(), *self._root(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        private_tmp = ["--bind", os.path.realpath(self.tmp), "/tmp"] if self.tmp else ["--tmpfs", "/tmp"]
+        args = [check_bwrap(), *self._root(), "--dev", "/dev", "--proc", "/proc", *private_tmp,
                 "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--setenv", "TMPDIR", "/tmp", "--unsetenv", "SSH_AUTH_SOCK", "--unsetenv", "GPG_AGENT_INFO"]
         if not self.network:
@@ -79,6 +88,11 @@ class Sandbox:
             args += _hide(home_dir / relative)
         for socket in HIDDEN_SOCKETS:
             args += _hide(Path(socket))
+        writable = [os.path.realpath(p) for p in self.writable]
+        masked = _outermost(path for path in (os.path.realpath(p) for p in self.masked if os.path.lexists(p))
+                            if not any(_within(path, w) for w in writable))  # a writable folder stays as it is
+        for path in masked:  # before the binds, so a workspace inside a masked folder is bound into the empty one
+            args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         # After /tmp's tmpfs, so a folder under the host's /tmp (a workspace) is bound into the private one.
         for path in dict.fromkeys(os.path.realpath(p) for p in self.writable):
             args += ["--bind", path, path]
@@ -90,6 +104,9 @@ class Sandbox:
         # notebook's kernel through the bridge, as any agent does; read-only, so it can remove none.
         kernel_channels = str(channel_root())
         args += ["--ro-bind", kernel_channels, kernel_channels]
+        for path in masked:  # read-only once the binds inside are made (their mount points are made in it)
+            if os.path.isdir(path):
+                args += ["--remount-ro", path]
         if any(not os.path.lexists(target) for _, target in (*self.mounts, *self.read_only_mounts)):
             args += ["--remount-ro", "/"]  # the new root's own tmpfs: nothing but the mounts is writable
         if cwd is not None:
@@ -113,12 +130,42 @@ class Sandbox:
         return args
 
     @property
-    def per_trial(self) -> bool:
-        """Whether a sweep gives each trial an agent process (and sandbox) of its own."""
-        return self.kind != "bwrap-shared"
+    def sweep_mode(self) -> str:
+        """How a sweep gives trials their agents: "slot" (a sandboxed process per concurrency slot, its folder
+        emptied between trials), "trial" (a process per trial) or "shared" (one per agent, every workspace
+        writable)."""
+        return {"bwrap-trial": "trial", "bwrap-shared": "shared"}.get(self.kind, "slot")
+
+    def with_masks(self, paths: Iterable[str]) -> Sandbox:
+        return replace(self, masked=tuple(dict.fromkeys((*self.masked, *paths))))
+
+    def mount_points_in_tmp(self, home: str | None = None) -> list[str]:
+        """Paths under /tmp (relative to it) where this sandbox mounts something: bwrap makes them in the folder
+        bound at /tmp (``tmp``), and they must stay while the process lives (removing a mount point from the
+        host would detach the mount inside)."""
+        home_dir = Path(home or os.path.expanduser("~"))
+        targets = [*self.writable, *(t for _, t in (*self.mounts, *self.read_only_mounts)), *self.masked,
+                   str(channel_root()), *(str(home_dir / r) for r in (HIDDEN if self.hidden is None else self.hidden)),
+                   *HIDDEN_SOCKETS]
+        found = []
+        for target in targets:
+            real = os.path.realpath(target)
+            if real != "/tmp" and real.startswith("/tmp/") and os.path.lexists(target):
+                found.append(os.path.relpath(real, "/tmp"))
+        return found
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "network": self.network}
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """The paths that are not inside another of them (one empty folder hides what is inside it)."""
+    unique = sorted(set(paths))
+    return [p for p in unique if not any(p != q and _within(p, q) for q in unique)]
 
 
 def _hide(path: Path) -> list[str]:
@@ -142,7 +189,7 @@ def make_sandbox(sandbox: Any, *, network: bool = True, where: str = "sandbox=")
     elif sandbox in SANDBOXES:
         made = Sandbox(kind=str(sandbox), network=bool(network))
     else:
-        raise ValueError(f"{where} is 'bwrap' (bubblewrap), 'bwrap-shared' or None, not {sandbox!r}")
+        raise ValueError(f"{where} is 'bwrap' (bubblewrap), 'bwrap-trial', 'bwrap-shared' or None, not {sandbox!r}")
     check_bwrap()
     return made
 
@@ -205,6 +252,16 @@ def state_paths(spec: Any, env: Mapping[str, str] | None = None) -> list[str]:
     return found
 
 
+def agent_sandbox(spec: Any, sandbox: Sandbox, *, cwd: str, env: Mapping[str, str] | None = None,
+                  writable_cwd: bool = True) -> Sandbox:
+    """``sandbox`` as ``wrap_spec`` runs ``spec`` in it: its cwd (unless ``writable_cwd`` is False) and the agent's
+    state folders added to the writable ones."""
+    from .launch import spec_of
+
+    agent_env = {**os.environ, **(env or {})}
+    return sandbox.with_paths([*([cwd] if writable_cwd else []), *state_paths(spec_of(spec), agent_env)])
+
+
 def wrap_spec(spec: Any, sandbox: Sandbox, *, cwd: str, env: Mapping[str, str] | None = None,
               writable_cwd: bool = True) -> Any:
     """An AgentSpec that starts ``spec`` inside ``sandbox``: its cwd (unless ``writable_cwd`` is False) and its
@@ -214,8 +271,8 @@ def wrap_spec(spec: Any, sandbox: Sandbox, *, cwd: str, env: Mapping[str, str] |
     name, argv, extra_env = resolve_spec(spec, env)
     base = spec_of(spec)
     agent_env = {**os.environ, **extra_env}
-    writable = [*([cwd] if writable_cwd else []), *state_paths(base, agent_env)]
-    command = tuple(sandbox.with_paths(writable).argv(argv, cwd=cwd, home=agent_env.get("HOME")))
+    full = agent_sandbox(spec, sandbox, cwd=cwd, env=extra_env, writable_cwd=writable_cwd)
+    command = tuple(full.argv(argv, cwd=cwd, home=agent_env.get("HOME")))
     if base is None:
         return AgentSpec(name=name, command=command, env=extra_env)
     return replace(base, command=command, npm_package=None, args=(), cache_paths=())

@@ -115,12 +115,12 @@ def test_the_network_is_kept_by_default(hostile):
     assert _connections(hostile["listener"]) == 1  # the control: the refusal above is the sandbox's
 
 
-def test_each_sandboxed_trial_has_its_own_agent_process(hostile):
-    result = acpnb.sweep([json.dumps({}), json.dumps({"x": 1})], ["escape:fast"], workspace=hostile["workspace"],
-                         sandbox="bwrap", progress=False)
-    assert [r["status"] for r in result.rows] == ["ok", "ok"]
+def test_bwrap_trial_gives_each_trial_its_own_agent_process(hostile):
+    result = acpnb.sweep([json.dumps({}), json.dumps({"x": 1}), json.dumps({"x": 2})], ["escape:fast"],
+                         workspace=hostile["workspace"], sandbox="bwrap-trial", concurrency=1, progress=False)
+    assert [r["status"] for r in result.rows] == ["ok", "ok", "ok"]
     facts = result.metadata["agents"]["escape"]
-    assert facts["processes"] == 2 and facts["command"][0].endswith("bwrap")
+    assert facts["processes"] == 3 and facts["command"][0].endswith("bwrap")
 
 
 def _path_without_bwrap(tmp_path: Path) -> str:
@@ -160,7 +160,8 @@ def test_a_bwrap_that_cannot_make_a_sandbox_is_named_with_what_it_said(tmp_path,
 
 
 def test_sandbox_arguments_are_checked():
-    with pytest.raises(ValueError, match=r"sandbox= is 'bwrap' \(bubblewrap\), 'bwrap-shared' or None, not 'docker'"):
+    with pytest.raises(ValueError, match=r"sandbox= is 'bwrap' \(bubblewrap\), 'bwrap-trial', 'bwrap-shared' or "
+                                         r"None, not 'docker'"):
         acpnb.sweep(["hi"], ["demo:fast"], sandbox="docker", progress=False)
     with pytest.raises(ValueError, match=r"network=False cuts the network inside a sandbox"):
         acpnb.sweep(["hi"], ["demo:fast"], network=False, progress=False)

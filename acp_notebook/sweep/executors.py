@@ -52,7 +52,8 @@ class LocalExecutor:
         """Start the agent now, so every agent's process starts at once rather than when a slot frees up."""
         assert self.pool is not None
         sandbox = self.settings.sandbox
-        if (sandbox is not None and sandbox.per_trial) or self.settings.oracle:  # they start no shared agent
+        # Sandbox slots and per-trial sandboxes start their own processes; the oracle starts none.
+        if (sandbox is not None and sandbox.sweep_mode != "shared") or self.settings.oracle:
             return
         with contextlib.suppress(Exception):  # a failed start is recorded by the trial itself
             await self.pool.get(agent_name)

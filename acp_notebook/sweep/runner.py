@@ -349,7 +349,11 @@ class _Sweep:
             else:
                 self.workspace_root, self.made_root = temporary_root(), True
         root = str(self.workspace_root) if self.workspace_root is not None else None
-        self.settings = dataclasses.replace(self.settings, workspaces=WorkspaceSettings(
+        sandbox = self.settings.sandbox
+        if sandbox is not None:  # the run's other trials (workspaces, rows, trajectories) are hidden in the sandbox
+            sandbox = sandbox.with_masks([str(p) for p in (self.workspace_root,
+                                                           self.store.path if self.store is not None else None) if p])
+        self.settings = dataclasses.replace(self.settings, sandbox=sandbox, workspaces=WorkspaceSettings(
             root=root, setup=self.setup, keep=self.keep_workspaces, keep_sessions=self.keep_sessions))
 
     def wait_for_cleanup(self) -> None:

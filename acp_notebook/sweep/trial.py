@@ -35,6 +35,7 @@ from .checks import CheckError, WorkspaceScorer
 from .columns import FIXED_COLUMNS, explanation_column, score_column
 from .dataset import Sample
 from .hints import PYTHON, Syntax
+from .slots import Slot, Slots
 from .workspace import COMMAND_SANDBOX, Workspace, WorkspaceSettings, run_command
 
 __all__ = ["AgentPool", "ExecutorSetup", "ModelNotInForce", "Outcome", "Trial", "TrialSettings", "agent_and_value", "plan_trials",
@@ -92,21 +93,23 @@ class TrialSettings:
     workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
     permission_in_workspace: PermissionPolicy = "allow"  # the agent works in a throwaway copy
     checks: tuple[WorkspaceScorer, ...] = ()  # scorers that grade in the workspace, run by the trial
-    # sandbox="bwrap": each trial's agent is a process of its own in a sandbox where its workspace is writable;
-    # setup and command checks run in one too (acp_notebook/sandbox.py)
+    # sandbox="bwrap": a trial's agent is its slot's sandboxed process, writable in the slot's folder that holds
+    # the trial's workspace (slots.py); "bwrap-trial": a process of the trial's own; setup and command checks run
+    # in a sandbox too (acp_notebook/sandbox.py)
     sandbox: Sandbox | None = None
     oracle: bool = False  # agent="oracle": each task's solution/solve.sh instead of an agent's turn
 
     def workspace_for(self, sample: Sample) -> str | None:
         return sample.workspace if sample.workspace is not None else self.workspace
 
+    def container_workdir(self, sample: Sample) -> str | None:
+        """The container path a task's Dockerfile works in (its WORKDIR), None for other samples."""
+        return next((w for w in (check.workdir_for(sample.id) for check in self.checks) if w), None)
+
     def container_mounts(self, sample: Sample, workspace: Workspace | None) -> list[tuple[str, str]]:
         """A task's container working directory as a mount of the trial's workspace (in a sandbox)."""
-        for check in self.checks:
-            workdir = check.workdir_for(sample.id) if workspace is not None else None
-            if workdir:
-                return [(str(workspace.path), workdir)]  # type: ignore[union-attr]
-        return []
+        workdir = self.container_workdir(sample) if workspace is not None else None
+        return [(str(workspace.path), workdir)] if workspace is not None and workdir else []
 
     def sandbox_for(self, workspace: Workspace | None) -> Sandbox | None:
         """The sandbox of a trial's commands: the sweep's, its workspace writable."""
@@ -215,6 +218,13 @@ class AgentPool:
         self.workspace_root = workspace_root  # writable for a shared sandbox ("bwrap-shared")
         self._starting: dict[str, SharedStart[Agent]] = {}
         self.started: list[Agent] = []
+        self.slots: Slots | None = None
+        if sandbox is not None and sandbox.sweep_mode == "slot" and given is None:
+            self.slots = Slots(sandbox, root=workspace_root or default_root(), permission=permission,
+                               spec_for=self._spec, started=self.started)
+
+    def _spec(self, name: str | None) -> Any:
+        return self.spec if name is None else self.specs.get(name, name)
 
     async def get(self, name: str | None) -> Agent:
         if self.given is not None:
@@ -226,9 +236,10 @@ class AgentPool:
         return await starting.get(lambda: self._start(name))
 
     async def _start(self, name: str | None) -> Agent:
-        spec = self.spec if name is None else self.specs.get(name, name)
-        if self.sandbox is not None:  # a shared agent: writable only in this sweep's workspaces ("bwrap-shared")
-            cwd, roots = self.cwd or os.getcwd(), [self.workspace_root] if self.workspace_root else []
+        spec = self._spec(name)
+        if self.sandbox is not None:  # writable in this sweep's workspaces ("bwrap-shared"), else in none
+            shared = self.sandbox.sweep_mode == "shared" and self.workspace_root
+            cwd, roots = self.cwd or os.getcwd(), [self.workspace_root] if shared else []
             for root in roots:
                 await asyncio.to_thread(os.makedirs, root, exist_ok=True)
             spec = await asyncio.to_thread(wrap_spec, spec, self.sandbox.with_paths(roots), cwd=cwd,
@@ -237,13 +248,25 @@ class AgentPool:
         self.started.append(agent)
         return agent
 
+    def lease_slot(self, name: str | None, workdir: str | None = None) -> Slot | None:
+        """A sandbox slot for a trial with a workspace (``sandbox="bwrap"``), None in the other modes."""
+        return self.slots.lease(name, workdir) if self.slots is not None else None
+
+    async def release_slot(self, slot: Slot, *, clean: bool) -> None:
+        assert self.slots is not None
+        await self.slots.release(slot, clean=clean)
+
     async def for_trial(self, name: str | None, workspace: Workspace | None,
-                        mounts: Sequence[tuple[str, str]] = ()) -> tuple[Agent, bool]:
-        """The agent a trial talks to, and whether it is the trial's own: in a sandbox, a trial with a workspace
-        gets a process of its own whose only writable folder of ours is that workspace (the trial closes it)."""
-        if self.sandbox is None or workspace is None or self.given is not None or not self.sandbox.per_trial:
+                        mounts: Sequence[tuple[str, str]] = (), slot: Slot | None = None) -> tuple[Agent, bool]:
+        """The agent a trial talks to, and whether it is the trial's own: in a sandbox slot, the slot's process;
+        with ``sandbox="bwrap-trial"``, a trial with a workspace gets a process of its own whose only writable
+        folder of ours is that workspace (the trial closes it)."""
+        if slot is not None and self.slots is not None:
+            return await self.slots.agent(slot, mounts), False
+        if (self.sandbox is None or workspace is None or self.given is not None
+                or self.sandbox.sweep_mode != "trial"):
             return await self.get(name), False
-        spec = self.spec if name is None else self.specs.get(name, name)
+        spec = self._spec(name)
         cwd = str(workspace.path)
         wrapped = await asyncio.to_thread(wrap_spec, spec, self.sandbox.with_paths(mounts=mounts), cwd=cwd)
         agent = await astart(wrapped, cwd=cwd, permission=self.permission)
@@ -254,6 +277,8 @@ class AgentPool:
         for starting in list(self._starting.values()):
             await starting.settle()
         await asyncio.gather(*(agent.aclose() for agent in self.started), return_exceptions=True)
+        if self.slots is not None:
+            await self.slots.close()
 
     def describe(self) -> dict[str, Any]:
         """Per agent name: its info from initialize, command, protocol version and the pids it ran as."""
@@ -295,6 +320,7 @@ class Attempt:
     workspace_ready: bool = False
     diff: str | None = None
     own_agent: Agent | None = None  # a sandboxed trial's own agent process, closed when the trial ends
+    slot: Slot | None = None  # sandbox="bwrap": the slot whose folder holds the workspace, given back at the end
 
 
 async def open_session(pool: AgentPool, agent_name: str | None, value: str, settings: TrialSettings,
@@ -306,7 +332,7 @@ async def open_session(pool: AgentPool, agent_name: str | None, value: str, sett
     ``row`` gets agent, session_id, confirmed_model and config as they become known; ``confirmed``
     maps the agent's model value to the id recorded.
     """
-    agent, own = await pool.for_trial(agent_name, workspace, mounts)
+    agent, own = await pool.for_trial(agent_name, workspace, mounts, attempt.slot)
     attempt.own_agent = agent if own else None
     row["agent"] = agent.name
     attempt.phase = "session/new"
@@ -378,6 +404,8 @@ async def run_attempt(trial: Trial, pool: AgentPool, settings: TrialSettings) ->
     attempt = Attempt()
     transient = False
     try:
+        if not settings.oracle and settings.workspace_for(trial.sample) is not None:
+            attempt.slot = pool.lease_slot(trial.agent_name, settings.container_workdir(trial.sample))
         workspace = await make_workspace(trial, settings, row, attempt)
         if settings.oracle:
             await _oracle(trial, settings, row, attempt, workspace)
@@ -407,7 +435,9 @@ async def run_attempt(trial: Trial, pool: AgentPool, settings: TrialSettings) ->
         if attempt.own_agent is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(attempt.own_agent.aclose(), SESSION_CLOSE_TIMEOUT_S)
-        await _finish_workspace(attempt, settings, row)
+        await _finish_workspace(attempt, settings, row, trial)
+        if attempt.slot is not None:
+            await pool.release_slot(attempt.slot, clean=row["status"] == "ok")
         row["ended_at"] = iso_time(time.time())
     session = attempt.session
     return Outcome(row, session_recording(session.agent, session.id) if session is not None else None, transient,
@@ -444,8 +474,11 @@ async def make_workspace(trial: Trial, settings: TrialSettings, row: dict[str, A
         return None
     options = settings.workspaces
     attempt.phase = "making the workspace"
-    root = Path(options.root) if options.root else Path(default_root())
-    workspace = attempt.workspace = await Workspace.create(source, root, trial.trial_id)
+    if attempt.slot is not None:
+        workspace = attempt.workspace = await Workspace.fill(source, attempt.slot.work)
+    else:
+        root = Path(options.root) if options.root else Path(default_root())
+        workspace = attempt.workspace = await Workspace.create(source, root, trial.trial_id)
     row.update(workspace=source, workspace_method=workspace.method, workspace_commit=workspace.commit,
                workspace_path=str(workspace.path))
     if options.setup:
@@ -516,15 +549,23 @@ async def run_checks(checks: Sequence[WorkspaceScorer], workspace: Workspace, ro
         row.update(status="error", error="; ".join(problems)[:ERROR_TEXT_LIMIT])
 
 
-async def _finish_workspace(attempt: Attempt, settings: TrialSettings, row: dict[str, Any]) -> None:
-    """A failed trial's diff is still taken (it shows how far the agent got); then the copy goes unless kept."""
+async def _finish_workspace(attempt: Attempt, settings: TrialSettings, row: dict[str, Any], trial: Trial) -> None:
+    """A failed trial's diff is still taken (it shows how far the agent got); then the copy goes unless kept (a
+    slot's is copied out to where it would have been made, then the slot emptied)."""
     workspace = attempt.workspace
     if workspace is None:
         return
     if attempt.diff is None and attempt.workspace_ready:
         with contextlib.suppress(Exception):
             attempt.diff = await _diff(workspace, row)
-    if not settings.workspaces.keep:
+    if workspace.in_slot and settings.workspaces.keep:
+        kept = Path(settings.workspaces.root or default_root()) / trial.trial_id
+        try:
+            await workspace.keep_at(kept)
+            row["workspace_path"] = str(kept)
+        except Exception as exc:  # noqa: BLE001 - the row says the copy is missing
+            row["error"] = (row.get("error") or "") + f" (the workspace could not be kept at {kept}: {exc})"
+    if not settings.workspaces.keep or workspace.in_slot:
         try:
             await workspace.remove()
         except Exception as exc:  # noqa: BLE001 - the row says where the leftover is

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..sandbox import Sandbox
 
 __all__ = ["COMMAND_SANDBOX", "CommandResult", "Workspace", "WorkspaceError", "WorkspaceSettings", "directory_size",
-           "git_head", "run_command", "workspace_method"]
+           "empty_folder", "git_head", "remove_entry", "run_command", "workspace_method"]
 
 OUTPUT_LIMIT = 64 * 1024   # bytes of a command's output kept (the tail)
 DIFF_FILE_LIMIT = 2 * 1024 * 1024  # larger files are named in a diff, not compared line by line
@@ -248,6 +248,7 @@ class Workspace:
     removed_by_setup: set[str] = field(default_factory=set)
     start_tree: str | None = None        # worktrees: the tree the agent was given
     started_ns: int = 0
+    in_slot: bool = False                # made in a sandbox slot's folder: emptied at the end, never removed
 
     # --- making one ---------------------------------------------------------------------------
     @classmethod
@@ -268,6 +269,32 @@ class Workspace:
         else:
             await asyncio.to_thread(_copy_tree, Path(source), path)
         return workspace
+
+    @classmethod
+    async def fill(cls, source: str, folder: Path) -> Workspace:
+        """A trial's copy made inside ``folder``, an existing empty folder a living sandbox has bound (a slot's):
+        the folder itself stays, only its content is the trial's (``remove`` empties it again)."""
+        method = workspace_method(source)
+        workspace = cls(folder, source, method, in_slot=True)
+        if method == "worktree":
+            workspace.commit = git_head(source)
+            async with _repo_lock(source):  # git accepts an empty folder as a new worktree's place
+                await asyncio.to_thread(_git, ["worktree", "add", "--detach", "--quiet", str(folder),
+                                               workspace.commit or "HEAD"], source)
+        elif method == "copy":
+            await asyncio.to_thread(_copy_tree, Path(source), folder)
+        return workspace
+
+    async def keep_at(self, target: Path) -> None:
+        """Copy a slot's workspace to ``target`` (kept after the trial) before the slot is emptied: a copy, not a
+        move, so nothing the slot's agent still holds open is in it; a worktree's registration follows it."""
+        if target.exists():
+            await asyncio.to_thread(_remove_tree, target)
+        target.mkdir(parents=True)
+        await asyncio.to_thread(_copy_tree, self.path, target)
+        if self.method == "worktree":
+            async with _repo_lock(self.source):
+                await asyncio.to_thread(_git, ["worktree", "repair", str(target)], self.source, None, False)
 
     async def mark_start(self, *, after_setup: bool) -> None:
         """Record what the agent is given: each file's size and time, and for worktrees the tree too."""
@@ -355,9 +382,12 @@ class Workspace:
     # --- the end ------------------------------------------------------------------------------
     async def remove(self) -> None:
         """Delete the copy (and what was kept beside it); a worktree's registration goes with ``worktree prune``
-        (``worktree remove`` would first re-read every file to look for changes)."""
-        for path in (self.path, self.path.with_name(self.path.name + ".start"),
-                     self.path.with_name(self.path.name + ".objects")):
+        (``worktree remove`` would first re-read every file to look for changes). A slot's folder is emptied,
+        not removed: a sandbox holds it."""
+        if self.in_slot:
+            await asyncio.to_thread(empty_folder, self.path)
+        for path in ((() if self.in_slot else (self.path,)) + (self.path.with_name(self.path.name + ".start"),
+                                                                self.path.with_name(self.path.name + ".objects"))):
             if path.exists():
                 await asyncio.to_thread(_remove_tree, path)
         if self.method == "worktree":
@@ -383,6 +413,27 @@ def _copy_tree(source: Path, target: Path) -> None:
             return
         raise WorkspaceError(f"copying {source} failed: {done.stderr.strip()[-500:]}")
     shutil.copytree(source, target, symlinks=True)
+
+
+def empty_folder(path: Path) -> None:
+    """Remove everything in ``path``, keeping ``path`` itself."""
+    with os.scandir(path) as entries:
+        for entry in list(entries):
+            remove_entry(entry)
+
+
+def remove_entry(entry: os.DirEntry[str]) -> None:
+    """Remove a file, link or whole folder (one an agent made read-only too: write permission is given back on
+    each folder first)."""
+    if not entry.is_dir(follow_symlinks=False):
+        os.unlink(entry.path)
+        return
+    for folder, dirs, _ in os.walk(entry.path):
+        for name in (".", *dirs):
+            with contextlib.suppress(OSError):
+                if not os.path.islink(os.path.join(folder, name)):
+                    os.chmod(os.path.join(folder, name), 0o700)
+    _remove_tree(Path(entry.path))
 
 
 def _remove_tree(path: Path) -> None:

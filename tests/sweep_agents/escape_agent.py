@@ -6,7 +6,9 @@ The prompt is a JSON object naming what to try:
 - ``"outside"``: a file path outside the workspace to create;
 - ``"secret"``: a file to read (a key under ~/.ssh);
 - ``"port"``: a TCP port on 127.0.0.1 to connect to;
-- ``"state"``: a file in the agent's own state folder to write (allowed in the sandbox).
+- ``"state"``: a file in the agent's own state folder to write (allowed in the sandbox);
+- ``"writes"``: {label: path} more files to create (relative paths from its working directory);
+- ``"looks"``: {label: path} files or folders to read (a folder: its entries), reported under ``look:<label>``.
 
 It also writes ``inside.txt`` in its working directory (the workspace). The reply (and ``report.json`` in the
 workspace) maps each attempt to "done" or "refused: <error>"; the secret's content is included when it was read.
@@ -64,6 +66,13 @@ def attack(plan: dict[str, Any], cwd: Path) -> dict[str, str]:
         report["port"] = attempt(lambda: connect(int(plan["port"])))
     if plan.get("state"):
         report["state"] = attempt(lambda: Path(plan["state"]).write_text("state\n") and None)
+    for label, path in (plan.get("writes") or {}).items():
+        target = cwd / path
+        report[f"write:{label}"] = attempt(lambda t=target: t.parent.mkdir(parents=True, exist_ok=True) or
+                                           t.write_text("left here\n") and None)
+    for label, path in (plan.get("looks") or {}).items():
+        report[f"look:{label}"] = attempt(lambda p=cwd / path: sorted(os.listdir(p)) if p.is_dir() else p.read_text())
+    report["cwd"] = f"done: {cwd}"
     attempt(lambda: (cwd / "report.json").write_text(json.dumps(report)) and None)
     return report
 
