@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .turn import ToolCall, Turn
 
 __all__ = ["HANDOVER_META", "Branch", "BranchState", "Checkpoint", "Conversation", "Exchange", "Handover",
-           "exchanges_of", "handover_text", "take_checkpoint"]
+           "exchanges_of", "handover_text", "proxy_handover", "take_checkpoint"]
 
 HANDOVER_META = "acp-notebook/handover"  # the _meta key of a prompt that carries a conversation handed over
 HANDOVER_LIMIT_CHARS = 24_000  # the conversation handed over, at most; the oldest exchanges go first, said so
@@ -141,6 +141,21 @@ class Handover:
         """The prompt's ``_meta`` that tells a client (or a recording's reader) this turn carries a handover."""
         return {HANDOVER_META: {"from": self.source, "turns": self.turns, "reason": self.reason,
                                 "capped": self.capped}}
+
+
+def proxy_handover(result: Any) -> str | None:
+    """"handed over from a:model after N turns" when a prompt's result says (in ``_meta[HANDOVER_META]``) that the
+    proxy handed the conversation over to the agent that answered it (proxy/handover.py), else None. Built from
+    the marker's fields, not from its description: the text is the client's own, the values spelt out."""
+    meta = result.get("_meta") if isinstance(result, Mapping) else None
+    marker = meta.get(HANDOVER_META) if isinstance(meta, Mapping) else None
+    if not isinstance(marker, Mapping) or not isinstance(marker.get("from"), str):
+        return None
+    turns = marker.get("turns")
+    count = f" after {turns} {'turn' if turns == 1 else 'turns'}" if isinstance(turns, int) and \
+        not isinstance(turns, bool) else ""
+    capped = " (the earliest left out)" if marker.get("capped") is True else ""
+    return visible(f"handed over from {marker['from']}{count}{capped}")
 
 
 # --- checkpoints (loop thread) -----------------------------------------------------------------------
@@ -260,6 +275,7 @@ class Conversation:
 
     def _adopt(self, branch: Branch) -> None:
         branch.session.checkpoints = True
+        branch.session.checkpointer = take_checkpoint
         branch.session.branch = branch
 
     @property
@@ -304,7 +320,7 @@ class Conversation:
         branch = current if current.holds(turn) else turn.branch
         if branch is None:
             return None
-        handover = turn.handover.describe() if turn.handover is not None else None
+        handover = turn.handover.describe() if turn.handover is not None else proxy_handover(turn.result)
         return BranchState(branch.name, current.name, branch is current, branch.how, branch.parent,
                            branch.fork_point, count, handover)
 
