@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imp
         RpcError,
     )
     from .launch import AgentSpec, agents, register
-    from .magics.resume import resume
+    from .magics.entry import resume
     from .proxy import start_proxy
     from .state import Choice, ConfigOption, ConfigOptions, SessionState
     from .sweep import SweepResult, load_run, sweep
@@ -89,7 +89,7 @@ __getattr__, __dir__ = lazy_names(__name__, globals(), {
     **dict.fromkeys(("SweepResult", "load_run", "sweep"), ".sweep"),
     **dict.fromkeys(("ToolCall", "Turn"), ".turn"),
     "CellAgent": ".cellagent",
-    "resume": ".magics.resume",
+    "resume": ".magics.entry",
     "start_proxy": ".proxy",
     "__version__": client_version,
 })
@@ -97,12 +97,14 @@ __getattr__, __dir__ = lazy_names(__name__, globals(), {
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext acp_notebook``: imports the magics (and ipywidgets) only now, not on ``import acp_notebook``."""
-    from .magics import load_ipython_extension as load
+    # The magics import IPython's magic machinery and ipywidgets: only once the extension loads.
+    from .magics.magic import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .magics import unload_ipython_extension as unload
+    # As above: a process that never loaded the extension does not import the magics to unload it.
+    from .magics.magic import unload_ipython_extension as unload
 
     unload(ipython)

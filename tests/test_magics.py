@@ -599,9 +599,8 @@ def test_a_stopped_agent_is_freed_and_its_sessions_keep_their_titles(shell, monk
 
 def test_current_is_the_running_shells_and_a_process_default_elsewhere(shell, monkeypatch):
     """acpnb.current() answers from the magics of the shell that asks; set_current is the answer elsewhere."""
-    import IPython
-
     from acp_notebook import client
+    from acp_notebook.magics import magic
 
     with capture_output():
         run(shell, "%acp start demo")
@@ -613,7 +612,7 @@ def test_current_is_the_running_shells_and_a_process_default_elsewhere(shell, mo
         try:
             assert acpnb.current() is in_shell  # the process default does not reach a shell with the magics
             with monkeypatch.context() as patched:
-                patched.setattr(IPython, "get_ipython", lambda: None)  # asked where no shell runs
+                patched.setattr(magic, "get_ipython", lambda: None)  # asked where no shell runs
                 assert acpnb.current() is outside
             with client.current_session.override(None), pytest.raises(acpnb.AcpError, match="no current session"):
                 acpnb.current()

@@ -8,10 +8,15 @@ The package, by job:
 - ``registry``: the notebook's agents, sessions, panels and session records;
 - ``records`` / ``store`` / ``resume`` / ``resumable`` / ``restore``: what the saved notebook and the local
   session store remember, reopening a session after a restart, listing them, and putting back lost settings;
+- ``entry``: ``acpnb.resume()``, the Python face of ``%acp resume`` (light to import);
 - ``session_ids``: ids or their prefixes in resume, load and sessions --delete;
 - ``settings``: ``%acp set`` of several options, all or nothing;
-- ``hints``: advice in magic syntax;
-- ``magic``: the thin AcpMagics class and the extension's load/unload hooks.
+- ``context``: the notebook's variables in a ``%%acp`` cell (``--attach``, ``{name}``); ``system_prompt``:
+  what a new session is told; ``starting``: the line a slow start shows; ``login``: a terminal login;
+- ``listing``: ``%acp sessions`` and ``%acp load``; ``branches``: a re-run cell's branch, ``%acp branches`` /
+  ``checkout``;
+- ``magic``: the thin AcpMagics class, the extension's load/unload hooks, and ``acp_cell`` (what an awaiting
+  ``%%acp`` cell runs).
 
 Names are imported on first use (PEP 562): ``import acp_notebook`` imports this package for
 ``acpnb.resume`` and must not load IPython's magic machinery or ipywidgets with it.
@@ -33,9 +38,9 @@ __getattr__, __dir__ = lazy_names(__name__, globals(), {
                      "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop", "Use",
                      "default_alias", "parse_bool", "parse_cell_line", "parse_line", "COMMANDS", "help_text"),
                     ".grammar"),
-    **dict.fromkeys(("AcpMagics", "load_ipython_extension", "unload_ipython_extension", "magics_for",
+    **dict.fromkeys(("AcpMagics", "acp_cell", "load_ipython_extension", "unload_ipython_extension", "magics_for",
                      "magics_for_current_shell"), ".magic"),
-    **dict.fromkeys(("TurnInterrupted", "acp_cell", "kernel_takes_comms_while_awaiting"), ".cells"),
+    **dict.fromkeys(("TurnInterrupted", "kernel_takes_comms_while_awaiting"), ".cells"),
     "SessionTable": "..widgets.sessions",
-    "resume": ".resume",
+    "resume": ".entry",
 })

@@ -3,8 +3,8 @@
 While a cell runs, ipykernel does not handle comm messages (clicks) for it, except when the
 cell is a coroutine awaiting on the kernel's own event loop (ipykernel >= 7.4 dispatches
 widget messages then). So a ``%%acp`` cell is rewritten, before IPython compiles it, into
-``await acp_cell(line, body)`` (``transform_cell``): the cell waits for the turn on the
-kernel loop, the Cancel and permission buttons keep working, and a kernel interrupt cancels
+``await acp_cell(line, body)`` (``transform_cell``; ``acp_cell`` is in magic.py): the cell waits
+for the turn on the kernel loop, the Cancel and permission buttons keep working, and a kernel interrupt cancels
 the await, which sends ``session/cancel`` and ends the cell promptly. Where that is
 impossible (older kernels) ``AcpMagics.wait = "auto"`` lets the cell return at once while the
 reply streams into its widgets from the background loop. While a cell awaits, the kernel
@@ -24,10 +24,13 @@ import contextlib
 import re
 from typing import Any
 
+from IPython import get_ipython
+
 from .. import _loop, _timeout
 from ..errors import AcpError
+from ..widgets.comms import awaiting_cell
 
-__all__ = ["CANCEL_GRACE_S", "TurnInterrupted", "acp_cell", "async_cells_supported", "kernel_takes_comms_while_awaiting",
+__all__ = ["CANCEL_GRACE_S", "TurnInterrupted", "async_cells_supported", "kernel_takes_comms_while_awaiting",
            "transform_cell", "wait_for_view", "await_view"]
 
 CANCEL_GRACE_S = _timeout.CANCEL_GRACE_S
@@ -44,6 +47,7 @@ class TurnInterrupted(AcpError):
 def kernel_takes_comms_while_awaiting() -> bool:
     """ipykernel >= 7.4 dispatches widget messages while an async cell awaits on its loop."""
     try:
+        # ipykernel is not there in a terminal IPython (it is no dependency), and costs a kernel's imports.
         import ipykernel
     except ImportError:
         return False
@@ -55,11 +59,9 @@ def async_cells_supported(shell: Any) -> bool:
     """Whether ``%%acp`` cells can await their turn on the kernel's loop (see the module docstring)."""
     if getattr(shell, "kernel", None) is None or not getattr(shell, "autoawait", False):
         return False
-    try:
-        from IPython.core.interactiveshell import _asyncio_runner  # type: ignore[attr-defined]
-    except ImportError:
-        return False
-    return shell.loop_runner is _asyncio_runner and kernel_takes_comms_while_awaiting()
+    # The shell's own table of loop runners names asyncio's (IPython's module keeps it under a private name).
+    asyncio_runner = (getattr(shell, "loop_runner_map", None) or {}).get("asyncio", (None,))[0]
+    return asyncio_runner is not None and shell.loop_runner is asyncio_runner and kernel_takes_comms_while_awaiting()
 
 
 def transform_cell(lines: list[str], supported: bool) -> list[str]:
@@ -132,10 +134,6 @@ async def _wait_interruptibly(future: concurrent.futures.Future[Any]) -> None:
 
 async def await_view(view: Any) -> None:
     """The awaiting path: widgets stay clickable; a kernel interrupt cancels the turn."""
-    from IPython import get_ipython
-
-    from ..widgets.comms import awaiting_cell
-
     try:
         # Changes of the cell's fields (a form, the panel) are acknowledged while it awaits: see widgets.comms.
         with awaiting_cell(getattr(get_ipython(), "kernel", None)), _cell_waits(view):
@@ -147,9 +145,3 @@ async def await_view(view: Any) -> None:
         raise TurnInterrupted("the turn was cancelled by a kernel interrupt (session/cancel sent)") from None
     _raise_failure(view)
 
-
-async def acp_cell(line: str, body: str) -> None:
-    """What a ``%%acp`` cell runs as when the kernel supports awaiting cells (see the module docstring)."""
-    from .magic import magics_for_current_shell
-
-    await magics_for_current_shell().run_cell_async(line, body)

@@ -22,12 +22,16 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ..client import PermissionRequest, Session
+from ..client import PermissionRequest, Session, replay
 from ..client import start as start_agent
 from ..errors import AcpError, RpcError
 from ..launch import auth_hint
+from ..proxy import start_proxy
+from ..proxy.launcher import agents_left_out
+from ..record import Recording, RecordingError
 from ..widgets.chat import TurnView
 from ..widgets.forms import FormAsker
+from ..widgets.inspector import ProtocolInspector, method_filter
 from ..widgets.permission import PermissionAsker
 from . import context
 from . import grammar as g
@@ -98,9 +102,6 @@ def _auth_hint(entry: AgentEntry, shell: Any = None) -> str:
 
 
 def _recording_inspector(command: g.ShowLog, method: str | None) -> Any:
-    from ..record import Recording, RecordingError
-    from ..widgets.inspector import ProtocolInspector
-
     assert command.file is not None
     try:
         recording = Recording.load(command.file)
@@ -112,8 +113,6 @@ def _recording_inspector(command: g.ShowLog, method: str | None) -> Any:
 
 def _log_method(command: g.ShowLog) -> str | None:
     """The inspector's Method filter for ``--method``, saying on stderr when ACP has no such method."""
-    from ..widgets.inspector import method_filter
-
     if command.method is None:
         return None
     method, note = method_filter(command.method)
@@ -239,15 +238,13 @@ class Runner:
             spec, cwd=self._cwd(command.cwd), env=dict(command.env) or None, timeout=self._timeout(command.timeout),
             name=alias, record=command.record, kernel_tools=self._kernel_tools(command.kernel_tools),
             sandbox=command.sandbox))
-        entry = self.agents.adopt(alias or agent.name, agent, launch_of(spec), env_names(command.env))
+        entry = self.agents.adopt(alias or agent.name, agent, launch_of(spec, command.sandbox),
+                                  env_names(command.env))
         self._note_own_kernel_tools(entry, command.kernel_tools)
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def _start_replay(self, command: g.Start) -> None:
         """``%acp start --replay FILE``: the recording answers as the agent it was made with, offline."""
-        from ..client import replay
-        from ..record import RecordingError
-
         assert command.replay is not None
         try:
             agent = replay(command.replay, speed=command.speed, cwd=self._cwd(command.cwd),
@@ -284,9 +281,6 @@ class Runner:
         self._open_first_session(entry, self._timeout(command.timeout))
 
     def proxy(self, command: g.Proxy) -> None:
-        from ..proxy import start_proxy
-        from ..proxy.launcher import agents_left_out
-
         alias = command.alias or "proxy"
         agent = self._starting(alias, command.timeout, lambda: start_proxy(
             dict(command.agents), cwd=self._cwd(command.cwd), timeout=self._timeout(command.timeout), name=alias,
@@ -357,8 +351,6 @@ class Runner:
         self.open(entry, source.fork(cwd, timeout=self._timeout()), title_hint=source.display_title)
 
     def show_log(self, command: g.ShowLog) -> None:
-        from ..widgets.inspector import ProtocolInspector
-
         method = _log_method(command)
         if command.file is not None:
             display(_recording_inspector(command, method))

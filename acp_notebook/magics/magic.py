@@ -21,6 +21,7 @@ import contextlib
 import difflib
 from typing import TYPE_CHECKING, Any
 
+from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import CaselessStrEnum, Dict, Float, TraitError, Unicode, Union, observe, validate
@@ -38,7 +39,7 @@ from .grammar import CellPrompt, help_text, parse_cell_line, parse_line
 if TYPE_CHECKING:
     from .registry import NotebookAgents
 
-__all__ = ["AcpMagics", "load_ipython_extension", "magics_for", "magics_for_current_shell",
+__all__ = ["AcpMagics", "acp_cell", "load_ipython_extension", "magics_for", "magics_for_current_shell",
            "unload_ipython_extension"]
 
 
@@ -285,9 +286,12 @@ def magics_for_current_shell() -> AcpMagics:
     return magics
 
 
-def _magics_of_running_shell() -> AcpMagics | None:
-    from IPython import get_ipython
+async def acp_cell(line: str, body: str) -> None:
+    """What a ``%%acp`` cell runs as when the kernel supports awaiting cells (see cells.py)."""
+    await magics_for_current_shell().run_cell_async(line, body)
 
+
+def _magics_of_running_shell() -> AcpMagics | None:
     return _registered.get(id(get_ipython()))
 
 
@@ -314,6 +318,7 @@ def _zmq_exits_after_us() -> None:
     exit (a long session list, an inspector) would be lost, with a traceback in the server's log.
     """
     with contextlib.suppress(ImportError):
+        # pyzmq is there only in a kernel (no dependency of ours); imported here for its exit handler alone.
         import zmq.utils.garbage  # noqa: F401
 
 

@@ -26,13 +26,15 @@ __all__ = ["METADATA_KEY", "SessionRecord", "latest_records", "notebook_path", "
 
 METADATA_KEY = "acp_notebook"
 RECORD_VERSION = 1
+SANDBOXES = (None, "bwrap")  # the values of launch["sandbox"] (%acp start --sandbox)
 
 
 @dataclass(frozen=True)
 class SessionRecord:
     """One session of the notebook. ``launch`` is how its agent starts again: ``{"spec": "demo"}``,
     ``{"argv": [...]}``, ``{"proxy": {"a": "demo", "b": "claude"}}``, or ``{"object": "tutor"}`` for an
-    agent object of the notebook (kept so that resume can say it must be started anew)."""
+    agent object of the notebook (kept so that resume can say it must be started anew). A spec or argv
+    launch started with ``--sandbox bwrap`` also has ``"sandbox": "bwrap"``."""
 
     session_id: str
     alias: str
@@ -70,8 +72,8 @@ class SessionRecord:
         if not isinstance(data.get("session_id"), str) or not isinstance(launch, Mapping) or not (
                 isinstance(launch.get("spec"), str) or isinstance(launch.get("argv"), list)
                 or isinstance(launch.get("proxy"), Mapping) or isinstance(launch.get("object"), str)
-                or isinstance(launch.get("replay"), str)):
-            return None
+                or isinstance(launch.get("replay"), str)) or launch.get("sandbox") not in SANDBOXES:
+            return None  # a sandbox this version does not know is not dropped: the record is not used
         return cls(session_id=data["session_id"], alias=str(data.get("alias") or "agent"), launch=dict(launch),
                    cwd=str(data.get("cwd") or os.getcwd()), agent_cwd=str(data.get("agent_cwd") or os.getcwd()),
                    env_names=tuple(str(n) for n in data.get("env_names") or ()),
@@ -86,17 +88,18 @@ class SessionRecord:
     def start_line(self) -> str:
         """The magic that starts this session's agent the same way (for hints)."""
         launch = self.launch
+        sandbox = f" --sandbox {launch['sandbox']}" if launch.get("sandbox") else ""
         if "proxy" in launch:
             agents = " ".join(f"{name}={shlex.quote(str(spec))}" for name, spec in dict(launch["proxy"]).items())
             return f"%acp proxy {agents}" + (f" --name {self.alias}" if self.alias != "proxy" else "")
         if "argv" in launch:
-            return f"%acp start --name {self.alias} -- {shlex.join(str(a) for a in launch['argv'])}"
+            return f"%acp start --name {self.alias}{sandbox} -- {shlex.join(str(a) for a in launch['argv'])}"
         if "object" in launch:
             return f"%acp start --object {launch['object']}"
         if "replay" in launch:
             return f"%acp start --replay {shlex.quote(str(launch['replay']))}"
         spec = str(launch["spec"])
-        return f"%acp start {spec}" + (f" --name {self.alias}" if self.alias != spec else "")
+        return f"%acp start {spec}" + (f" --name {self.alias}" if self.alias != spec else "") + sandbox
 
     def describe(self) -> str:
         """One line for messages: id, title and agent."""

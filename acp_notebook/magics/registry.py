@@ -285,11 +285,13 @@ def _branch_of(session: Session) -> dict[str, Any] | None:
     return {"name": branch.name, "parent": branch.parent, "fork_point": branch.fork_point, "how": branch.how}
 
 
-def launch_of(spec: Any) -> dict[str, Any]:
-    """How to start an agent again, as saved in records: a registry name or a command line."""
-    if isinstance(spec, (list, tuple)):
-        return {"argv": [str(a) for a in spec]}
-    return {"spec": str(spec)}
+def launch_of(spec: Any, sandbox: str | None = None) -> dict[str, Any]:
+    """How to start an agent again, as saved in records: a registry name or a command line, and the sandbox
+    it ran in (``--sandbox bwrap``), so that a resume starts it sandboxed again."""
+    launch: dict[str, Any] = {"argv": [str(a) for a in spec]} if isinstance(spec, (list, tuple)) else {"spec": str(spec)}
+    if sandbox is not None:
+        launch["sandbox"] = sandbox
+    return launch
 
 
 def env_names(pairs: Any) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""Resuming a notebook's session after a kernel restart: ``%acp resume`` and ``acpnb.resume()``.
+"""Resuming a notebook's session after a kernel restart: what ``%acp resume`` (and ``acpnb.resume()``,
+entry.py) does.
 
 Which session: the one named (an id or a unique prefix), else the one used last among the
 records of this notebook: those its saved outputs keep (records.py), those of this kernel, and
@@ -9,9 +10,8 @@ How: start its agent again the way it was started, then ``session/resume`` if th
 offers it, else ``session/load``, else say plainly that this agent cannot reopen sessions;
 then put back the option values the agent lost (restore.py).
 
-This module is imported by ``import acp_notebook`` (for ``acpnb.resume``): it must not import
-IPython or ipywidgets at module level. Runs on the calling thread (the kernel thread in a
-notebook); the agent's I/O runs on the background loop as for every call.
+Used by the Runner (commands.py). Runs on the calling thread (the kernel thread in a notebook); the
+agent's I/O runs on the background loop as for every call.
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ from typing import Any
 from ..client import Agent, Session
 from ..client import start as start_agent
 from ..errors import AcpError, AgentStartError, CapabilityError, RpcError
+from ..proxy import start_proxy
 from .records import SessionRecord, latest_records, notebook_path, read_notebook_records
 from .resumable import resumable_rows, resumable_table
 from .session_ids import resolve_session_id, unknown_session_id, usage_error
 from .store import StoredSession, open_store
 
-__all__ = ["choose_record", "reopen", "restart_agent", "resumable", "resume", "resume_note"]
+__all__ = ["choose_record", "reopen", "restart_agent", "resumable", "resume_note"]
 
 
 def _notebook_records(path: Path | None, explicit: bool) -> tuple[list[SessionRecord], str]:
@@ -142,13 +143,12 @@ def restart_agent(record: SessionRecord, alias: str, *, env: Mapping[str, str] |
                           f"the start; run it again with %acp start --replay {path}")
     try:
         if "proxy" in record.launch:
-            from ..proxy import start_proxy
-
             return start_proxy(dict(record.launch["proxy"]), cwd=record.agent_cwd, env=env, timeout=timeout,
                                name=alias, kernel_tools=kernel_tools)
         spec = record.launch.get("argv") or record.launch["spec"]
+        # An agent that ran sandboxed runs sandboxed again (records.py refuses a sandbox it does not know).
         return start_agent(spec, cwd=record.agent_cwd, env=env, timeout=timeout, name=alias,
-                           kernel_tools=kernel_tools)
+                           kernel_tools=kernel_tools, sandbox=record.launch.get("sandbox"))
     except AgentStartError as exc:
         raise AgentStartError(
             f"%acp resume: agent {alias!r} ({record.start_line()}) could not be started again to reopen "
@@ -167,25 +167,3 @@ def resume_note(record: SessionRecord, how: str, env: Mapping[str, str]) -> str:
         pairs = " ".join(f"--env {name}=..." for name in missing)
         line += f" It was started with {', '.join(missing)}, whose values are not saved: {pairs} passes them again."
     return line
-
-
-def resume(session_id: str | None = None, *, notebook: str | None = None, name: str | None = None,
-           env: Mapping[str, str] | None = None, timeout: float | None = None) -> Session:
-    """Reopen this notebook's last session (or ``session_id``) after a kernel restart: the agent is
-    started again as it was, and the session reopened with session/resume (else session/load).
-
-    In a notebook this is ``%acp resume``: the session panel shows and the magics use the session.
-    ``notebook``: the .ipynb to read the records from (default: the notebook this kernel runs for).
-    """
-    from IPython import get_ipython
-
-    from .grammar import Resume
-    from .magic import magics_for
-
-    shell = get_ipython()
-    if shell is None:
-        raise AcpError("acpnb.resume() reopens a notebook's session: run it in a notebook",
-                       hint="Outside Jupyter, reopen a session with agent.resume_session(session_id).")
-    command = Resume(session_id=session_id, notebook=notebook, alias=name,
-                     env=tuple((env or {}).items()), timeout=timeout)
-    return magics_for(shell).runner.resume(command)

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from IPython.core.error import UsageError
+
 __all__ = ["SHOWN", "known_session_ids", "resolve_session_id", "unknown_session_id", "usage_error"]
 
 SHOWN = 5
 
 
 def usage_error(message: str) -> Exception:
-    """IPython's UsageError (imported here, not at module level: ``import acp_notebook`` stays cheap)."""
-    from IPython.core.error import UsageError
-
+    """IPython's UsageError: what the magics raise for input they refuse."""
     return UsageError(message)
 
 

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from html import escape
 from typing import Any, TypeVar
 
+from IPython.display import display
+
 from ..errors import AgentStartError
 from ..widgets._html import MUTED
 
@@ -46,8 +48,6 @@ class _Line:
         return time.monotonic() - self.began
 
     def draw(self, text: str) -> None:
-        from IPython.display import display
-
         bundle = {"text/plain": text, "text/markdown": f"*{text}*",
                   "text/html": f'<div class="acpnb-starting" style="color:{MUTED};padding:2px 4px">{escape(text)}</div>'}
         with self.lock:
