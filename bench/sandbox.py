@@ -2,13 +2,14 @@
 
 The workspace sweep of benchmark 8 (``workspaces.py``'s ``overhead``: a small project copied per trial, a
 file written through the client, graded by ``command("true")``), ``--trials`` trials of the demo agent at
-concurrency 8, without the sandbox, with ``sandbox="bwrap"`` (an agent process per trial) and with
-``sandbox="bwrap-shared"`` (one sandboxed agent for the sweep), rotating over ``--rounds``. Per trial: its time from start to end minus the turn's own time and the
-check's own time (``true`` run alone, unsandboxed): the trial's overhead. In the sandbox that includes
-what the sandbox costs: an agent process of the trial's own under bwrap (a sandbox is per workspace, so
-the agent cannot be shared), and the check's bwrap. Reported: each side's median overhead and their
-ratio, the wall times, and the demo agent's start alone (spawn to initialize answered) with and without
-bwrap, which is most of the difference.
+concurrency 8, four ways in one go, rotating over ``--rounds``: without the sandbox; ``sandbox="bwrap"`` (one
+sandboxed agent process per concurrency slot, its folder emptied and refilled between trials);
+``sandbox="bwrap-trial"`` (an agent process per trial); ``sandbox="bwrap-shared"`` (one sandboxed agent for the
+sweep, writable in all its workspaces). Per trial: its time from start to end minus the turn's own time and
+the check's own time (``true`` run alone, unsandboxed): the trial's overhead, which includes what the sandbox
+costs (a slot's emptying, a process start per trial for ``bwrap-trial``, the check's bwrap). Reported: each
+side's median overhead and its ratio to the plain sweep, the wall times, the load average around each side,
+and the demo agent's start alone (spawn to initialize answered) with and without bwrap.
 
 Usage: python bench/sandbox.py [--trials 500] [--rounds 1] [--json FILE]
 """
@@ -37,6 +38,7 @@ def sweep_overhead(trials: int, sandbox: str | None, concurrency: int = 8) -> di
     import acp_notebook as acpnb
     from acp_notebook.sweep import command
 
+    meter = LoadMeter()
     project = Path(tempfile.mkdtemp(prefix="acpnb-bench-sandbox-", dir="/var/tmp"))
     try:
         for index in range(10):
@@ -54,7 +56,7 @@ def sweep_overhead(trials: int, sandbox: str | None, concurrency: int = 8) -> di
         raise RuntimeError(f"{len(bad)} of {len(result.rows)} trials failed: {bad[0].get('error')}")
     extra = [_seconds(r["ended_at"]) - _seconds(r["started_at"]) - r["duration_s"] - check_s for r in result.rows]
     return {"trials": len(result.rows), "sandbox": sandbox, "overhead_per_trial_s": stats(extra), "wall_s": wall,
-            "agent_processes": result.metadata["agents"]["demo"]["processes"]}
+            "agent_processes": result.metadata["agents"]["demo"]["processes"], "load": meter.done()}
 
 
 def agent_start(sandbox: str | None, rounds: int = 9) -> dict[str, Any]:
@@ -76,10 +78,10 @@ def agent_start(sandbox: str | None, rounds: int = 9) -> dict[str, Any]:
 
 def run(trials: int, rounds: int) -> dict[str, Any]:
     meter = LoadMeter()
-    names = ("plain", "bwrap", "bwrap-shared")
+    names = ("plain", "bwrap", "bwrap-trial", "bwrap-shared")
     sides: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for index in range(rounds):
-        for side in names[index % 3:] + names[:index % 3]:  # three paths rotate
+        for side in names[index % 4:] + names[:index % 4]:  # the four ways rotate
             sides[side].append(sweep_overhead(trials, None if side == "plain" else side))
     medians = {side: statistics.median(r["overhead_per_trial_s"]["median"] for r in runs)
                for side, runs in sides.items()}

@@ -95,9 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--keep-sessions", action="store_true", help="leave the trials' sessions in the agent's session list")
     add("--workspace-limit-mb", type=number(zero=False), default=1024.0, metavar="MB",
         help="refuse a workspace larger than this (default 1024)")
-    add("--sandbox", choices=("bwrap", "bwrap-shared"),
+    add("--sandbox", choices=("bwrap", "bwrap-trial", "bwrap-shared"),
         help="run each agent (and the checks) under bubblewrap: the filesystem read-only but for the trial's "
              "workspace, /tmp and the agent's state folders; credential folders hidden (not a VM: see the README); "
+             "bwrap: one agent process per concurrency slot, emptied between trials; bwrap-trial: one per trial; "
              "bwrap-shared: one sandboxed agent per agent name, writable in all of the sweep's workspaces")
     add("--no-network", action="store_false", dest="network",
         help="with --sandbox: cut the sandboxed processes off the network")

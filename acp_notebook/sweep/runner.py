@@ -586,9 +586,12 @@ def sweep(dataset: Any, models: str | Sequence[str] | None = None, *, scorers: A
     offers session/delete, unless ``keep_sessions``; ``acp_notebook.sweep.tasks(DIR)`` reads Harbor task
     folders as such a dataset.
     ``sandbox="bwrap"``: every agent process runs under bubblewrap, the filesystem read-only except its
-    trial's workspace (each trial then has an agent process of its own), a private /tmp and the agent's own
-    state folders (``AgentSpec.state_dirs``), the user's credential folders (~/.ssh...) hidden; setup and
-    command checks run in the same sandbox; ``network=False`` cuts the network too. Not a VM: see the README.
+    trial's workspace, a private /tmp and the agent's own state folders (``AgentSpec.state_dirs``), the user's
+    credential folders (~/.ssh...) and the sweep's run directory hidden; one process per concurrency slot,
+    whose folder holds one trial at a time and is emptied (with its /tmp) between trials, the process and
+    its memory living on (``"bwrap-trial"``: a process per trial; ``"bwrap-shared"``: one per agent, writable
+    in every workspace); setup and command checks run in the same sandbox; ``network=False`` cuts the network
+    too. Not a VM: see the README.
     Task folders: a task's container paths (its WORKDIR, /tests, /logs/verifier, /solution) are then mounts of
     the trial's folders. ``agent="oracle"`` runs each task's ``solution/solve.sh`` instead of an agent (models
     default to ["oracle"]), to check the tasks can be solved; ``task_env="venv"`` installs the ``pip install``
