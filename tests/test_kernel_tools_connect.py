@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from IPython.utils.capture import capture_output
 
 import acp_notebook as acpnb
 from acp_notebook.kernel_tools.connect import NOTICE_META
@@ -24,6 +25,7 @@ from acp_notebook.magics.grammar import parse_line
 from acp_notebook.widgets.chat import TurnView
 from acp_notebook.widgets.panel import SessionPanel
 from acp_notebook.widgets.static import turn_forms
+from tests.shells import run_captured, shell  # noqa: F401 - fixtures
 from tests.test_widgets import TIMEOUT, comms, frontend_shows  # noqa: F401 - fixtures
 
 AGENT = Path(__file__).resolve().parent / "agents" / "mcp_agent.py"
@@ -156,3 +158,26 @@ def test_start_trust_workspace_sets_the_agents_own_variable_or_says_which_agents
         parse_line("start demo --trust-workspace")
     with pytest.raises(UsageError, match="name the agent it is for"):
         parse_line("start --trust-workspace")
+
+
+def test_in_a_notebook_the_cell_says_so_and_start_trust_workspace_makes_gemini_connect(shell):
+    """%acp start gemini (the registry's gemini entry, run as the test agent): the %%acp cell shows the notice with
+    the remedy; started again with --trust-workspace, as the notice says, it connects and the cell says nothing."""
+    with registry.overlay():
+        registry.add(gemini_like("trust"))
+        with capture_output():
+            run_captured(shell, "%acp start gemini --kernel-tools read-only")
+        untrusting = acpnb.current()
+        shown = run_captured(shell, "%%acp\nhello")
+        assert len(untrusting.turns[-1].notices) == 1
+        said = "\n".join(str(output.data.get("text/plain", "")) for output in shown.outputs)
+        assert f"gemini {TITLE}" in said and "%acp start gemini --trust-workspace" in said
+        with capture_output():
+            run_captured(shell, "%acp start gemini --name trusting --trust-workspace --kernel-tools read-only")
+        trusting = acpnb.current()
+        assert trusting.kernel_tools.tools.connected.is_set()
+        shown = run_captured(shell, "%%acp\nhello")
+        assert trusting.turns[-1].notices == []
+        assert TITLE not in "\n".join(str(output.data.get("text/plain", "")) for output in shown.outputs)
+        with capture_output():
+            run_captured(shell, "%acp stop --all")
