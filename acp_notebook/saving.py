@@ -15,6 +15,15 @@ process that owns the widget runs, else the forms the mark carries for a kernel 
 (a panel closed, a turn interrupted). A kernel has ended when the server no longer runs a kernel
 of its id, or when its process (on this host) is gone, as after a restart.
 
+A permission request still waiting when an output was drawn (a turn's, or ``%acp pending``'s) may be
+settled by the time the notebook is saved, and a frontend that reopened the notebook no longer gets
+that output's updates: its forms would say "waiting" for ever. So every output of ours that names a
+request (widgets/permission.py marks its state in the forms with the request's key) is brought up to
+date from the state the kernel wrote for it (``REQUESTS_FOLDER`` under Jupyter's runtime directory): a
+settled request says its outcome; one whose state is gone (its kernel ended, or runs elsewhere) says it
+was not answered here; the turn's header status "waiting" follows. A request that still waits keeps its
+forms, which say how to answer it (``%acp pending``).
+
 Enabled for Jupyter Server (JupyterLab, Notebook 7) by the config file installed with the package
 (``etc/jupyter/jupyter_server_config.d/acp_notebook.json``); by hand:
 ``jupyter lab --ServerApp.jpserver_extensions='{"acp_notebook.saving": True}'``. Frontends that
@@ -25,17 +34,33 @@ edits the model it is given.
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import socket
 from collections.abc import Callable, Collection, MutableMapping
+from html import escape
+from pathlib import Path
 from typing import Any
 
-__all__ = ["strip_live_views"]
+from jupyter_core.paths import jupyter_runtime_dir  # Jupyter Server's own dependency, as jupyter_client is ours
+
+__all__ = ["settle_requests", "strip_live_views"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STATE_MIME = "application/vnd.jupyter.widget-state+json"
 METADATA_KEY = "acp_notebook"
 LIVE_FLAG = "live"
+# A request's marks in the saved forms and the folder of its states, as widgets/permission.py writes them.
+REQUESTS_FOLDER = "acp-notebook-requests"
+STATE_HTML = re.compile(r'(<div class="acpnb-request-state" data-acpnb-request="([0-9a-f]{12})"[^>]*>)(.*?)(</div>)',
+                        re.S)
+STATE_TEXT = re.compile(r"\(waiting for your answer\)\. Asked by ([^\n]*?)\. Request ([0-9a-f]{12}): reopened\?[^\n]*?runs\.")
+HEADER_HTML = re.compile(r'<span class="acpnb-status acpnb-status-waiting"([^>]*)>waiting</span>')
+HEADER_TEXT = re.compile(r"^(.*) · waiting( · |$)", re.M)  # the first line's "title · model · status · extra"
+CARD_ASKING = "waiting for you"  # a kernel call's status while its approval is asked (widgets/kernel.py)
+CARD_SETTLED = "settled after this was saved"
+GONE = "Not answered here: the kernel that asked has ended, or runs where this server cannot see"
 
 
 def _saved_widget_models(notebook: MutableMapping[str, Any]) -> set[str]:
@@ -91,11 +116,96 @@ def strip_live_views(model: MutableMapping[str, Any], *, running_kernels: Callab
                 data.update({mime: text for mime, text in ended.items() if isinstance(text, str)})
 
 
+def _request_outcome(folder: Path | None, key: str) -> str | None:
+    """What a request came to, from the state its kernel wrote; None while it waits."""
+    try:
+        state = json.loads((folder / f"{key}.json").read_text(encoding="utf-8")) if folder is not None else None
+    except (OSError, ValueError):
+        state = None
+    if not isinstance(state, dict):
+        return GONE
+    if state.get("state") == "waiting":
+        return None
+    return str(state.get("outcome") or "Settled")
+
+
+def _settle_output(data: MutableMapping[str, Any], folder: Path | None) -> None:
+    """Bring the request marks of one output's forms up to date (see the module docstring)."""
+    outcomes: dict[str, str | None] = {}
+
+    def outcome(key: str) -> str | None:
+        if key not in outcomes:
+            outcomes[key] = _request_outcome(folder, key)
+        return outcomes[key]
+
+    def html_state(match: re.Match[str]) -> str:
+        said = outcome(match.group(2))
+        return match.group(0) if said is None else f"{match.group(1)}{escape(said.rstrip('.'))}.{match.group(4)}"
+
+    def text_state(match: re.Match[str]) -> str:
+        said = outcome(match.group(2))
+        return match.group(0) if said is None else f"(request {match.group(2)}: {said.rstrip('.')}). Asked by {match.group(1)}."
+
+    for mime, replace in (("text/html", html_state), ("text/markdown", text_state), ("text/plain", text_state)):
+        text = data.get(mime)
+        if isinstance(text, str):
+            data[mime] = (STATE_HTML if mime == "text/html" else STATE_TEXT).sub(replace, text)
+    if not outcomes or any(said is None for said in outcomes.values()):
+        return  # a request still waits: the turn does too
+    _settle_header(data, outcomes)
+
+
+def _settle_header(data: MutableMapping[str, Any], outcomes: dict[str, str | None]) -> None:
+    """Every request of the output was settled: its header and kernel cards stop saying they wait."""
+    status = "withdrawn" if any(said.startswith("Withdrawn") for said in outcomes.values() if said) else "answered"
+    status = "not answered" if all(said == GONE for said in outcomes.values()) else status
+    if isinstance(data.get("text/html"), str):
+        data["text/html"] = HEADER_HTML.sub(lambda m: f'<span class="acpnb-status acpnb-status-{status.replace(" ", "-")}"'
+                                                      f"{m.group(1)}>{status}</span>", data["text/html"], count=1)
+    for mime in ("text/markdown", "text/plain"):
+        if isinstance(data.get(mime), str):
+            data[mime] = HEADER_TEXT.sub(lambda m: f"{m.group(1)} · {status}{m.group(2)}", data[mime], count=1)
+    for mime in ("text/html", "text/markdown", "text/plain"):
+        if isinstance(data.get(mime), str):
+            data[mime] = data[mime].replace(CARD_ASKING, CARD_SETTLED)
+
+
+def _states_folder() -> Path:
+    return Path(jupyter_runtime_dir()) / REQUESTS_FOLDER
+
+
+def settle_requests(model: MutableMapping[str, Any], *, folder: Path | None = None, **_kwargs: Any) -> None:
+    """Pre-save hook: every output that names a permission request says what came of it, once it no longer
+    waits (see the module docstring). ``folder``: where the kernels write their requests' states (default:
+    under Jupyter's runtime directory)."""
+    notebook = model.get("content")
+    if model.get("type") != "notebook" or not isinstance(notebook, MutableMapping):
+        return
+    folder = folder if folder is not None else _states_folder()
+    for cell in notebook.get("cells") or ():
+        for output in (cell.get("outputs") or ()) if isinstance(cell, MutableMapping) else ():
+            data = output.get("data") if isinstance(output, MutableMapping) else None
+            html = data.get("text/html") if isinstance(data, MutableMapping) else None
+            # Cheap test first: only outputs that name a request are read further.
+            if isinstance(html, (str, list)) and "acpnb-request-state" in "".join(html):
+                if isinstance(html, list):  # nbformat may split a text into lines
+                    for mime in ("text/html", "text/markdown", "text/plain"):
+                        if isinstance(data.get(mime), list):
+                            data[mime] = "".join(data[mime])
+                _settle_output(data, folder)
+
+
+def _pre_save(model: MutableMapping[str, Any], *, running_kernels: Callable[[], Collection[str]],
+              **kwargs: Any) -> None:
+    strip_live_views(model, running_kernels=running_kernels, **kwargs)
+    settle_requests(model, **kwargs)
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "acp_notebook.saving"}]
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     running = functools.partial(lambda manager: set(manager.list_kernel_ids()), serverapp.kernel_manager)
-    serverapp.contents_manager.register_pre_save_hook(functools.partial(strip_live_views, running_kernels=running))
+    serverapp.contents_manager.register_pre_save_hook(functools.partial(_pre_save, running_kernels=running))
     serverapp.log.info("acp-notebook: notebooks are saved with the static forms of live acp-notebook views")

@@ -42,6 +42,7 @@ from .restore import restore_options
 from .resume import choose_record, reopen, restart_agent, resumable, resume_note
 from .branches import BranchCommands
 from .listing import SessionListing
+from .pending import run_pending
 from .settings import assign
 from .starting import starting
 from .system_prompt import tell_system_prompt
@@ -142,6 +143,7 @@ class Runner:
                                                   getattr(getattr(magics, "shell", None), "user_ns", None)), raw=True)
             if c.listing else self.resume(c),
             g.Branches: self.branches.list_branches, g.Checkout: self.branches.checkout,
+            g.Pending: run_pending,
             g.Help: lambda _c: print(g.help_text()),
         }
 
@@ -319,6 +321,7 @@ class Runner:
                 entry = self.agents.adopt(alias, agent, dict(record.launch), record.env_names)
                 tell_system_prompt(agent, self.magics)
             session, how = reopen(entry.agent, record, self._timeout(command.timeout), gone=self.agents.mark_gone)
+            self.branches.restore(session, record, command.notebook)  # the branches the notebook recorded
             restored = restore_options(session, record.options, self._timeout(command.timeout)).line()
         self.agents.use(alias)
         self.open(entry, session, title_hint=record.title, show=False)

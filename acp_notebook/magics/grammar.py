@@ -25,7 +25,7 @@ from ..launch import trust_workspace_env
 
 __all__ = [
     "COMMANDS", "Authenticate", "Branches", "Cancel", "CellPrompt", "Checkout", "Command", "ForkSession", "Help", "ListSessions",
-    "LoadSession", "Logout", "NewSession", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop",
+    "LoadSession", "Logout", "NewSession", "Pending", "Proxy", "Resume", "SetOptions", "ShowLog", "ShowPanel", "Start", "Stop",
     "Use",
     "default_alias", "help_text", "parse_bool", "parse_cell_line", "parse_line",
 ]
@@ -148,6 +148,12 @@ class Checkout:
 
 
 @dataclass(frozen=True)
+class Pending:
+    answer: str | None = None  # allow / reject; None: list the waiting requests with their buttons (magics/pending.py)
+    request: str | None = None  # N as listed, or the request's id
+
+
+@dataclass(frozen=True)
 class Help:
     pass
 
@@ -163,7 +169,7 @@ class CellPrompt:
 
 
 Command = Union[Start, Proxy, ShowPanel, SetOptions, NewSession, ForkSession, ListSessions, LoadSession, ShowLog,
-                Stop, Use, Cancel, Authenticate, Logout, Resume, Branches, Checkout, Help]
+                Stop, Use, Cancel, Authenticate, Logout, Resume, Branches, Checkout, Pending, Help]
 
 
 # --- the table -----------------------------------------------------------------------
@@ -375,6 +381,11 @@ def _build_stop(args: argparse.Namespace) -> Stop:
     return Stop(alias, every=args.every)
 
 
+def _pending_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("answer", nargs="?", choices=("allow", "reject"), metavar="allow|reject")
+    parser.add_argument("request", nargs="?", metavar="N")
+
+
 def _one(metavar: str) -> Callable[[argparse.ArgumentParser], None]:
     def add(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("target", metavar=metavar)
@@ -457,6 +468,10 @@ COMMANDS: tuple[Verb, ...] = (
     )),
     Verb("checkout", _one_with_agent("BRANCH"), lambda a: Checkout(a.target, a.alias), (
         ("%acp checkout b2", "make a branch current: the next %%acp cells continue it"),
+    )),
+    Verb("pending", _pending_arguments, lambda a: Pending(a.answer, a.request), (
+        ("%acp pending", "the permission requests this kernel waits on, with their buttons (after a reopen)"),
+        ("%acp pending allow 1", "... answer request 1 (or reject 1; a request's id will do)"),
     )),
     Verb("help", lambda _parser: None, lambda _a: Help(), (("%acp help", "this help"),)),
 )

@@ -1,6 +1,13 @@
 """Permission requests in a turn's view: PermissionPrompt (buttons resolving a concurrent Future) and
 PermissionAsker (the per-turn policy that turns each request into a prompt in the turn's view).
 
+A request that waits is findable without its view (``waiting_prompts``; ``%acp pending`` lists and answers
+them: a notebook reopened on a kernel whose request still waits has no buttons left). Each prompt has a
+``key``; its saved forms carry it (``STATE_CLASS`` in the HTML, ``Request KEY:`` in the text), and in a
+Jupyter kernel the prompt writes its state, waiting or its outcome, to ``REQUESTS_FOLDER`` under Jupyter's
+runtime directory: the server's pre-save hook (saving.py) reads it, so a file saved after the request was
+settled never says it still waits. The kernel removes its state files as it exits.
+
 Every prompt names who asks (``asker_label``: the agent and the session; through the multi-agent proxy,
 the agent the session is bound to) and shows the request's text through ``visible``: control, bidi and
 zero-width characters are written as escapes, and a note says the code holds such characters, so the code
@@ -10,27 +17,41 @@ Threads: a prompt is made on the background loop thread (the session calls the p
 a click arrives on the kernel thread (the comm handler); a timeout fires on the loop thread.
 ``future`` is resolved once, under the prompt's lock, and whatever resolved it disables the
 buttons and writes the outcome.
+
+Process-wide, on purpose: ``_waiting`` (the prompts of this process that wait for an answer, in the order
+they came; written where a prompt is made and where it settles, under ``_registry_lock``), and the keys
+whose state files this process wrote (removed at exit). A request waits in the kernel, not in a view or a
+shell: whoever asks (a new frontend of the same kernel) must find it.
 """
 
 from __future__ import annotations
 
 import abc
+import atexit
 import concurrent.futures
+import contextlib
+import json
+import os
 import threading
+import time
+import uuid
 from collections.abc import Mapping
 from html import escape
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
+from jupyter_core.paths import jupyter_runtime_dir
 
 from .. import _loop
 from .._protocol import split_agent_model
 from .._visible import has_hidden, visible
 from ._html import BORDER, FG, MUTED
 from .comms import handled_in_order
+from .display import kernel_id
 from .kernel import code_html
 
-__all__ = ["PermissionAsker", "PermissionPrompt", "asker_label", "describe_request"]
+__all__ = ["PermissionAsker", "PermissionPrompt", "asker_label", "describe_request", "waiting_prompts"]
 
 BUTTON_STYLES: dict[str, str] = {
     "allow_once": "success",
@@ -44,6 +65,61 @@ PROXY_META_KEY = "acp-notebook/proxy"
 HIDDEN_NOTE = ("This request holds control, bidirectional or invisible characters; they are shown as escapes "
                "(such as \\u202e), so what you read is what would run.")
 SHORT_ID = 8
+# The saved forms' marks of a request and its state (saving.py matches them: keep the three in step).
+STATE_CLASS = "acpnb-request-state"
+REQUESTS_FOLDER = "acp-notebook-requests"  # under jupyter_runtime_dir(); the same name in saving.py
+KEY_LENGTH = 12  # hex digits of a request's key
+# Said while a request waits: a reopened notebook has no buttons, and while the cell that asked runs, the main
+# shell runs no other cell, so the one-line answer goes through a subshell console.
+PENDING_HINT = "reopened? %acp pending answers it, from a subshell console while this cell runs"
+
+_registry_lock = threading.Lock()
+_waiting: dict[str, PermissionPrompt] = {}
+_written: set[Path] = set()
+
+
+def waiting_prompts() -> list[PermissionPrompt]:
+    """The permission prompts of this process that wait for an answer, oldest first (any thread)."""
+    with _registry_lock:
+        return list(_waiting.values())
+
+
+def _states_folder() -> Path | None:
+    """Where this kernel writes its requests' states; None outside a Jupyter kernel (no server saves its
+    notebook). Jupyter's runtime directory is the user's own (0700), shared by the server and its kernels."""
+    if kernel_id() is None:
+        return None
+    return Path(jupyter_runtime_dir()) / REQUESTS_FOLDER
+
+
+def _write_state(key: str, state: Mapping[str, Any]) -> None:
+    """Write a request's state for the save hook (atomically: the server may read it at any moment)."""
+    folder = _states_folder()
+    if folder is None:
+        return
+    path = folder / f"{key}.json"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        scratch = folder / f".{key}.{os.getpid()}.tmp"
+        scratch.write_text(json.dumps({**state, "pid": os.getpid()}), encoding="utf-8")
+        os.replace(scratch, path)
+    except OSError:  # the hook then treats the request as settled or unknown: it never claims "waiting"
+        return
+    with _registry_lock:
+        first = not _written
+        _written.add(path)
+    if first:
+        atexit.register(_remove_states)
+
+
+def _remove_states() -> None:
+    """At exit: this kernel's requests no longer wait (the hook reads a missing file as "the kernel ended")."""
+    with _registry_lock:
+        paths = list(_written)
+        _written.clear()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _proxied_agent(session: Any) -> str | None:
@@ -123,6 +199,8 @@ class PermissionPrompt:
         self.tool_call = dict(tool_call)
         self.options = [dict(o) for o in options]
         self.asker = asker
+        self.key = uuid.uuid4().hex[:KEY_LENGTH]
+        self.asked_at = time.time()
         self.future: concurrent.futures.Future[str | None] = concurrent.futures.Future()
         self.future.set_running_or_notify_cancel()
         self._lock = threading.RLock()  # re-entered: resolving the future runs _settled in the same thread
@@ -145,6 +223,9 @@ class PermissionPrompt:
             layout=widgets.Layout(border=f"1px solid {BORDER}", padding="6px 10px", margin="4px 0"),
         )
         self.widget.add_class("acpnb-permission")
+        with _registry_lock:
+            _waiting[self.key] = self
+        _write_state(self.key, {"state": "waiting"})
         self.future.add_done_callback(self._settled)
         if timeout:
             _loop.call_soon(_loop.get_loop().call_later, timeout, self._expire, timeout, fallback)
@@ -154,6 +235,28 @@ class PermissionPrompt:
         with self._lock:
             if not self.future.done():
                 self.future.set_result(option_id)
+
+    def option_of_kind(self, *kinds: str) -> str | None:
+        """The id of the first option of one of ``kinds`` (in the order given), or None."""
+        for kind in kinds:
+            for option in self.options:
+                if option.get("kind") == kind and option.get("optionId") is not None:
+                    return str(option["optionId"])
+        return None
+
+    @property
+    def waiting(self) -> bool:
+        return not self.future.done()
+
+    @property
+    def title(self) -> str:
+        """The request's title as shown (hidden characters spelled out)."""
+        return visible(_request_text(self.tool_call)[0])
+
+    @property
+    def code(self) -> str:
+        """The code the request would run (run_code's ``rawInput.code``), as shown; empty for other requests."""
+        return visible(_request_text(self.tool_call)[1])
 
     def _expire(self, timeout: float, fallback: str | None) -> None:
         with self._lock:
@@ -180,6 +283,9 @@ class PermissionPrompt:
                 why = self.decision[:1].upper() + self.decision[1:]  # set by _expire: "no answer within N s"
                 text = f"{why}: {chosen}." if why else f"You chose: {chosen}."
             self.decision = text
+        with _registry_lock:
+            _waiting.pop(self.key, None)
+        _write_state(self.key, {"state": "settled", "outcome": text})
         for button in self.buttons:
             button.disabled = True
         self.outcome.value = f'<div style="color:{MUTED};font-size:0.9em">{escape(text)}</div>'
@@ -189,18 +295,21 @@ class PermissionPrompt:
         return str(self.tool_call.get("toolCallId") or "")
 
     def static_html(self) -> str:
-        """The prompt as a saved notebook shows it: the request, its options, and the answer or "waiting"."""
+        """The prompt as a saved notebook shows it: the request, its options, and the answer or "waiting" (in an
+        element marked with the request's key, which the save hook brings up to date: saving.py)."""
         names = visible(" | ".join(str(o.get("name") or o.get("optionId")) for o in self.options))
         with self._lock:
-            outcome = self.decision if self.future.done() else f"Waiting for an answer: {names}"
+            outcome = self.decision if self.future.done() else f"Waiting for an answer: {names} ({PENDING_HINT})."
         return (f'<div class="acpnb-permission" style="border:1px solid {BORDER};padding:6px 10px;margin:4px 0">'
-                f'{describe_request(self.tool_call, self.asker)}<div style="color:{MUTED};font-size:0.9em">'
-                f"{escape(outcome)}</div></div>")
+                f'{describe_request(self.tool_call, self.asker)}<div class="{STATE_CLASS}" data-acpnb-request='
+                f'"{self.key}" style="color:{MUTED};font-size:0.9em">{escape(outcome)}</div></div>')
 
     def pending_text(self) -> str:
-        """The prompt waiting for an answer, as the saved notebook's plain text says it."""
+        """The prompt waiting for an answer, as the saved notebook's plain text says it (with the request's key: the
+        save hook puts the outcome in once the request is settled, saving.py)."""
         title, code = _request_text(self.tool_call)
-        lines = [f"The agent asks permission: {visible(title)} (waiting for your answer). Asked by {self.asker}."]
+        lines = [f"The agent asks permission: {visible(title)} (waiting for your answer). Asked by {self.asker}. "
+                 f"Request {self.key}: {PENDING_HINT}."]
         if code:
             lines.extend(f"    {line}" for line in visible(code).splitlines())
         if request_has_hidden(self.tool_call):
