@@ -181,3 +181,13 @@ def test_in_a_notebook_the_cell_says_so_and_start_trust_workspace_makes_gemini_c
         assert TITLE not in "\n".join(str(output.data.get("text/plain", "")) for output in shown.outputs)
         with capture_output():
             run_captured(shell, "%acp stop --all")
+
+
+def test_a_bridge_that_came_without_mcp_gets_one_more_turn_then_is_named(started):
+    session = started(spec("bridge")).new_session()
+    tools = session.kernel_tools.tools
+    assert tools.bridges == 1 and not tools.connected.is_set()  # its ping was answered: the bridge is through
+    assert session.prompt("hello").notices == []  # an initialize may still be on its way
+    (notice,) = session.prompt("hello again").notices
+    assert "Its bridge to the kernel started, but no MCP initialize came through it." in notice.description
+    assert session.prompt("and again").notices == []

@@ -173,12 +173,14 @@ class Channel:
 
     ``ready`` (optional) is awaited after a caller's token is accepted and before it is told ``ok``: what
     ``serve`` needs that can fail (the MCP SDK's import). If it raises, the caller gets one ``failed: ...``
-    line saying why, and the next caller tries again.
+    line saying why, and the next caller tries again. ``accepted`` (optional) is called as soon as a caller's
+    token is accepted, before ``ready``: someone holding the token came (a bridge the agent started).
     """
 
-    def __init__(self, serve: Serve, *, ready: Ready | None = None) -> None:
+    def __init__(self, serve: Serve, *, ready: Ready | None = None, accepted: Callable[[], None] | None = None) -> None:
         self._serve = serve
         self._ready = ready
+        self._accepted = accepted
         self.token = secrets.token_urlsafe(32)
         self.directory: Path | None = None
         self.path: str | None = None
@@ -226,6 +228,8 @@ class Channel:
         if not secrets.compare_digest(line.rstrip(b"\r\n"), self.token.encode()):
             await _say(writer, HANDSHAKE_REFUSED + b"wrong token for the kernel tools' channel\n")
             return False
+        if self._accepted is not None:
+            self._accepted()
         if self._ready is not None:
             try:
                 await self._ready()

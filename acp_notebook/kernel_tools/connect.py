@@ -8,7 +8,9 @@ MCP ``initialize`` reaches the server from a bridge (server.py).
 Which turn decides. An agent whose adapter connects to its MCP servers as the session opens
 (``AgentSpec.mcp_connect == "start"``: claude-agent-acp, codex-acp, gemini-cli, opencode) could have used the
 tools in any turn, so the session's first turn that ends with the agent's answer (not cancelled) decides, once
-per session (``KernelTools.connection_judged``). An agent that connects only when a prompt needs the kernel (the
+per session (``KernelTools.connection_judged``); when a bridge of its came (its token was accepted) but no MCP
+``initialize`` yet, the next answered turn decides instead, so an initialize still on its way is not called
+missing. An agent that connects only when a prompt needs the kernel (the
 demo: "lazy") or whose habit is not known (a command line, an agent object, the proxy) is never judged: a turn
 that did not need the tools says nothing about whether it could reach them.
 
@@ -79,9 +81,15 @@ def note_answer(session: Any, turn: Any, result: Mapping[str, Any]) -> Notice | 
     spec = connect_facts(session.agent)
     if spec is None or spec.mcp_connect != "start":
         return None  # a lazy or unknown agent: a turn that did not need the tools proves nothing
-    tools.connection_judged = True
     if tools.connected.is_set():
+        tools.connection_judged = True
         return None
+    if tools.bridges and not tools.problem and not tools.connection_deferred:
+        # Its bridge reached the kernel: the agent did start the server, and its initialize may still be on the
+        # way (a turn answered in a moment, the kernel importing the SDK). The next answered turn decides.
+        tools.connection_deferred = True
+        return None
+    tools.connection_judged = True
     notice = unconnected_notice(str(session.agent.name), spec, tools, str(session.cwd))
     turn.notices.append(notice)  # read by the turn's views when it ends, which comes right after this
     state = session.state

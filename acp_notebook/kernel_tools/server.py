@@ -89,12 +89,13 @@ class KernelTools:
         self.mcp_frames: collections.deque[dict[str, Any]] = collections.deque(maxlen=MCP_FRAMES_KEPT)
         self._local_calls = itertools.count(1)  # numbers the calls made in process
         self._problem_observers: list[OnProblem] = []
-        # Whether the agent ever connected: bridges whose token was accepted, and set once an MCP ``initialize``
-        # reached the server from one (connect.py judges, once a session (``connection_judged``), an agent that
-        # was offered the server and never came).
+        # Whether the agent ever connected: bridges whose token the channel accepted, and set once an MCP
+        # ``initialize`` reached the server from one. connect.py judges, once a session (``connection_judged``), an
+        # agent that was offered the server and never came; a bridge that came without MCP yet gets one more turn.
         self.bridges = 0
         self.connected = threading.Event()
         self.connection_judged = False
+        self.connection_deferred = False
 
     @property
     def policy(self) -> str:
@@ -112,7 +113,7 @@ class KernelTools:
             raise RuntimeError("these KernelTools were closed; make new ones")
         if self.entry is not None:
             return self.entry
-        channel = Channel(self._serve, ready=self._mcp_server)
+        channel = Channel(self._serve, ready=self._mcp_server, accepted=self._bridge_came)
         path = await channel.open()
         # The agent connects as soon as it has the entry: the SDK's import (most of a second) starts now,
         # in a worker thread, so the first tool call need not wait for all of it.
@@ -144,11 +145,13 @@ class KernelTools:
 
         connection = str(next(self._connections))
         _CONNECTION.set(connection)
-        self.bridges += 1
         lines_in, lines_out = _Tapped(lines_in, self._noted(connection, "mcp-in")), \
             _Tapped(lines_out, self._noted(connection, "mcp-out"))
         async with stdio_server(stdin=lines_in, stdout=lines_out) as (read, write):  # type: ignore[arg-type]
             await server.run(read, write, server.create_initialization_options())
+
+    def _bridge_came(self) -> None:
+        self.bridges += 1
 
     def _noted(self, connection: str, direction: str) -> Callable[[str], None]:
         """What records one line of a connection in ``mcp_frames`` (loop thread; a line that is not JSON is kept

@@ -7,7 +7,8 @@ never does (gemini-cli in a folder it does not trust: it says nothing).
 MODE: ``never`` (takes the entry, starts nothing), ``connect`` (starts the entry's command with its env, sends
 MCP ``initialize``, waits for the answer, sends ``notifications/initialized``, before answering session/new),
 ``trust`` (``connect`` when GEMINI_CLI_TRUST_WORKSPACE=true is in its environment, else ``never``: gemini-cli's
-rule). RECORDING: a recording (notebooks/recordings/...) whose agent's initialize answer this agent gives as its
+rule), ``bridge`` (starts the server and sends only an MCP ping, which is answered before initialize: a bridge
+that reached the kernel and never began MCP). RECORDING: a recording (notebooks/recordings/...) whose agent's initialize answer this agent gives as its
 own, so the client knows it as that agent (agentInfo and all); without it, "mcp-test-agent".
 
 A prompt is answered "Hello." with end_turn; a prompt starting with "cancel" is answered with stopReason
@@ -55,12 +56,17 @@ def mcp_call(stdin: TextIO, stdout: TextIO, message: dict[str, Any]) -> dict[str
     raise SystemExit("the kernel MCP server ended before answering initialize")
 
 
-def connect(entry: dict[str, Any]) -> subprocess.Popen[str]:
-    """Start the entry's server and begin MCP with it, as an agent's MCP client does."""
+def connect(entry: dict[str, Any], *, initialize: bool = True) -> subprocess.Popen[str]:
+    """Start the entry's server and begin MCP with it, as an agent's MCP client does (``initialize=False``: only
+    a ping, answered once the bridge is through to the kernel)."""
     env = {**os.environ, **{pair["name"]: pair["value"] for pair in entry.get("env") or []}}
     server = subprocess.Popen([entry["command"], *entry.get("args", [])], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, env=env, text=True)
     assert server.stdin is not None and server.stdout is not None
+    if not initialize:
+        answer = mcp_call(server.stdin, server.stdout, {"id": 0, "method": "ping"})
+        assert answer is not None and "result" in answer, answer
+        return server
     answer = mcp_call(server.stdin, server.stdout, {"id": 0, "method": "initialize", "params": {
         "protocolVersion": MCP_PROTOCOL, "capabilities": {}, "clientInfo": {"name": "mcp-test-agent", "version": "1"}}})
     assert answer is not None and "result" in answer, answer
@@ -88,8 +94,8 @@ def main() -> None:
             send({"id": request_id, "result": initialized})
         elif method == "session/new":
             kernel = [s for s in params.get("mcpServers") or [] if s.get("name") == "kernel"]
-            if mode == "connect" and kernel:
-                servers.append(connect(kernel[0]))
+            if mode in ("connect", "bridge") and kernel:
+                servers.append(connect(kernel[0], initialize=mode == "connect"))
             send({"id": request_id, "result": {"sessionId": next(session_ids)}})
         elif method == "session/prompt":
             text = " ".join(b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text")
