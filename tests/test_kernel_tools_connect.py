@@ -191,3 +191,15 @@ def test_a_bridge_that_came_without_mcp_gets_one_more_turn_then_is_named(started
     (notice,) = session.prompt("hello again").notices
     assert "Its bridge to the kernel started, but no MCP initialize came through it." in notice.description
     assert session.prompt("and again").notices == []
+
+
+def test_a_failure_to_judge_never_keeps_the_turn_from_ending(started, monkeypatch, caplog):
+    from acp_notebook.kernel_tools import connect
+
+    def broken(_agent):
+        raise RuntimeError("a registry that cannot be read")
+
+    monkeypatch.setattr(connect, "connect_facts", broken)
+    turn = started(spec("never")).new_session().prompt("hello")
+    assert turn.stop_reason == "end_turn" and turn.notices == []
+    assert "could not judge whether the agent connected" in caplog.text

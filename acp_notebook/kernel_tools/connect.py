@@ -25,6 +25,7 @@ Threads: the background loop (called from the session's answer handler, in wire 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +36,7 @@ from ..state import NOTICES_KEPT, Notice
 
 __all__ = ["NOTICE_META", "connect_facts", "note_answer", "unconnected_notice"]
 
+log = logging.getLogger(__name__)
 # The notice's _meta: it is the client's own, not the agent's.
 NOTICE_META = {"acp-notebook/kernel-tools": "not-connected"}
 
@@ -71,7 +73,16 @@ def unconnected_notice(agent_name: str, spec: AgentSpec | None, tools: Any, cwd:
 
 def note_answer(session: Any, turn: Any, result: Mapping[str, Any]) -> Notice | None:
     """Judge, once per session, whether the agent connected to its kernel tools, when ``turn`` is answered with
-    ``result`` (before the turn is marked finished); the notice put on the turn and the session when it did not."""
+    ``result`` (before the turn is marked finished); the notice put on the turn and the session when it did not.
+    Never raises: the turn must end whatever happens here."""
+    try:
+        return _judge(session, turn, result)
+    except Exception:  # noqa: BLE001 - a failure to judge must not keep the turn from ending
+        log.exception("could not judge whether the agent connected to its kernel tools")
+        return None
+
+
+def _judge(session: Any, turn: Any, result: Mapping[str, Any]) -> Notice | None:
     link = getattr(session, "kernel_tools", None)
     tools = getattr(link, "tools", None)
     if tools is None or tools.connection_judged or getattr(link, "closed", False) or link.policy == "off":
