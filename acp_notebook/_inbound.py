@@ -1,12 +1,13 @@
 """What the agent sends the client: its session/update notifications and its requests (agent -> client).
 
-- ``SessionUpdates``: the sessions' states by id, and each ``session/update`` applied in wire order to
-  its session's ``SessionState`` and running ``Turn`` (``Agent._on_frame`` calls ``route``); updates
-  for a session being opened are kept (``EarlyUpdates``) and applied when its state is made.
+- ``SessionUpdates``: each ``session/update`` applied in wire order to its session's ``SessionState``
+  and running ``Turn`` (``Agent._on_frame`` calls ``route``), through the agent's session table
+  (session_table.py); updates for a session being opened are held there until its state is made.
 - ``AgentRequests``: the connection's request handler: permission requests, forms
   (``elicitation/create``), fs/* on a session's behalf, and the user's ``_extension`` handlers.
 
-Threads: both are used, and their tables mutated, only on the background loop thread.
+Both know the agent only as the ``RequestHost`` below (what they read of it), so this module does not
+import client.py. Threads: both run, and change the table, only on the background loop thread.
 """
 
 from __future__ import annotations
@@ -14,42 +15,45 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ._early import EarlyUpdates
-from ._permission import answer_permission
+from ._permission import answer_permission, policy_in_force
 from ._protocol import COMPACTION_UPDATES, INTERNAL_ERROR, INVALID_PARAMS
 from .connection import files
 from .connection.checks import update_problem
-from .elicitation import ElicitationRequest
+from .elicitation import ElicitationPolicy, ElicitationRequest
 from .elicitation import decide as decide_elicitation
 from .elicitation import response as elicitation_response
-from .session import _odd_values_note
-from .state import SessionState
+from .session import Session
+from .session_results import odd_values_note
+from .session_table import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, SessionTable
 from .turn import PermissionRecord
 
-if TYPE_CHECKING:
-    from .client import Agent
-    from .session import Session
-
-__all__ = ["EARLY_SESSIONS_KEPT", "EARLY_UPDATES_KEPT", "TURN_UPDATES", "AgentRequests", "SessionUpdates"]
+__all__ = ["EARLY_SESSIONS_KEPT", "EARLY_UPDATES_KEPT", "TURN_UPDATES", "AgentRequests", "RequestHost",
+           "SessionUpdates"]
 
 # Update kinds that belong to a turn (the others describe the session: its options, title, commands).
 TURN_UPDATES = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan",
                           "usage_update"})
-# Updates kept for a session id we do not know yet (sent before its session/new answer).
-EARLY_UPDATES_KEPT = 500
-EARLY_SESSIONS_KEPT = 16
+OPENING_METHODS = ("session/new", "session/load", "session/resume", "session/fork")
+
+
+class RequestHost(Protocol):
+    """What the agent's updates and requests are answered with: the agent (client.py's ``Agent``) as read here."""
+
+    session_table: SessionTable[Session]
+    fs: bool
+    notebook_writes: bool
+    elicitation: ElicitationPolicy
+
+    def opening_session(self) -> bool: ...
 
 
 class SessionUpdates:
-    """The agent's sessions' states by id, and the session/update notifications applied to them."""
+    """The session/update notifications applied to the host's sessions and their states."""
 
-    def __init__(self, agent: Agent) -> None:
-        self._agent = agent
-        self.states: dict[str, SessionState] = {}
-        self.early: EarlyUpdates[dict[str, Any]] = EarlyUpdates(per_session=EARLY_UPDATES_KEPT,
-                                                                 sessions=EARLY_SESSIONS_KEPT)
+    def __init__(self, host: RequestHost) -> None:
+        self._host = host
 
     def route(self, params: Any, *, checked: bool = False) -> str | None:
         """Apply one session/update; ``checked``: the caller knows it is a well-formed text chunk."""
@@ -62,12 +66,13 @@ class SessionUpdates:
         problem = None if checked else update_problem(update)
         if problem is not None:
             return f"ignored: a malformed {update.get('sessionUpdate')} update: {problem}"
-        state = self.states.get(session_id) if isinstance(session_id, str) else None
+        table = self._host.session_table
+        state = table.state(session_id)
         if state is None:
             return self._hold(session_id, update)
         known = state.apply_update(update)
-        session = self._agent._sessions.get(session_id)  # type: ignore[arg-type]
-        turn = session._running if session is not None else None
+        session = table.get(session_id)
+        turn = session.running_turn if session is not None else None
         if turn is not None and turn.finished:
             turn = None  # answered (in wire order) though its task has not let go of it yet
         if turn is None and session is not None and session.turns and update.get("sessionUpdate") in TURN_UPDATES:
@@ -83,42 +88,30 @@ class SessionUpdates:
         state.emit("update", {"turn": turn, "update": update})
         if not known:
             return f"ignored: unknown update kind {update.get('sessionUpdate')!r}"
-        return _odd_values_note(update.get("configOptions")) if "configOptions" in update else None
+        return odd_values_note(update.get("configOptions")) if "configOptions" in update else None
 
     def _hold(self, session_id: Any, update: dict[str, Any]) -> str:
         """An update for a session we do not know: kept if a session/new, load or resume is on its way
         (agents may stream before answering), else ignored."""
-        opening = any(r.method in ("session/new", "session/load", "session/resume")
-                      for r in self._agent.connection.router.outstanding.values())
-        if not opening or not isinstance(session_id, str):
+        if not self._host.opening_session() or not isinstance(session_id, str):
             return "ignored: unknown session"
-        self.early.hold(session_id, update)
+        self._host.session_table.hold(session_id, update)
         return "held: its session is being opened"
-
-    def state_for(self, session_id: str) -> SessionState:
-        """The session's state, made on first use; updates that arrived before it are applied now."""
-        state = self.states.get(session_id)
-        if state is None:
-            state = self.states[session_id] = SessionState(session_id)
-            for update in self.early.take(session_id):
-                state.apply_update(update)
-                state.keep_outside_turn(update)
-        return state
 
 
 class AgentRequests:
     """The agent's requests to the client, answered for the agent's sessions (the connection's handler)."""
 
-    def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+    def __init__(self, host: RequestHost) -> None:
+        self._host = host
         self.ext_handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}
 
     def _session_named(self, params: dict[str, Any]) -> Session | None:
         """The open session a request names; None for an unknown id or one that is not a string."""
-        session_id = params.get("sessionId")
-        return self._agent._sessions.get(session_id) if isinstance(session_id, str) else None
+        return self._host.session_table.get(params.get("sessionId"))
 
     async def __call__(self, method: str, params: Any, is_notification: bool) -> Any:
+        # The SDK is loaded on first use (_sdk.py): importing the client must not load it.
         from acp.exceptions import RequestError
 
         params = params if isinstance(params, dict) else {}
@@ -138,7 +131,7 @@ class AgentRequests:
             return await answer_permission(session, params)
         if method == "elicitation/create":
             return await self._elicit(params)
-        if method in ("fs/read_text_file", "fs/write_text_file") and self._agent.fs:
+        if method in ("fs/read_text_file", "fs/write_text_file") and self._host.fs:
             session = self._session_named(params)
             if session is None:
                 raise RequestError.invalid_params({"message": f"unknown session {params.get('sessionId')!r}"})
@@ -150,12 +143,12 @@ class AgentRequests:
         session = self._session_named(params)
         if params.get("mode") != "form" or not isinstance(params.get("requestedSchema"), dict):
             return {"action": "decline"}  # only forms are advertised
-        turn = session._running if session is not None else None
+        turn = session.running_turn if session is not None else None
         request = ElicitationRequest(session, str(params.get("message") or ""), params["requestedSchema"],
                                      params, turn)
-        policies = (turn.elicitation if turn is not None else None,
-                    session.elicitation if session is not None else None, self._agent.elicitation)
-        record = await decide_elicitation(next(p for p in policies if p is not None), request)
+        policy = policy_in_force(turn.elicitation if turn is not None else None,
+                                 session.elicitation if session is not None else None, self._host.elicitation)
+        record = await decide_elicitation(policy, request)
         if turn is not None:
             turn.record_elicitation(record)
         return elicitation_response(record)
@@ -165,7 +158,7 @@ class AgentRequests:
 
         The file I/O runs on a worker thread (a slow disk must not stall every agent's frames);
         a refusal is recorded on the running turn here, on the loop thread, and answered as an error."""
-        from acp.exceptions import RequestError
+        from acp.exceptions import RequestError  # the SDK, loaded on first use (_sdk.py)
 
         roots = [session.cwd, *session.additional_directories]
         raw = params.get("path")
@@ -174,14 +167,15 @@ class AgentRequests:
                 text = await asyncio.to_thread(files.read_text, raw, roots, params.get("line"), params.get("limit"))
                 return {"content": text}
             await asyncio.to_thread(files.write_text, raw, roots, params.get("content"),
-                                    notebooks=self._agent.notebook_writes, protected=files.kernel_notebooks())
+                                    notebooks=self._host.notebook_writes, protected=files.kernel_notebooks())
             return {}
         except files.FileRefused as refused:
             message, code, data = refused.message, refused.code, refused.data
         except OSError as exc:
             message, code, data = f"{method} {raw}: {exc.strerror or exc}", INTERNAL_ERROR, {"path": raw}
-        if session._running is not None and code == INVALID_PARAMS:
+        turn = session.running_turn
+        if turn is not None and code == INVALID_PARAMS:
             # A refusal by the rules (outside the directories, a notebook, not a regular file...) is shown on
             # the turn as a denied request; a file that is simply missing is not a decision of ours.
-            session._running.record_permission(PermissionRecord({"path": raw}, [], None))
+            turn.record_permission(PermissionRecord({"path": raw}, [], None))
         raise RequestError(code, message, data)

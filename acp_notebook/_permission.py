@@ -1,8 +1,11 @@
-"""Permission requests: what a policy receives (``PermissionRequest``), how a policy ("allow", "deny" or a
-callable) becomes an option id, and the answer to the agent's ``session/request_permission``.
+"""Permission requests: what a policy receives (``PermissionRequest``), which policy answers a request
+(``policy_in_force``: the turn's, then the session's, then the agent's, for permissions, forms and
+kernel calls alike), how a policy ("allow", "deny" or a callable) becomes an option id, and the answer to
+the agent's ``session/request_permission``.
 
-Threads: everything here runs on the background loop thread: ``decide_permission`` adds to and removes
-from the session's pending permissions there, and the running turn's permission record is made there.
+A session is known here only as an ``AskingSession`` (what is read of it), so this module does not import
+session.py. Threads: everything here runs on the background loop thread: ``decide_permission`` opens and
+settles the session's ``PendingDecisions`` there, and the running turn's permission record is made there.
 A callable policy may hand the decision to another thread (a widget's click) through a future.
 """
 
@@ -15,19 +18,67 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Protocol, TypeVar, Union
 
 from .connection.checks import update_problem
-from .turn import PermissionRecord
+from .turn import PermissionRecord, Turn
 
-if TYPE_CHECKING:
-    from .session import Session
-    from .turn import Turn
+__all__ = ["PERMISSION_META_KEY", "AskingSession", "PendingDecisions", "PermissionPolicy", "PermissionRequest",
+           "PermissionWithdrawn", "answer_permission", "decide_permission", "policy_in_force"]
 
-__all__ = ["PERMISSION_META_KEY", "PermissionPolicy", "PermissionRequest", "PermissionWithdrawn", "answer_permission",
-           "decide_permission"]
+logger = logging.getLogger(__name__)
 
-logger = logging.getLogger("acp_notebook.client")
+P = TypeVar("P")
+
+
+def policy_in_force(turn_policy: P | None, session_policy: P | None, agent_policy: P) -> P:
+    """The policy that answers a request (a permission, a form, a kernel call): the running turn's, else the
+    session's, else the agent's. The one place this order is written."""
+    return next(p for p in (turn_policy, session_policy, agent_policy) if p is not None)
+
+
+class PendingDecisions:
+    """The decisions a session is waiting on (permission requests, kernel calls being asked): each is answered
+    "cancelled" at once when the session's turn is cancelled or its agent goes (``withdraw_all``)."""
+
+    def __init__(self) -> None:
+        self._waiting: set[asyncio.Future[Any]] = set()
+
+    def open(self) -> asyncio.Future[Any]:
+        """A future that ``withdraw_all`` resolves; ``settle`` it once the decision is made (loop thread)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting.add(future)
+        return future
+
+    def settle(self, future: asyncio.Future[Any]) -> None:
+        self._waiting.discard(future)
+
+    def withdraw_all(self) -> None:
+        for future in list(self._waiting):
+            if not future.done():
+                future.set_result(None)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+
+class _PolicyHolder(Protocol):
+    permission: Any
+    permission_timeout: float | None
+
+
+class AskingSession(Protocol):
+    """What a permission request reads of its session (session.py's ``Session``)."""
+
+    id: str
+    permission: Any
+    decisions: PendingDecisions
+
+    @property
+    def agent(self) -> _PolicyHolder: ...
+
+    @property
+    def running_turn(self) -> Turn | None: ...
 
 # Where a permission answer says why it is "cancelled" when no one decided in time.
 PERMISSION_META_KEY = "acp-notebook/permission"
@@ -37,7 +88,7 @@ PERMISSION_META_KEY = "acp-notebook/permission"
 class PermissionRequest:
     """What a permission policy callable receives; ``turn`` is the running turn, if any."""
 
-    session: Session
+    session: AskingSession
     tool_call: dict[str, Any]
     options: list[dict[str, Any]]
     raw: dict[str, Any]
@@ -54,11 +105,11 @@ class PermissionRequest:
 PermissionPolicy = Union[str, Callable[[PermissionRequest], Any]]
 
 
-async def answer_permission(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+async def answer_permission(session: AskingSession, params: dict[str, Any]) -> dict[str, Any]:
     """The answer to a ``session/request_permission`` for ``session``: its policy (the turn's, the session's or
     the agent's) asked; "cancelled" when the turn is cancelled,
     the agent goes, or the policy has not decided within the agent's ``permission_timeout``."""
-    turn = session._running
+    turn = session.running_turn
     tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
     if update_problem({"sessionUpdate": "tool_call_update", "toolCallId": "", **tool_call}) is not None:
         tool_call = {}  # malformed: not merged into the turn's tool calls (the policy still sees params)
@@ -77,15 +128,14 @@ async def answer_permission(session: Session, params: dict[str, Any]) -> dict[st
     return answer
 
 
-async def decide_permission(session: Session, request: PermissionRequest) -> tuple[str | None, str]:
+async def decide_permission(session: AskingSession, request: PermissionRequest) -> tuple[str | None, str]:
     """The option id the policy chose (the turn's, the session's or the agent's), or None for "cancelled":
     the turn was cancelled, the agent went, or nobody decided within the agent's ``permission_timeout``,
     which the second item then says (else it is ""). Loop thread."""
     turn = request.turn
-    policy = next(p for p in (turn.permission if turn is not None else None, session.permission,
-                              session.agent.permission) if p is not None)
-    cancelled: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    session._pending_permissions.add(cancelled)
+    policy = policy_in_force(turn.permission if turn is not None else None, session.permission,
+                             session.agent.permission)
+    cancelled = session.decisions.open()
     limit = session.agent.permission_timeout
     why = ["the turn was cancelled"]  # what a question still shown is withdrawn with, should nobody decide
     decided = asyncio.ensure_future(_apply_policy(policy, request, why))
@@ -98,7 +148,7 @@ async def decide_permission(session: Session, request: PermissionRequest) -> tup
         why[0] = "the agent cancelled its request"
         raise
     finally:
-        session._pending_permissions.discard(cancelled)
+        session.decisions.settle(cancelled)
         if not decided.done():  # also when the asker itself is cancelled: its prompt is withdrawn, not left live
             decided.cancel()
     return chosen, "" if done else f"no decision within {limit:g} s (the permission_timeout)"

@@ -1,4 +1,4 @@
-"""Several models from the same point: ``session.branch_sweep(prompt, models=[...])``.
+"""Several models from the same point: ``acpnb.branch_sweep(session, prompt, models=[...])``.
 
 The conversation is branched once per model at its current point (a ``session/fork`` for a model of the
 session's own agent, set to that model; for a model of another agent, a new session of that agent handed the
@@ -22,15 +22,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._facade import twins
 from .branching import Handover, exchanges_of
-from .errors import AcpError, ConfigOptionError
+from .errors import AcpError, AgentClosedError, ConfigOptionError
 from .sweep.result import SweepResult
 
 if TYPE_CHECKING:
     from .client import Agent
     from .session import Session
 
-__all__ = ["BranchSweepResult", "branch_sweep"]
+__all__ = ["BranchSweepResult", "abranch_sweep", "branch_sweep"]
 
 
 @dataclass(frozen=True)
@@ -149,9 +150,18 @@ class BranchSweepResult(SweepResult):
         return sweep_forms(self.rows)
 
 
-async def branch_sweep(session: Session, prompt: str, models: Sequence[str], *, agents: Mapping[str, Agent] | None = None,
-                       scorers: Any = None, target: Any = None, timeout: float | None = None) -> BranchSweepResult:
-    """See the module docstring (``Session.branch_sweep`` is its public form)."""
+async def _branch_sweep(session: Session, prompt: str, models: Sequence[str], *,
+                        agents: Mapping[str, Agent] | None = None, scorers: Any = None, target: Any = None,
+                        turn_timeout: float | None = None) -> BranchSweepResult:
+    """Ask several models the same ``prompt`` from ``session``'s current point: a fork per model of the session's
+    agent (``"smart"``, or ``"a:fast"`` through the proxy), a handover to a new session for ``AGENT:MODEL`` of
+    another agent in ``agents`` ({name: Agent}); each answer stays in its own session (``result.sessions``), the
+    session goes on unchanged. Returns a sweep result (``to_pandas()``, ``compare``, ``scorers=`` as for
+    ``acpnb.sweep``, ``target=`` for them) shown side by side with time, tokens, cost. ``turn_timeout`` cancels
+    a model's turn that runs longer."""
+    timeout = turn_timeout
+    if session.closed:
+        raise AgentClosedError(f"session {session.id} is closed")
     from .sweep.scorers import ModelGraded, as_scorers
 
     if isinstance(models, str) or not models:
@@ -173,3 +183,6 @@ async def branch_sweep(session: Session, prompt: str, models: Sequence[str], *, 
     metadata = {"kind": "branch_sweep", "models": list(models), "from_session": session.id,
                 "from_turns": len(session.turns), "scorers": [s.describe() for s in chosen], "prompt": prompt}
     return BranchSweepResult(rows, metadata, {t.model: s for t, s in zip(targets, opened) if s is not None})
+
+
+branch_sweep, abranch_sweep = twins(_branch_sweep, what="the branch sweep")

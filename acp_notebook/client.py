@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import _loop
-from ._inbound import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, AgentRequests, SessionUpdates  # noqa: F401 - limits read here
+from ._inbound import OPENING_METHODS, AgentRequests, SessionUpdates
 from ._facade import twins
 from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog  # noqa: F401 - the limits are read here too
 from ._permission import PermissionPolicy, PermissionRequest
@@ -50,12 +50,23 @@ from .auth_terminal import is_terminal_method, shown_command
 from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
 from .elicitation import ElicitationPolicy
-from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError, ProtocolError
-from .kernel_link import KernelLink, close_links, entry_secrets, resolve_policy, servers_with_kernel
+from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError
+from .kernel_link import close_links, resolve_policy, servers_with_kernel
 from .launch import AgentSpec, SpecLike, environment, spec_of
 from .record.format import Recorder
-from .session import Session, _agent_timeout, _apply_session_result, _state_applier
-from .state import SessionState
+from .session import (
+    Session,
+    agent_deadline,
+    delete_session,
+    not_a_directory,
+    open_kernel_link,
+    open_session,
+    require_capability,
+    session_directory,
+    system_prompt_params,
+)
+from .session_results import apply_session_result, state_applier
+from .session_table import EARLY_SESSIONS_KEPT, EARLY_UPDATES_KEPT, SessionTable  # noqa: F401 - limits read here
 
 __all__ = ["Agent", "CurrentSession", "PermissionRequest", "Session", "areplay", "astart", "current", "current_session",
            "replay", "set_current", "start"]
@@ -113,13 +124,13 @@ class Agent:
         if system_prompt_mode not in SYSTEM_PROMPT_MODES:
             raise ValueError(f"system_prompt_mode is 'append' or 'override', not {system_prompt_mode!r}")
         # Sent as the unstable `systemPrompt` of each session/new, load, resume and fork, where the agent takes
-        # one (_system_prompt): text, or a function of the agent giving the text when a session opens.
+        # one (session.system_prompt_params): text, or a function of the agent giving the text when a session opens.
         self.system_prompt = system_prompt
         self.system_prompt_mode = system_prompt_mode
         # The kernel tools' policy for this agent's sessions (kernel_link.py): "ask", "read-only", "allow", "off".
         self._kernel_tools = resolve_policy(kernel_tools, api="acpnb.start")
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
-        if (problem := _not_a_directory(self.cwd)) is not None:
+        if (problem := not_a_directory(self.cwd)) is not None:
             # Checked here: the spawn's own error would blame the program ("cannot run 'python'").
             raise AgentStartError(f"the agent's working directory {problem}", hint="Pass an existing directory "
                                   "as cwd (%acp start ... --cwd DIR), or create it first.")
@@ -136,8 +147,9 @@ class Agent:
         self.notebook_writes = notebook_writes
         self.command: list[str] = []
         self.log = FrameLog()
-        self._sessions: dict[str, Session] = {}
-        self._updates = SessionUpdates(self)  # the sessions' states, session/update applied to them
+        # Its open sessions and their states (session_table.py); session/update applied to them by _updates.
+        self.session_table: SessionTable[Session] = SessionTable()
+        self._updates = SessionUpdates(self)
         self._frame_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._stderr_listeners: list[Callable[[str], None]] = []
         self._requests = AgentRequests(self)  # answers the agent's requests (permission, forms, fs, extensions)
@@ -158,14 +170,17 @@ class Agent:
                                                              inherit_env=self.inherit_env)
         self.name = name or resolved
         transport.stderr_listeners.append(self._fan_out_stderr)
-        # Made here, so it is never None: "created" until _start; what initialize answered lives on it.
+        # Made here, so it is never None: "created" until connect(); what initialize answered lives on it.
         self.connection = AgentConnection(
             transport, name=self.name, handler=self._requests, on_frame=self._on_frame,
             on_exit=self._on_exit, spec=self._registry_spec, env=self._agent_env, request_timeout=self.timeout,
             tapped_notifications=_applied_by_on_frame)
 
     # --- lifecycle -------------------------------------------------------
-    async def _start(self) -> Agent:
+    async def connect(self) -> Agent:
+        """Start the agent (its process, or the object served in this process) and initialize it: "starting" ->
+        "running". A coroutine for the loop that serves this agent: ``acpnb.start`` runs it on the background loop
+        thread, the proxy on its own loop. Called once per Agent."""
         transport = self.connection.transport
         self._redactor = Redactor([*secret_values(self._agent_env), *self.extra_secrets])
         # Masked: a key passed on the command line would otherwise show wherever the command is shown.
@@ -192,9 +207,9 @@ class Agent:
         await self.connection.settle()
         error = AgentExitedError(f"agent '{self.name}' exited with code {self.exit_code}", exit_code=self.exit_code,
                                  stderr_tail=self.stderr_tail(20))
-        for session in list(self._sessions.values()):
-            session._agent_gone(error)
-        await close_links([session.kernel_tools for session in self._sessions.values()])
+        for session in self.session_table.sessions():
+            session.agent_gone(error)
+        await close_links([session.kernel_tools for session in self.session_table.sessions()])
 
     async def _close(self) -> None:
         """Close every session and end the agent (its whole process group). Safe to call twice."""
@@ -202,9 +217,9 @@ class Agent:
             return
         _loop.remove_shutdown_hook(self._close)
         error = AgentClosedError(f"agent '{self.name}' was closed")
-        for session in list(self._sessions.values()):
-            session._agent_gone(error)
-        await close_links([session.kernel_tools for session in self._sessions.values()])
+        for session in self.session_table.sessions():
+            session.agent_gone(error)
+        await close_links([session.kernel_tools for session in self.session_table.sessions()])
         await self.connection.close()
         self.log.stop_recording()
 
@@ -236,7 +251,7 @@ class Agent:
     def kernel_tools(self, value: str) -> None:
         policy = resolve_policy(value, api="agent.kernel_tools = ")
         self._kernel_tools = policy
-        for session in list(self._sessions.values()):
+        for session in self.session_table.sessions():
             if session.kernel_tools is not None:
                 session.kernel_tools.policy = policy  # "off" refuses every call from now on; the connection stays
 
@@ -269,12 +284,22 @@ class Agent:
 
     @property
     def sessions(self) -> list[Session]:
-        return list(self._sessions.values())
+        """Its open sessions, in the order they were opened (``session_table`` has them by id, with their states)."""
+        return self.session_table.sessions()
 
     @property
     def redactor(self) -> Redactor:
         """What masks this agent's secrets (its environment's secret values) in logs, recordings, attachments."""
         return self._redactor
+
+    def mask(self, secrets: Sequence[tuple[str, str]]) -> None:
+        """Mask these (name, value) secrets too, from now on, wherever this agent's frames and output are written
+        down (a session's kernel-tools token, say)."""
+        self._redactor = Redactor([*self._redactor.secrets, *secrets])
+
+    def opening_session(self) -> bool:
+        """Whether a session/new, load, resume or fork of this agent's is waiting for its answer."""
+        return self.connection.awaiting(*OPENING_METHODS)
 
     def stderr_tail(self, lines: int = 20) -> list[str]:
         return self.connection.stderr_tail(lines)
@@ -301,7 +326,7 @@ class Agent:
         self.log.record_to(recorder, self.connection.init_result)
         return str(recorder.path)
 
-    record, arecord = twins(_record, what="starting a recording", default_timeout=_agent_timeout)
+    record, arecord = twins(_record, what="starting a recording", default_timeout=agent_deadline)
 
     def _fan_out_stderr(self, line: str) -> None:
         line = self._redactor.text(line)  # listeners show it (views, saved notebooks): secrets masked
@@ -352,12 +377,12 @@ class Agent:
         seeing how an agent answers a malformed request is part of learning the protocol."""
         params = {} if params is None else params
         session_id = params.get("sessionId") if isinstance(params, dict) else None
-        state = self._updates.states.get(session_id) if isinstance(session_id, str) else None
-        apply = _state_applier(state, method, params) if state is not None else None
+        state = self.session_table.state(session_id)
+        apply = state_applier(state, method, params) if state is not None else None
         return await self.connection.request(method, params, apply=apply)
 
     request, arequest = twins(_request, what=lambda self, method, *_, **__: f"{method} to agent '{self.name}'",
-                              default_timeout=_agent_timeout)
+                              default_timeout=agent_deadline)
 
     async def _authenticate(self, method_id: str) -> dict[str, Any]:
         """Authenticate with one of ``agent.auth_methods`` (by id). A terminal login is not sent to the agent:
@@ -377,7 +402,7 @@ class Agent:
                                            f"{method_id} runs it in the cell for an agent started as a program)"})
         return await self.connection.authenticate(method_id)
 
-    authenticate, aauthenticate = twins(_authenticate, what="authenticate", default_timeout=_agent_timeout)
+    authenticate, aauthenticate = twins(_authenticate, what="authenticate", default_timeout=agent_deadline)
 
     def terminal_login_command(self, method_id: str) -> str:
         """The shell command for a terminal auth method: this agent's own command with the method's
@@ -399,18 +424,13 @@ class Agent:
         result = await self.connection.request("logout", {})
         return result if isinstance(result, dict) else {}
 
-    logout, alogout = twins(_logout, what="logout", default_timeout=_agent_timeout)
+    logout, alogout = twins(_logout, what="logout", default_timeout=agent_deadline)
 
     async def _delete_session(self, session_id: str) -> None:
         """Delete a session from the agent's list (``session/delete``); an open one here is closed too."""
-        _require(self, "delete", "session/delete")
-        await self.connection.request("session/delete", {"sessionId": session_id})
-        session = self._sessions.pop(session_id, None)
-        self._updates.states.pop(session_id, None)
-        if session is not None:
-            session.closed = True
+        await delete_session(self, session_id)
 
-    delete_session, adelete_session = twins(_delete_session, what="session/delete", default_timeout=_agent_timeout)
+    delete_session, adelete_session = twins(_delete_session, what="session/delete", default_timeout=agent_deadline)
 
     async def _new_session(self, cwd: str | os.PathLike[str] | None = None, *,
                            additional_directories: Sequence[str] = (), permission: PermissionPolicy | None = None,
@@ -418,40 +438,40 @@ class Agent:
         """Open a session (``cwd`` defaults to the agent's); ``permission`` overrides the agent's policy.
         ``mcp_servers`` go to the agent first, then the notebook's ``kernel`` server (unless the policy is
         "off", or one of yours is named ``kernel``: yours wins)."""
-        root = _session_directory(cwd, self.cwd)
-        extra = [_session_directory(d, self.cwd, "additional directory") for d in additional_directories]
-        return await _open_session(self, "session/new", {"cwd": root},
+        root = session_directory(cwd, self.cwd)
+        extra = [session_directory(d, self.cwd, "additional directory") for d in additional_directories]
+        return await open_session(self, "session/new", {"cwd": root},
                                    {"additionalDirectories": extra} if extra else {}, extra, permission, mcp_servers)
 
-    new_session, anew_session = twins(_new_session, what="session/new", default_timeout=_agent_timeout)
+    new_session, anew_session = twins(_new_session, what="session/new", default_timeout=agent_deadline)
 
     async def _reopen(self, method: str, session_id: str, cwd: str | os.PathLike[str] | None,
                       permission: PermissionPolicy | None) -> Session:
-        _require(self, "loadSession" if method == "session/load" else "resume", method)
-        root = _session_directory(cwd, self.cwd)
-        link = await _kernel_link(self)  # a fresh channel: the one a session had here before is closed below
+        require_capability(self, "loadSession" if method == "session/load" else "resume", method)
+        root = session_directory(cwd, self.cwd)
+        link = await open_kernel_link(self)  # a fresh channel: the one a session had here before is closed below
         # The state and session exist before the request, so the history the agent replays lands in them.
-        state = self._updates.state_for(session_id)
-        before = self._sessions.get(session_id)
-        session = self._sessions[session_id] = Session(self, session_id, state, root, [], permission)
-        session._adopt_kernel_tools(link)
+        table = self.session_table
+        state = table.state_for(session_id)
+        session = Session(self, session_id, state, root, [], permission)
+        before = table.add(session)
+        session.adopt_kernel_tools(link)
 
         def reopened(answer: dict[str, Any]) -> str | None:
             if isinstance(answer.get("result"), dict):
-                return _apply_session_result(state, answer["result"])
+                return apply_session_result(state, answer["result"])
             return None
 
         servers, _ = servers_with_kernel((), link.entry if link is not None else None)
         params: dict[str, Any] = {"sessionId": session_id, "cwd": root, "mcpServers": servers}
         try:
-            if (prompt := _system_prompt(self)) is not None:
+            if (prompt := system_prompt_params(self)) is not None:
                 params["systemPrompt"] = session.system_prompt = prompt
             await self.connection.request(method, params, apply=reopened)
         except BaseException:
-            self._sessions.pop(session_id, None)
-            self._updates.states.pop(session_id, None)
+            table.forget(session_id, session)
             if before is not None:
-                self._sessions[session_id] = before
+                table.add(before)
             await close_links([link])
             raise
         if before is not None and before is not session:
@@ -463,18 +483,18 @@ class Agent:
         """Reopen a past session; the agent replays its history into ``session.history``."""
         return await self._reopen("session/load", session_id, cwd, permission)
 
-    load_session, aload_session = twins(_load_session, what="session/load", default_timeout=_agent_timeout)
+    load_session, aload_session = twins(_load_session, what="session/load", default_timeout=agent_deadline)
 
     async def _resume_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
                               permission: PermissionPolicy | None = None) -> Session:
         """Reattach to a past session without a history replay."""
         return await self._reopen("session/resume", session_id, cwd, permission)
 
-    resume_session, aresume_session = twins(_resume_session, what="session/resume", default_timeout=_agent_timeout)
+    resume_session, aresume_session = twins(_resume_session, what="session/resume", default_timeout=agent_deadline)
 
     async def _list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
         """Every page of ``session/list``, as the agent's dicts (sessionId, cwd, title, updatedAt...)."""
-        _require(self, "list", "session/list")
+        require_capability(self, "list", "session/list")
         sessions: list[dict[str, Any]] = []
         cursor = None
         while True:
@@ -489,97 +509,9 @@ class Agent:
             if not cursor:
                 return sessions
 
-    list_sessions, alist_sessions = twins(_list_sessions, what="session/list", default_timeout=_agent_timeout)
+    list_sessions, alist_sessions = twins(_list_sessions, what="session/list", default_timeout=agent_deadline)
 
 
-
-
-def _require(agent: Agent, capability: str, method: str) -> None:
-    """A CapabilityError unless the agent advertised ``capability`` (for ``method``) in initialize."""
-    if not agent.connection.supports(capability):
-        raise CapabilityError(
-            f"agent '{agent.name}' does not support {method} (it did not advertise it in initialize)",
-            hint="agent.capabilities shows what this agent offers.",
-            hints={"magic": "%acp log --method initialize shows what the agent offers."},
-        )
-
-
-async def _open_session(agent: Agent, method: str, lead: dict[str, Any], tail: dict[str, Any], extra: Sequence[str],
-                        permission: PermissionPolicy | None, mcp_servers: Sequence[Mapping[str, Any]] = (),
-                        kernel_tools: bool = True) -> Session:
-    """session/new or session/fork: the request (``lead``, the MCP servers with the notebook's ``kernel``,
-    ``tail``, the system prompt where the agent takes one), and the Session its answer opens, with its kernel
-    tools (loop thread; none with ``kernel_tools=False``: a branch's checkpoint, never prompted itself)."""
-    prompt = _system_prompt(agent)  # before the kernel link: a refused mode leaves nothing to close
-    link = await _kernel_link(agent) if kernel_tools else None
-    servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
-    params: dict[str, Any] = {**lead, "mcpServers": servers, **tail}
-    if prompt is not None:
-        params["systemPrompt"] = prompt
-
-    def opened(answer: dict[str, Any]) -> str | None:
-        result = answer.get("result")
-        if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
-            return _apply_session_result(agent._updates.state_for(result["sessionId"]), result)
-        return None
-
-    try:
-        result = await agent.connection.request(method, params, apply=opened)
-        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-            raise ProtocolError(f"agent '{agent.name}' answered {method} without a sessionId: {result!r}")
-    except BaseException:
-        await close_links([link])
-        raise
-    session = Session(agent, result["sessionId"], agent._updates.state_for(result["sessionId"]), lead["cwd"], extra,
-                      permission)
-    session.system_prompt = prompt
-    session._adopt_kernel_tools(link if offered else None)
-    if not offered:
-        await close_links([link])
-    agent._sessions[session.id] = session
-    return session
-
-
-async def open_fork(source: Session, cwd: str | os.PathLike[str] | None = None, *,
-                    permission: PermissionPolicy | None = None, kernel_tools: bool = True) -> Session:
-    """session/fork (unstable) for ``Session.fork``: a new session of the same agent that starts from ``source``'s
-    history, in ``cwd`` (default: the source's), with the source's additional directories and permission policy
-    and kernel tools of its own (none with ``kernel_tools=False``). A CapabilityError naming the agent unless it
-    advertises ``sessionCapabilities.fork``."""
-    agent = source.agent
-    _require(agent, "fork", "session/fork")
-    root = _session_directory(cwd, source.cwd)
-    extra = list(source.additional_directories)
-    session = await _open_session(agent, "session/fork", {"sessionId": source.id, "cwd": root},
-                                  {"additionalDirectories": extra} if extra else {}, extra,
-                                  source.permission if permission is None else permission, kernel_tools=kernel_tools)
-    session.forked_from = source.id
-    return session
-
-
-def _system_prompt(agent: Agent) -> dict[str, Any] | None:
-    """The ``systemPrompt`` of a session request: the agent's system prompt in its mode, where the agent takes
-    one (None: no text, or an agent that advertises no systemPrompt, to which none may be sent); a
-    CapabilityError, before anything is sent, for a mode the agent does not offer."""
-    wanted = agent.system_prompt(agent) if callable(agent.system_prompt) else agent.system_prompt
-    offered = system_prompt_modes(agent.capabilities)
-    if not wanted or not offered:
-        return None
-    if agent.system_prompt_mode not in offered:
-        raise CapabilityError(
-            f"agent '{agent.name}' does not take a system prompt in {agent.system_prompt_mode!r} mode (it offers "
-            f"{', '.join(offered)})", hint="Use system_prompt_mode='append', which adds to the agent's own "
-            "instructions.", hints={"magic": "%config AcpMagics.system_prompt_mode = 'append'"})
-    return {"mode": agent.system_prompt_mode, "content": [{"type": "text", "text": str(wanted)}]}
-
-
-async def _kernel_link(agent: Agent) -> KernelLink | None:
-    """A started KernelLink for a session about to open (None under "off"); its token is masked from here on
-    wherever frames are written down (the log, recordings, the inspector)."""
-    link = await KernelLink.open(agent)
-    if link is not None and link.entry is not None:
-        agent._redactor = Redactor([*agent._redactor.secrets, *entry_secrets(link.entry)])
-    return link
 
 
 def _client_capabilities(fs: bool) -> dict[str, Any]:
@@ -601,7 +533,7 @@ def _auth_method(methods: list[dict[str, Any]], method_id: str) -> dict[str, Any
 def _recorder_for(agent: Agent, path: str | os.PathLike[str]) -> Recorder:
     """A recording of ``agent``'s frames to ``path``, secrets masked with its redactor."""
     return Recorder(path, agent={"name": agent.name, "command": agent.command, "cwd": agent.cwd},
-                    redactor=agent._redactor)
+                    redactor=agent.redactor)
 
 
 def _applied_by_on_frame(method: str) -> bool:
@@ -613,24 +545,6 @@ def _applied_by_on_frame(method: str) -> bool:
 
 
 # --- module-level entry points ----------------------------------------------
-def _not_a_directory(path: str) -> str | None:
-    """Why ``path`` cannot be a working directory ("PATH does not exist", "PATH is not a directory"), or None."""
-    if os.path.isdir(path):
-        return None
-    return f"{path} {'is not a directory' if os.path.exists(path) else 'does not exist'}"
-
-
-def _session_directory(path: str | os.PathLike[str] | None, default: str, what: str = "working directory") -> str:
-    """A session's directory as sent to the agent (absolute); AcpError, before anything is sent, for one that is
-    not a directory here (the agent could only fail later, in its own words)."""
-    if path is None:
-        return default
-    resolved = str(Path(path).resolve())
-    if (problem := _not_a_directory(resolved)) is not None:
-        raise AcpError(f"the session's {what} {problem}", hint="Pass an existing directory, or create it first.")
-    return resolved
-
-
 async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = None,
                  env: Mapping[str, str] | None = None, timeout: float | None = DEFAULT_TIMEOUT_S,
                  permission: PermissionPolicy = "deny",
@@ -660,7 +574,7 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
                   fs=fs, name=name, record=record, permission_timeout=permission_timeout,
                   notebook_writes=notebook_writes, kernel_tools=kernel_tools, sandbox=sandbox, network=network,
                   system_prompt=system_prompt, system_prompt_mode=system_prompt_mode)
-    return await agent._start()
+    return await agent.connect()
 
 
 def _start_deadline(*args: Any, timeout: float | None = DEFAULT_TIMEOUT_S, **kwargs: Any) -> float:
@@ -685,7 +599,7 @@ async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
     # No kernel tools: the recorded agent's tool calls are in the recording, it never calls them here.
     agent = Agent(transport, cwd=root, timeout=timeout, permission=permission, fs=fs, elicitation=elicitation,
                   name=name or transport.recording.agent_name, kernel_tools="off")
-    return await agent._start()
+    return await agent.connect()
 
 
 replay, areplay = twins(_replay, what="starting the replay", default_timeout=_start_deadline, core_takes_timeout=True)

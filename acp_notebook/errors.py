@@ -273,6 +273,3 @@ def data_details(data: Any) -> str:
             if isinstance(data.get(key), str):
                 return data[key]
     return str(data)[:300]
-
-
-_data_details = data_details  # the old name, for session.py until it reads the public one

@@ -34,6 +34,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._permission import PermissionRequest, decide_permission
 from ._redact import secret_values
 from .kernel_tools.policy import POLICIES, parse_policy
 from .turn import KernelCall
@@ -202,8 +203,6 @@ class KernelLink:
         A user's click on Reject answers False (the tools say the user rejected it); anything else that is not
         a yes answers its reason, so the agent is not told a person refused when nobody was asked.
         """
-        from ._permission import PermissionRequest, decide_permission
-
         code = str(getattr(request, "code", "") or "")
         session = self.session
         turn = session.running_turn if session is not None else None

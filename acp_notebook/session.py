@@ -4,9 +4,13 @@ Each operation is one core coroutine (``_set``, ``_prompt``, ``_cancel``, ``_clo
 loop thread; ``twins()`` derives the public blocking and awaitable pair. ``start_turn`` may be called
 from any thread: it queues the turn under the session's lock and hands it to the loop.
 
+Opening a session is here too (``open_session``, ``open_fork``), so that ``Session.fork`` needs nothing
+of client.py: the agent is known here only as a ``SessionHost`` (what a session reads and calls of it).
+Extensions (kernel_link.py's kernel tools) are started and closed with the sessions they serve.
+
 Threads: ``turns``, ``_running``, ``closed``, the session's ``SessionState`` and its turns are mutated
 only on the background loop thread (``_last_queued`` under ``_queue_lock``, from any thread). The
-agent's session tables are changed here on the loop thread too (a close or delete forgets the session).
+agent's session table is changed here on the loop thread too (an open adds, a close or delete forgets).
 """
 
 from __future__ import annotations
@@ -15,36 +19,40 @@ import asyncio
 import concurrent.futures
 import contextlib
 import difflib
+import os
 import threading
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
 
 from . import _loop, _schema, attachments
 from ._facade import twins
-from ._permission import PermissionPolicy
-from ._protocol import REQUEST_CANCELLED
+from ._permission import PendingDecisions, PermissionPolicy
+from ._protocol import REQUEST_CANCELLED, system_prompt_modes
+from ._redact import Redactor
 from ._timeout import CANCEL_GRACE_S
-from .connection.checks import odd_current_values, options_problem
-from .connection.routing import Applier
+from .connection import AgentConnection
+from .connection.checks import options_problem
 from .elicitation import ElicitationPolicy
 from .errors import (
     AcpError,
     AgentClosedError,
+    CapabilityError,
     ConfigOptionError,
     ProtocolError,
     ReplayMismatch,
     RpcError,
-    _data_details,
+    data_details,
 )
-from .kernel_link import KernelLink, close_links
+from .kernel_link import KernelLink, close_links, entry_secrets, servers_with_kernel
 from .kernel_tools.connect import note_answer
+from .session_results import apply_session_result, state_applier
+from .session_table import SessionTable
 from .state import ConfigOption, ConfigOptions, SessionState
 from .turn import Turn
 
-if TYPE_CHECKING:
-    from .client import Agent
-
-__all__ = ["Session"]
+__all__ = ["Session", "SessionHost", "agent_deadline", "not_a_directory", "open_fork", "open_session",
+           "require_capability", "session_directory"]
 
 # The blocking/awaitable twins wait this much longer than the agent's request deadline, so that a
 # request nobody answers fails with the connection's error (which names the method and any stray
@@ -52,12 +60,40 @@ __all__ = ["Session"]
 _FACADE_MARGIN_S = 1.0
 
 
-def _agent_timeout(agent: Agent, *_: Any, **__: Any) -> float | None:
+class SessionHost(Protocol):
+    """What a session reads and calls of its agent (client.py's ``Agent``)."""
+
+    name: str
+    cwd: str
+    connection: AgentConnection
+    timeout: float | None
+    permission: PermissionPolicy
+    permission_timeout: float | None
+    elicitation: ElicitationPolicy
+    kernel_tools: str
+    system_prompt: str | Callable[[Any], str | None] | None
+    system_prompt_mode: str
+    session_table: SessionTable[Session]
+
+    @property
+    def capabilities(self) -> dict[str, Any]: ...
+
+    @property
+    def redactor(self) -> Redactor: ...
+
+    @property
+    def status(self) -> str: ...
+
+    def mask(self, secrets: Sequence[tuple[str, str]]) -> None: ...
+
+
+def agent_deadline(agent: SessionHost, *_: Any, **__: Any) -> float | None:
+    """How long the blocking twin of an agent's request waits: the agent's request deadline and a margin."""
     return None if agent.timeout is None else agent.timeout + _FACADE_MARGIN_S
 
 
 def _session_timeout(session: Session, *_: Any, **__: Any) -> float | None:
-    return _agent_timeout(session.agent)
+    return agent_deadline(session.agent)
 
 
 class Session:
@@ -66,7 +102,7 @@ class Session:
     Turns run one at a time, in the order they were started (``start_turn`` queues).
     """
 
-    def __init__(self, agent: Agent, session_id: str, state: SessionState, cwd: str,
+    def __init__(self, agent: SessionHost, session_id: str, state: SessionState, cwd: str,
                  additional_directories: Sequence[str], permission: PermissionPolicy | None) -> None:
         self.agent = agent
         self.id = session_id
@@ -80,7 +116,7 @@ class Session:
         self._running: Turn | None = None  # the turn whose prompt is on the wire
         self._queue_lock = threading.Lock()
         self._last_queued: Turn | None = None  # the latest turn made by start_turn / prompt
-        self._pending_permissions: set[asyncio.Future[Any]] = set()
+        self.decisions = PendingDecisions()  # permission requests and kernel calls waiting on a decision
         # The session's kernel tools (kernel_link.KernelLink): None when its agent offered none.
         self.kernel_tools: KernelLink | None = None
         self.forked_from: str | None = None  # the id of the session this one was forked from (session/fork)
@@ -88,6 +124,8 @@ class Session:
         # Branches (branching.py): take a Checkpoint before each prompt (turn.checkpoint); the Branch of a
         # conversation this session carries; the Handover its first prompt carries (a conversation it did not see).
         self.checkpoints = False
+        # What takes a checkpoint (branching.take_checkpoint, set by the conversation that adopts this session).
+        self.checkpointer: Callable[[Session], Awaitable[Any]] | None = None
         self.checkpoint_of: str | None = None  # this session is a checkpoint of that one (listings leave it out)
         self.branch: Any = None
         self.handover: Any = None
@@ -97,7 +135,8 @@ class Session:
         """The turn whose prompt is on the wire, or None (read on any thread; changed on the loop)."""
         return self._running
 
-    def _adopt_kernel_tools(self, link: KernelLink | None) -> None:
+    def adopt_kernel_tools(self, link: KernelLink | None) -> None:
+        """Serve this session with ``link`` (its kernel tools; None: it has none), closed when the session closes."""
         self.kernel_tools = link
         if link is not None:
             link.bind(self)
@@ -208,17 +247,17 @@ class Session:
             if option.legacy_source == "modes":
                 params = {"sessionId": self.id, "modeId": value}
                 await self.agent.connection.request("session/set_mode", params,
-                                                 apply=_state_applier(state, "session/set_mode", params))
+                                                 apply=state_applier(state, "session/set_mode", params))
                 return self.config
             params = {"sessionId": self.id, "configId": config_id, "value": value}
             if option.type == "boolean":
                 params["type"] = "boolean"
             result = await self.agent.connection.request(
-                "session/set_config_option", params, apply=_state_applier(state, "session/set_config_option", params))
+                "session/set_config_option", params, apply=state_applier(state, "session/set_config_option", params))
         except ReplayMismatch:
             raise  # not the agent refusing: the recording has no such step
         except RpcError as exc:
-            details = _data_details(exc.data)
+            details = data_details(exc.data)
             raise ConfigOptionError(
                 f"agent '{self.agent.name}' refused {config_id}={value!r}: {exc.rpc_message}"
                 # The reason is often only in data: {"details": ...} (claude, gemini) or a string (codex).
@@ -311,12 +350,10 @@ class Session:
 
     async def _checkpoint(self, turn: Turn) -> None:
         """Keep the conversation as it stands before ``turn`` goes (branching.py), where checkpoints are on."""
-        if not self.checkpoints:
+        if not self.checkpoints or self.checkpointer is None:
             return
-        from .branching import take_checkpoint  # it imports nothing of this module at run time
-
         try:
-            turn.checkpoint = await take_checkpoint(self)
+            turn.checkpoint = await self.checkpointer(self)
         except asyncio.CancelledError:
             turn.finish({"stopReason": "cancelled"}, self.model)  # given up before it was sent
             raise
@@ -382,9 +419,7 @@ class Session:
 
     async def _cancel(self) -> None:
         """Ask the agent to stop the running turn; pending permission requests are answered 'cancelled'."""
-        for future in list(self._pending_permissions):
-            if not future.done():
-                future.set_result(None)
+        self.decisions.withdraw_all()
         await self.agent.connection.notify("session/cancel", {"sessionId": self.id})
 
     cancel, acancel = twins(_cancel, what="session/cancel", default_timeout=_session_timeout)
@@ -399,9 +434,7 @@ class Session:
         if connection.state == "running" and connection.supports("close"):
             await connection.request("session/close", {"sessionId": self.id})
         self.closed = True
-        if self.agent._sessions.get(self.id) is self:
-            self.agent._sessions.pop(self.id, None)
-            self.agent._updates.states.pop(self.id, None)
+        self.agent.session_table.forget(self.id, self)
         await close_links([self.kernel_tools])
 
     close, aclose = twins(_close, what="session/close", default_timeout=_session_timeout)
@@ -410,7 +443,7 @@ class Session:
         """Delete the session from the agent's list (``session/delete``, where the agent offers it); it is closed."""
         if self._running is not None:
             await self._cancel()
-        await self.agent._delete_session(self.id)
+        await delete_session(self.agent, self.id)
 
     delete, adelete = twins(_delete, what="session/delete", default_timeout=_session_timeout)
 
@@ -423,79 +456,134 @@ class Session:
         This one goes on unchanged."""
         if self.closed:
             raise AgentClosedError(f"session {self.id} is closed")
-        from .client import open_fork  # client.py imports this module
-
         return await open_fork(self, cwd, permission=permission, kernel_tools=kernel_tools)
 
     fork, afork = twins(_fork, what="session/fork", default_timeout=_session_timeout)
 
-    async def _branch_sweep(self, prompt: str, models: Sequence[str], *, agents: Mapping[str, Any] | None = None,
-                            scorers: Any = None, target: Any = None, turn_timeout: float | None = None) -> Any:
-        """Ask several models the same ``prompt`` from this conversation's current point: a fork per model of this
-        session's agent (``"smart"``, or ``"a:fast"`` through the proxy), a handover to a new session for
-        ``AGENT:MODEL`` of another agent in ``agents`` ({name: Agent}); each answer stays in its own session
-        (``result.sessions``), this one goes on unchanged. Returns a sweep result (``to_pandas()``, ``compare``,
-        ``scorers=`` as for ``acpnb.sweep``, ``target=`` for them) shown side by side with time, tokens, cost."""
-        if self.closed:
-            raise AgentClosedError(f"session {self.id} is closed")
-        from .branch_sweep import branch_sweep
-
-        return await branch_sweep(self, prompt, models, agents=agents, scorers=scorers, target=target,
-                                  timeout=turn_timeout)
-
-    branch_sweep, abranch_sweep = twins(_branch_sweep, what="the branch sweep")
-
-    # --- agent requests for this session (loop thread) -------------------
-    def _agent_gone(self, error: AcpError) -> None:
+    # --- the agent ended (loop thread) -------------------------------------
+    def agent_gone(self, error: AcpError) -> None:
+        """The agent closed or exited: the running turn ends with ``error``, pending decisions are withdrawn."""
         turn = self._running
         if turn is not None and not turn.finished:
             turn.finish(None, self.model, error)
-        for future in list(self._pending_permissions):
-            if not future.done():
-                future.set_result(None)
+        self.decisions.withdraw_all()
         self.state.set_status("error", str(error).splitlines()[0])
 
 
-def _state_applier(state: SessionState, method: str, params: dict[str, Any]) -> Applier | None:
-    """How the answer to ``method`` changes the session's state, in wire order: the complete option list of a
-    set_config_option answer, the mode of an accepted set_mode; None for requests that change nothing here."""
-    def options(answer: dict[str, Any]) -> str | None:
+
+# --- opening and deleting sessions (loop thread) ---------------------------------------------------
+def not_a_directory(path: str) -> str | None:
+    """Why ``path`` cannot be a working directory ("PATH does not exist", "PATH is not a directory"), or None."""
+    if os.path.isdir(path):
+        return None
+    return f"{path} {'is not a directory' if os.path.exists(path) else 'does not exist'}"
+
+
+def session_directory(path: str | os.PathLike[str] | None, default: str, what: str = "working directory") -> str:
+    """A session's directory as sent to the agent (absolute); AcpError, before anything is sent, for one that is
+    not a directory here (the agent could only fail later, in its own words)."""
+    if path is None:
+        return default
+    resolved = str(Path(path).resolve())
+    if (problem := not_a_directory(resolved)) is not None:
+        raise AcpError(f"the session's {what} {problem}", hint="Pass an existing directory, or create it first.")
+    return resolved
+
+
+def require_capability(agent: SessionHost, capability: str, method: str) -> None:
+    """A CapabilityError unless the agent advertised ``capability`` (for ``method``) in initialize."""
+    if not agent.connection.supports(capability):
+        raise CapabilityError(
+            f"agent '{agent.name}' does not support {method} (it did not advertise it in initialize)",
+            hint="agent.capabilities shows what this agent offers.",
+            hints={"magic": "%acp log --method initialize shows what the agent offers."},
+        )
+
+
+def system_prompt_params(agent: SessionHost) -> dict[str, Any] | None:
+    """The ``systemPrompt`` of a session request: the agent's system prompt in its mode, where the agent takes
+    one (None: no text, or an agent that advertises no systemPrompt, to which none may be sent); a
+    CapabilityError, before anything is sent, for a mode the agent does not offer."""
+    wanted = agent.system_prompt(agent) if callable(agent.system_prompt) else agent.system_prompt
+    offered = system_prompt_modes(agent.capabilities)
+    if not wanted or not offered:
+        return None
+    if agent.system_prompt_mode not in offered:
+        raise CapabilityError(
+            f"agent '{agent.name}' does not take a system prompt in {agent.system_prompt_mode!r} mode (it offers "
+            f"{', '.join(offered)})", hint="Use system_prompt_mode='append', which adds to the agent's own "
+            "instructions.", hints={"magic": "%config AcpMagics.system_prompt_mode = 'append'"})
+    return {"mode": agent.system_prompt_mode, "content": [{"type": "text", "text": str(wanted)}]}
+
+
+async def open_kernel_link(agent: SessionHost) -> KernelLink | None:
+    """A started KernelLink for a session about to open (None under "off"); its token is masked from here on
+    wherever frames are written down (the log, recordings, the inspector)."""
+    link = await KernelLink.open(agent)
+    if link is not None and link.entry is not None:
+        agent.mask(entry_secrets(link.entry))
+    return link
+
+
+async def open_session(agent: SessionHost, method: str, lead: dict[str, Any], tail: dict[str, Any],
+                       extra: Sequence[str], permission: PermissionPolicy | None,
+                       mcp_servers: Sequence[Mapping[str, Any]] = (), kernel_tools: bool = True) -> Session:
+    """session/new or session/fork: the request (``lead``, the MCP servers with the notebook's ``kernel``,
+    ``tail``, the system prompt where the agent takes one), and the Session its answer opens, with its kernel
+    tools (none with ``kernel_tools=False``: a branch's checkpoint, never prompted itself)."""
+    prompt = system_prompt_params(agent)  # before the kernel link: a refused mode leaves nothing to close
+    link = await open_kernel_link(agent) if kernel_tools else None
+    servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
+    params: dict[str, Any] = {**lead, "mcpServers": servers, **tail}
+    if prompt is not None:
+        params["systemPrompt"] = prompt
+    table = agent.session_table
+
+    def opened(answer: dict[str, Any]) -> str | None:
         result = answer.get("result")
-        if not isinstance(result, dict) or "configOptions" not in result:
-            return None
-        problem = options_problem(result["configOptions"])
-        if problem is not None:
-            return f"not applied: {problem}"
-        state.set_options(result["configOptions"])
-        return _odd_values_note(result["configOptions"])
+        if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+            return apply_session_result(table.state_for(result["sessionId"]), result)
+        return None
 
-    def mode(answer: dict[str, Any]) -> None:
-        if "result" in answer and isinstance(params.get("modeId"), str):
-            state.set_legacy_mode(params["modeId"])
-
-    return {"session/set_config_option": options, "session/set_mode": mode}.get(method)
-
-
-def _apply_session_result(state: SessionState, result: dict[str, Any]) -> str | None:
-    """Apply a session/new, load or resume result; a note naming what was left out, or options that look odd.
-
-    A malformed field is left out (the rest applies): the session is open either way."""
-    clean, notes = dict(result), []
-    options = clean.get("configOptions")
-    if options is not None and options_problem(options) is not None:
-        notes.append(f"config options not applied: {options_problem(clean.pop('configOptions'))}")
-    for legacy in ("modes", "models"):
-        value = clean.get(legacy)
-        if value is not None and not (isinstance(value, dict) and all(
-                isinstance(v, list) for k, v in value.items() if k.startswith("available") and v is not None)):
-            notes.append(f"its {legacy} field not applied: not an object with lists of choices")
-            del clean[legacy]
-    state.apply_session_result(clean)
-    odd = _odd_values_note(clean.get("configOptions"))
-    return "; ".join(notes + ([odd] if odd else [])) or None
+    try:
+        result = await agent.connection.request(method, params, apply=opened)
+        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+            raise ProtocolError(f"agent '{agent.name}' answered {method} without a sessionId: {result!r}")
+    except BaseException:
+        await close_links([link])
+        raise
+    session = Session(agent, result["sessionId"], table.state_for(result["sessionId"]), lead["cwd"], extra,
+                      permission)
+    session.system_prompt = prompt
+    session.adopt_kernel_tools(link if offered else None)
+    if not offered:
+        await close_links([link])
+    table.add(session)
+    return session
 
 
-def _odd_values_note(options: Any) -> str | None:
-    """A note for options whose current value is not among their choices (kept and shown as the agent says)."""
-    odd = odd_current_values(options)
-    return "; ".join(odd) if odd else None
+async def open_fork(source: Session, cwd: str | os.PathLike[str] | None = None, *,
+                    permission: PermissionPolicy | None = None, kernel_tools: bool = True) -> Session:
+    """session/fork (unstable) for ``Session.fork``: a new session of the same agent that starts from ``source``'s
+    history, in ``cwd`` (default: the source's), with the source's additional directories and permission policy
+    and kernel tools of its own (none with ``kernel_tools=False``). A CapabilityError naming the agent unless it
+    advertises ``sessionCapabilities.fork``."""
+    agent = source.agent
+    require_capability(agent, "fork", "session/fork")
+    root = session_directory(cwd, source.cwd)
+    extra = list(source.additional_directories)
+    session = await open_session(agent, "session/fork", {"sessionId": source.id, "cwd": root},
+                                 {"additionalDirectories": extra} if extra else {}, extra,
+                                 source.permission if permission is None else permission, kernel_tools=kernel_tools)
+    session.forked_from = source.id
+    return session
+
+
+async def delete_session(agent: SessionHost, session_id: str) -> None:
+    """``session/delete`` (where the agent offers it): the session leaves the agent's list; an open one here is
+    closed too."""
+    require_capability(agent, "delete", "session/delete")
+    await agent.connection.request("session/delete", {"sessionId": session_id})
+    session = agent.session_table.forget(session_id)
+    if session is not None:
+        session.closed = True

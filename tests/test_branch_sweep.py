@@ -1,4 +1,4 @@
-"""Several models from the same point: session.branch_sweep(prompt, models=[...]) forks the conversation once per
+"""Several models from the same point: acpnb.branch_sweep(session, prompt, models=[...]) forks the conversation once per
 model of its agent (a handover for a model of another agent), sends the prompt to each, and returns a sweep result
 (rows, to_pandas, scorers, compare) shown side by side; the %%acp --models cell does the same and makes each answer
 a branch that %acp checkout continues. The demo agent in memory."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import acp_notebook as acpnb
+from acp_notebook.branch_sweep import branch_sweep
 from acp_notebook.branching import HANDOVER_META
 from acp_notebook.demo import DemoAgent
 from acp_notebook.sweep import SweepResult
@@ -23,7 +24,7 @@ def test_three_models_from_the_same_point_as_a_sweep_result(tmp_path):
     with acpnb.start(DemoAgent(), cwd=tmp_path) as agent, acpnb.start(DemoAgent(), cwd=tmp_path, name="b") as other:
         session = agent.new_session()
         session.prompt("apples")
-        result = session.branch_sweep("What is 6 x 7?", models=["fast", "smart", "b:smart"], agents={"b": other},
+        result = branch_sweep(session, "What is 6 x 7?", models=["fast", "smart", "b:smart"], agents={"b": other},
                                       scorers=["includes"], target="42")
         assert isinstance(result, SweepResult) and result.models == ["fast", "smart", "b:smart"]
         by_model = {row["model"]: row for row in result.rows}
@@ -52,10 +53,10 @@ def test_a_model_nobody_offers_is_refused_before_anything_is_sent(tmp_path):
     with acpnb.start(DemoAgent(), cwd=tmp_path) as agent:
         session = agent.new_session()
         with pytest.raises(acpnb.ConfigOptionError, match="'huge' is neither a model of this session"):
-            session.branch_sweep("hi", models=["fast", "huge"])
+            branch_sweep(session, "hi", models=["fast", "huge"])
         assert sent(agent, "session/fork") == [] and sent(agent, "session/prompt") == []
         with pytest.raises(ValueError, match="named more than once"):
-            session.branch_sweep("hi", models=["fast", "fast"])
+            branch_sweep(session, "hi", models=["fast", "fast"])
 
 
 def test_the_models_cell_makes_each_answer_a_branch(shell):
