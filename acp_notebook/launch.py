@@ -73,7 +73,7 @@ class AgentSpec:
     # session opens (so a first turn that ends unconnected means it never will), "lazy" only once a prompt needs
     # one, "" not known. kernel_tools/connect.py tells the user when a "start" agent never connected.
     mcp_connect: str = ""
-    # The agent's own remedy when it does not connect, in a sentence (``{cwd}``: the session's folder), and the
+    # The agent's own remedy when it starts no server, in a sentence (``{cwd}``: the session's folder), and the
     # environment that applies it for one start, with the user's consent (``%acp start NAME --trust-workspace``).
     mcp_remedy: str = ""
     trust_env: Mapping[str, str] = field(default_factory=dict)
@@ -363,10 +363,10 @@ def _builtin() -> dict[str, AgentSpec]:
         state_dirs=("~/.gemini", "~/.npm"),
         # It starts MCP servers only in a folder it trusts (tests/interop/FINDINGS.md, section 10), and says nothing.
         mcp_connect="start",
-        mcp_remedy="Gemini CLI starts MCP servers only in a folder it trusts, and it does not trust {cwd}. Trust "
-                   "the folder (run `gemini` there once and answer its question), or start the agent with "
+        mcp_remedy="Gemini CLI starts MCP servers only in a folder it trusts, and says nothing otherwise. Trust "
+                   "{cwd} (run `gemini` there once and answer its question), or start the agent with "
                    "GEMINI_CLI_TRUST_WORKSPACE=true: `%acp start gemini --trust-workspace` sets it (in Python, "
-                   "acpnb.start(\"gemini\", env={{\"GEMINI_CLI_TRUST_WORKSPACE\": \"true\"}})), and the agent then "
+                   "acpnb.start(\"gemini\", env={\"GEMINI_CLI_TRUST_WORKSPACE\": \"true\"})), and the agent then "
                    "trusts the folders of its sessions. https://geminicli.com/docs/cli/trusted-folders/",
         trust_env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
         info_name="gemini-cli",

@@ -129,7 +129,7 @@ def test_gemini_in_a_folder_it_does_not_trust_gets_its_own_remedy(started, tmp_p
     assert notice.title == f"{session.agent.name} {TITLE}"
     words = notice.description
     assert "Gemini CLI starts MCP servers only in a folder it trusts" in words
-    assert f"it does not trust {tmp_path.resolve()}" in words
+    assert f"Trust {tmp_path.resolve()} (run `gemini` there once" in words
     assert "GEMINI_CLI_TRUST_WORKSPACE=true" in words and "%acp start gemini --trust-workspace" in words
 
 
@@ -190,6 +190,7 @@ def test_a_bridge_that_came_without_mcp_gets_one_more_turn_then_is_named(started
     assert session.prompt("hello").notices == []  # an initialize may still be on its way
     (notice,) = session.prompt("hello again").notices
     assert "Its bridge to the kernel started, but no MCP initialize came through it." in notice.description
+    assert "agent.stderr_tail()" in notice.description
     assert session.prompt("and again").notices == []
 
 
@@ -203,3 +204,13 @@ def test_a_failure_to_judge_never_keeps_the_turn_from_ending(started, monkeypatc
     turn = started(spec("never")).new_session().prompt("hello")
     assert turn.stop_reason == "end_turn" and turn.notices == []
     assert "could not judge whether the agent connected" in caplog.text
+
+
+def test_gemini_whose_bridge_came_is_not_told_to_trust_the_folder(started):
+    """The trust remedy is for an agent that started no server at all; a bridge that came and stayed silent
+    gets the words for that instead."""
+    session = started(gemini_like("bridge")).new_session()
+    session.prompt("hello")
+    (notice,) = session.prompt("hello again").notices
+    assert "no MCP initialize came through it" in notice.description
+    assert "GEMINI_CLI_TRUST_WORKSPACE" not in notice.description

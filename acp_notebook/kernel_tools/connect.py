@@ -62,8 +62,9 @@ def unconnected_notice(agent_name: str, spec: AgentSpec | None, tools: Any, cwd:
         lines.append(f"The kernel tools could not start: {problem}")
     elif getattr(tools, "bridges", 0):
         lines.append("Its bridge to the kernel started, but no MCP initialize came through it.")
-    if spec is not None and spec.mcp_remedy:
-        lines.append(spec.mcp_remedy.format(cwd=visible(cwd)))
+    if not problem and not getattr(tools, "bridges", 0) and spec is not None and spec.mcp_remedy:
+        # The agent's own reason for starting no server at all (gemini-cli: a folder it does not trust).
+        lines.append(spec.mcp_remedy.replace("{cwd}", visible(cwd)))
     elif not problem:
         lines.append(f"{name} starts its MCP servers when a session opens; what it wrote on stderr may say why "
                      "(agent.stderr_tail()).")
