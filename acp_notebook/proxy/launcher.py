@@ -111,7 +111,7 @@ async def _start_proxy(agents: AgentsLike, *, probe_timeout: float | None = None
     # An agent may repeat its key (an error, a log line) and the proxy passes it on: the client masks these
     # values wherever it shows them (the log, errors), as it masks its own environment's.
     agent.extra_secrets = [pair for _, spec in _agent_pairs(agents) for pair in secret_values(_env_of(spec))]
-    return await agent._start()
+    return await agent.connect()
 
 
 def agents_left_out(proxy: Agent, *, timeout: float = 10.0) -> dict[str, str]:
