@@ -21,6 +21,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
+from ..branch_sweep import branch_sweep
 from ..branching import Conversation
 from ..session import Session
 from ..widgets.branches import branches_forms
@@ -101,13 +102,13 @@ class BranchCommands:
         conversation.record(turn, self._cell(command), self._where())
 
     def sweep(self, entry: AgentEntry, command: g.CellPrompt, prompt: str) -> Any:
-        """``%%acp --models A,B``: the prompt to each model from the current point (``Session.branch_sweep``); each
+        """``%%acp --models A,B``: the prompt to each model from the current point (``acpnb.branch_sweep``); each
         answer becomes a branch of the conversation (named after its model), the current branch is unchanged."""
         session = self.agents.session_of(entry)
         conversation = self.conversation(session)
         agents = {alias: e.agent for alias, e in self.agents.agents.items()}
-        result = session.branch_sweep(prompt, list(command.models), agents=agents,
-                                      turn_timeout=self.magics.turn_timeout or None)
+        result = branch_sweep(session, prompt, list(command.models), agents=agents,
+                              turn_timeout=self.magics.turn_timeout or None)
         point = len(conversation.current.turns)
         before = {alias: e.session for alias, e in self.agents.agents.items()}
         for model, branch_session in result.sessions.items():
