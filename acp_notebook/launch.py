@@ -499,7 +499,19 @@ def _spec_from_mapping(name: str, data: Mapping[str, Any]) -> AgentSpec:
         auth_methods=tuple(data.get("auth_methods") or ()),
         description=str(data.get("description") or ""),
         state_dirs=tuple(str(d) for d in data.get("state_dirs") or ()),
+        mcp_connect=_mcp_connect(name, data.get("mcp_connect")),
+        mcp_remedy=str(data.get("mcp_remedy") or ""),
+        trust_env={str(k): str(v) for k, v in (data.get("trust_env") or {}).items()},
+        info_name=str(data.get("info_name") or ""),
     )
+
+
+def _mcp_connect(name: str, value: Any) -> str:
+    """An agent's ``mcp_connect`` as the TOML file or register() gives it: "start", "lazy" or nothing."""
+    if value in (None, "", "start", "lazy"):
+        return str(value or "")
+    raise ValueError(f"agent {name!r}: mcp_connect is \"start\" (it connects to MCP servers as a session opens) "
+                     f"or \"lazy\" (only when a prompt needs one), not {value!r}")
 
 
 def load_user_agents(path: Path | None = None) -> list[str]:

@@ -214,3 +214,16 @@ def test_gemini_whose_bridge_came_is_not_told_to_trust_the_folder(started):
     (notice,) = session.prompt("hello again").notices
     assert "no MCP initialize came through it" in notice.description
     assert "GEMINI_CLI_TRUST_WORKSPACE" not in notice.description
+
+
+def test_a_registered_agent_can_say_how_it_connects(started):
+    with registry.overlay():
+        made = acpnb.register("shy", {"command": [sys.executable, str(AGENT), "never"], "mcp_connect": "start",
+                                      "mcp_remedy": "Run it with --mcp in {cwd}.", "trust_env": {"SHY_TRUST": "1"}})
+        assert trust_workspace_env("shy") == {"SHY_TRUST": "1"}
+        session = started("shy").new_session()
+        (notice,) = session.prompt("hello").notices
+        assert f"Run it with --mcp in {session.cwd}." in notice.description
+        with pytest.raises(ValueError, match='mcp_connect is "start"'):
+            acpnb.register("odd", {"command": "x", "mcp_connect": "sometimes"})
+    assert made.mcp_connect == "start"
