@@ -20,6 +20,10 @@ turn has ended; with the agent's own remedy where the registry knows one (``Agen
 CLI, trusting the folder, or ``%acp start gemini --trust-workspace``). ``note_answer`` runs before the turn is
 marked finished, so the turn's views and saved forms already hold the notice when they are made.
 
+Layering: unlike the rest of kernel_tools/ (layer 0 only), this is the client's side of the tools, beside
+kernel_link (layer 2): it reads the session, its turn and state (``state.Notice``). session.py calls it from its
+answer handler today; it belongs with kernel_link's session hook when that lands (docs/DEVELOPING.md).
+
 Threads: the background loop (called from the session's answer handler, in wire order).
 """
 
