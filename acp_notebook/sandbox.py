@@ -114,20 +114,14 @@ class Sandbox:
         return [*args, "--", *command]
 
     def _root(self) -> list[str]:
-        """/ read-only; when a mount goes where the host has nothing (a task's /app, /tests, /logs), a new root
-        instead, holding each top-level entry of the host's, read-only, so those folders can be made in it."""
+        """/ read-only; when a mount goes where the host has nothing (a task's /app, /tests, /logs, /srv/app), a
+        new root instead, holding the host's entries read-only, each folder on the way to such a mount made anew
+        with the host's entries in it, so the missing folders can be made."""
         targets = [target for _, target in (*self.mounts, *self.read_only_mounts)]
-        if all(os.path.lexists(target) for target in targets):
+        missing = [os.path.normpath(t) for t in targets if not os.path.lexists(t)]
+        if not missing:
             return ["--ro-bind", "/", "/"]
-        args: list[str] = []
-        for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-            if entry.name in ("proc", "dev", "tmp"):
-                continue
-            if entry.is_symlink():
-                args += ["--symlink", os.readlink(entry.path), entry.path]
-            else:
-                args += ["--ro-bind", entry.path, entry.path]
-        return args
+        return _rebuilt("/", missing)
 
     @property
     def sweep_mode(self) -> str:
@@ -156,6 +150,22 @@ class Sandbox:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "network": self.network}
+
+
+def _rebuilt(folder: str, missing: Sequence[str]) -> list[str]:
+    """``folder``'s entries bound read-only, except those on the way to a ``missing`` path, made as folders and
+    filled the same way (/proc, /dev and /tmp at the top are the sandbox's own)."""
+    args: list[str] = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if folder == "/" and entry.name in ("proc", "dev", "tmp"):
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry.path), entry.path]
+        elif entry.is_dir() and any(m.startswith(entry.path + "/") for m in missing):
+            args += ["--dir", entry.path, *_rebuilt(entry.path, missing)]
+        else:
+            args += ["--ro-bind", entry.path, entry.path]
+    return args
 
 
 def _within(path: str, folder: str) -> bool:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import acp_notebook as acpnb
 from acp_notebook.sweep.slots import clear_private_tmp
-from test_sandbox import _bwrap_or_skip, _connections, _tree, hostile, outside_tmp  # noqa: F401 - fixtures
+from test_sandbox import AGENT, _bwrap_or_skip, _connections, _tree, hostile, outside_tmp  # noqa: F401 - fixtures
 
 NEIGHBOURS = {"slot0": "../../escape-0/work/neighbour.txt", "slot1": "../../escape-1/work/neighbour.txt"}
 
@@ -112,3 +113,34 @@ def test_emptying_a_slot_tmp_keeps_the_mount_points_and_the_way_to_them(tmp_path
     clear_private_tmp(tmp_path, ["a/b/work", "acpnb-kt-0"])
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == \
         ["a", "a/b", "a/b/work", "a/b/work/inside-the-mount-point.txt"]
+
+
+def _task(root: Path, name: str, workdir: str) -> None:
+    """A task folder whose instruction is the escape agent's plan: write the answer at the container path."""
+    folder = root / name
+    (folder / "environment").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "environment" / "Dockerfile").write_text(f"FROM python:3.12-slim\nWORKDIR {workdir}\n")
+    (folder / "instruction.md").write_text(json.dumps({"writes": {"answer": f"{workdir}/answer.txt"}}))
+    (folder / "tests" / "test.sh").write_text(
+        f"#!/bin/bash\nif grep -q 'left here' {workdir}/answer.txt; then echo 1 > /logs/verifier/reward.txt; "
+        "else echo 0 > /logs/verifier/reward.txt; fi\n")
+    (folder / "task.toml").write_text(f'version = "1.0"\n[task]\nname = "{name}"\n')
+
+
+def test_a_slot_mounts_each_tasks_workdir_and_restarts_its_process_when_the_workdir_changes(tmp_path):
+    _bwrap_or_skip()
+    from acp_notebook import launch
+    from acp_notebook.sweep import tasks
+
+    _task(tmp_path / "tasks", "at-app", "/app")
+    _task(tmp_path / "tasks", "at-srv", "/srv/project")
+    with launch.registry.overlay():
+        launch.register("escape", launch.AgentSpec(name="escape", command=(sys.executable, str(AGENT))))
+        result = acpnb.sweep(tasks(tmp_path / "tasks"), ["escape:fast"], sandbox="bwrap", concurrency=1,
+                             progress=False)
+    reports = _reports(result)
+    assert [r["write:answer"] for r in reports] == ["done", "done"], reports
+    assert [r["score_tests"] for r in result.rows] == [1.0, 1.0], [r["explanation_tests"] for r in result.rows]
+    assert len({r["cwd"] for r in reports}) == 1  # one slot, whose process was started again for /srv/project
+    assert result.metadata["agents"]["escape"]["processes"] == 2
