@@ -4,7 +4,8 @@
 notebook_history, propose_cell) over a private Unix socket (channel.py) that the agent reaches
 through a small stdio bridge (bridge.py); the tools read and run in the user's namespace on the
 kernel thread only (namespace.py, runner.py through ``_loop.on_kernel_thread``); the policy words
-are in policy.py; client.py opens the tools from an mcpServers entry with the official MCP client.
+are in policy.py; client.py opens the tools from an mcpServers entry with the official MCP client;
+connect.py tells the user, once a session, when an agent offered the server never connected to it.
 
 Importing this package is cheap: the MCP SDK is imported when a channel is first used.
 """
