@@ -24,6 +24,7 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
     from .session import Session
     from .turn import ToolCall, Turn
 
-__all__ = ["HANDOVER_META", "Branch", "BranchState", "Checkpoint", "Conversation", "Exchange", "Handover",
-           "exchanges_of", "handover_text", "proxy_handover", "take_checkpoint"]
+__all__ = ["HANDOVER_META", "Branch", "BranchState", "Checkpoint", "Conversation", "Exchange", "Handover", "SavedBranch",
+           "exchanges_of", "handover_text", "proxy_handover", "saved_tree", "take_checkpoint"]
 
 HANDOVER_META = "acp-notebook/handover"  # the _meta key of a prompt that carries a conversation handed over
 HANDOVER_LIMIT_CHARS = 24_000  # the conversation handed over, at most; the oldest exchanges go first, said so
@@ -234,9 +235,32 @@ class Branch:
     fork_point: int = 0
     how: str = "root"  # root, forked, handed over, not forked, or a sweep's "forked for MODEL"
     created_at: float = field(default_factory=time.time)
+    parent_session: str | None = None  # the id of the parent branch's session, which records keep
+    saved: SavedBranch | None = None  # what a saved notebook kept of it, for a branch reopened after a restart
 
     def holds(self, turn: Turn) -> bool:
         return any(t is turn for t in self.turns)
+
+    @property
+    def turn_count(self) -> int:
+        """Its turns, those before a restart (not in memory: ``saved``) included."""
+        return (self.saved.turns if self.saved is not None else 0) + len(self.turns)
+
+    def first_own(self) -> tuple[str, str]:
+        """(where, prompt) of the first turn made on this branch: in memory, else as saved; ("", "") if none."""
+        own = self.own_turns
+        if own:
+            return self.labels[self.fork_point] if len(self.labels) > self.fork_point else "", \
+                _short(exchanges_of(own[:1])[-1].prompt)
+        return (self.saved.cell, self.saved.prompt) if self.saved is not None else ("", "")
+
+    def record(self) -> dict[str, Any]:
+        """The branch as a session's record keeps it (plain JSON), so a saved notebook can list it again after a
+        restart (``saved_tree``): its place in the tree, its conversation, its first own turn, how many turns."""
+        cell, prompt = self.first_own()
+        return {"name": self.name, "parent": self.parent, "fork_point": self.fork_point, "how": self.how,
+                "conversation": self.conversation.id, "parent_session": self.parent_session,
+                "turns": self.turn_count, "cell": cell, "prompt": prompt, "at": self.created_at}
 
     @property
     def own_turns(self) -> list[Turn]:
@@ -247,6 +271,75 @@ class Branch:
         where = f" from {self.parent} after {self.fork_point} {'turn' if self.fork_point == 1 else 'turns'}" \
             if self.parent is not None else ""
         return f"branch {self.name}{where}" + (f" ({self.how})" if self.how != "root" else "")
+
+
+def _short(prompt: str, limit: int = 60) -> str:
+    flat = " ".join(prompt.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class SavedBranch:
+    """A branch as a saved notebook's session records keep it (``Branch.record``): listed after a restart, its
+    session reopened by id when it is checked out."""
+
+    name: str
+    session_id: str
+    parent: str | None = None
+    fork_point: int = 0
+    how: str = "root"
+    turns: int = 0
+    cell: str = ""
+    prompt: str = ""
+    title: str | None = None
+    at: float = 0.0
+    parent_session: str | None = None
+
+
+def _saved(session_id: str, data: Mapping[str, Any], title: str | None, name: str | None = None) -> SavedBranch:
+    def text(key: str) -> str:
+        value = data.get(key)
+        return value if isinstance(value, str) else ""
+
+    def number(key: str, kind: type) -> Any:
+        value = data.get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else kind()
+
+    return SavedBranch(name or text("name") or "main", session_id, text("parent") or None, int(number("fork_point", int)),
+                       text("how") or "root", int(number("turns", int)), text("cell"), text("prompt"), title,
+                       float(number("at", float)), text("parent_session") or None)
+
+
+def saved_tree(records: Iterable[Any], current_id: str) -> tuple[SavedBranch | None, list[SavedBranch]]:
+    """The branches of the conversation session ``current_id`` carried, from session records (``session_id``,
+    ``title``, ``at`` and ``branch``: ``Branch.record``), newest record of each session first or not: (that
+    session's branch, the conversation's other branches). A parent named by a branch but recorded before the
+    conversation had two branches (its record has no branch) is found by its session id."""
+    latest: dict[str, Any] = {}
+    for record in records:
+        known = latest.get(record.session_id)
+        if known is None or record.at >= known.at:
+            latest[record.session_id] = record
+    mine = latest.get(current_id)
+    data = getattr(mine, "branch", None)
+    if not isinstance(data, Mapping) or not isinstance(data.get("conversation"), str):
+        return None, []
+    found: dict[str, SavedBranch] = {}
+    for session_id, record in latest.items():
+        branch = record.branch
+        if isinstance(branch, Mapping) and branch.get("conversation") == data["conversation"]:
+            found[session_id] = _saved(session_id, branch, record.title)
+    for branch in list(found.values()):
+        parent = branch.parent_session
+        if parent is not None and parent not in found and branch.parent is not None:
+            record = latest.get(parent)
+            found[parent] = _saved(parent, {}, getattr(record, "title", None), name=branch.parent)
+    current = found.pop(current_id)
+    by_name: dict[str, SavedBranch] = {}
+    for branch in sorted(found.values(), key=lambda b: b.at):
+        if branch.name != current.name:
+            by_name[branch.name] = branch  # a name recorded twice: the later session wins
+    return current, list(by_name.values())
 
 
 @dataclass(frozen=True)
@@ -266,12 +359,52 @@ class BranchState:
 class Conversation:
     """The branches of one notebook conversation, one of them current (see the module docstring)."""
 
-    def __init__(self, session: Session, *, name: str = "main") -> None:
+    def __init__(self, session: Session, *, name: str = "main", id: str | None = None,
+                 saved: Iterable[SavedBranch] = ()) -> None:
         self._lock = threading.Lock()
+        self.id = id or uuid.uuid4().hex  # kept in the records of its sessions, to find its branches again
         root = Branch(self, name, session)
         self._branches: dict[str, Branch] = {name: root}
+        # Branches a saved notebook recorded, not reopened yet (``restored``).
+        self._saved: dict[str, SavedBranch] = {b.name: b for b in saved if b.name != name}
         self.current = root
         self._adopt(root)
+
+    @classmethod
+    def restored(cls, session: Session, current: SavedBranch, others: Iterable[SavedBranch],
+                 conversation_id: str) -> Conversation:
+        """The conversation a reopened ``session`` carried before a restart (``saved_tree``): its branch current,
+        the others listed and reopened when checked out (``revive``)."""
+        conversation = cls(session, name=current.name, id=conversation_id, saved=others)
+        root = conversation.current
+        root.parent, root.fork_point, root.how = current.parent, current.fork_point, current.how
+        root.parent_session, root.created_at, root.saved = current.parent_session, current.at, current
+        return conversation
+
+    @property
+    def size(self) -> int:
+        """How many branches it has, those recorded and not reopened yet included."""
+        with self._lock:
+            return len(self._branches) + len(self._saved)
+
+    @property
+    def saved_branches(self) -> list[SavedBranch]:
+        with self._lock:
+            return list(self._saved.values())
+
+    def saved_branch(self, name: str) -> SavedBranch | None:
+        with self._lock:
+            return self._saved.get(name)
+
+    def revive(self, name: str, session: Session) -> Branch:
+        """A recorded branch whose session was reopened (``session``): a live branch again, not current yet."""
+        with self._lock:
+            saved = self._saved.pop(name)
+            branch = Branch(self, name, session, parent=saved.parent, fork_point=saved.fork_point, how=saved.how,
+                            created_at=saved.at, parent_session=saved.parent_session, saved=saved)
+            self._branches[name] = branch
+        self._adopt(branch)
+        return branch
 
     def _adopt(self, branch: Branch) -> None:
         branch.session.checkpoints = True
@@ -287,7 +420,7 @@ class Conversation:
         with self._lock:
             found = self._branches.get(name)
         if found is None:
-            raise KeyError(f"no branch {name!r}; branches: {', '.join(self._branches)}")
+            raise KeyError(f"no branch {name!r}; branches: {', '.join([*self._branches, *self._saved])}")
         return found
 
     def record(self, turn: Turn, key: str | None = None, label: str = "") -> Branch:
@@ -316,7 +449,7 @@ class Conversation:
 
     def state_of(self, turn: Turn) -> BranchState | None:
         with self._lock:
-            current, count = self.current, len(self._branches)
+            current, count = self.current, len(self._branches) + len(self._saved)
         branch = current if current.holds(turn) else turn.branch
         if branch is None:
             return None
@@ -325,8 +458,8 @@ class Conversation:
                            branch.fork_point, count, handover)
 
     def _new_name(self) -> str:
-        number = len(self._branches) + 1
-        while f"b{number}" in self._branches:
+        number = len(self._branches) + len(self._saved) + 1
+        while f"b{number}" in self._branches or f"b{number}" in self._saved:
             number += 1
         return f"b{number}"
 
@@ -335,9 +468,11 @@ class Conversation:
         """A branch carried by ``session``, sharing the current branch's first ``fork_point`` turns."""
         with self._lock:
             parent = self.current
-            chosen = name if name is not None and name not in self._branches else self._new_name()
+            chosen = name if name is not None and name not in self._branches and name not in self._saved \
+                else self._new_name()
             branch = Branch(self, chosen, session, list(parent.turns[:fork_point]), list(parent.keys[:fork_point]),
-                            list(parent.labels[:fork_point]), parent=parent.name, fork_point=fork_point, how=how)
+                            list(parent.labels[:fork_point]), parent=parent.name, fork_point=fork_point, how=how,
+                            parent_session=parent.session.id)
             self._branches[chosen] = branch
             if make_current:
                 self.current = branch

@@ -54,7 +54,12 @@ def test_running_a_cell_again_branches_and_checkout_goes_back(shell):
     assert reply(shell).endswith('"pears", "what did I say before?".')
     # the record of each branch's session names its branch: %acp resume reopens the current one
     records = {r.session_id: r for r in shell.magics_manager.registry["AcpMagics"].runner.agents.records()}
-    assert records[branch.id].branch == {"name": "b2", "parent": "main", "fork_point": 1, "how": "forked"}
+    saved = records[branch.id].branch
+    assert {k: saved[k] for k in ("name", "parent", "fork_point", "how")} == \
+        {"name": "b2", "parent": "main", "fork_point": 1, "how": "forked"}
+    # ...and what lists it again after a restart: its conversation, its parent's session, its first own turn
+    assert saved["conversation"] == branch.branch.conversation.id and saved["parent_session"] == main.id
+    assert saved["prompt"] == "plums" and saved["turns"] == 3
     assert SessionRecord.from_json(records[branch.id].to_json()).branch["name"] == "b2"
     assert max(records.values(), key=lambda r: r.at).session_id == main.id
     # the checkpoints are sessions of the agent, left out of %acp sessions

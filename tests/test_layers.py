@@ -166,7 +166,6 @@ PENDING_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ('acp_notebook/sweep/runner.py', 'importlib.metadata'): _SWEEP_CLI,
     ('acp_notebook/sweep/store.py', '..record'): _SWEEP_CLI,
     ('acp_notebook/widgets/_html.py', 'mistune'): _WIDGETS,
-    ('acp_notebook/widgets/branches.py', '..branching'): _WIDGETS,
     ('acp_notebook/widgets/display.py', 'IPython'): _WIDGETS,
     ('acp_notebook/widgets/display.py', 'IPython.core.displaypub'): _WIDGETS,
     ('acp_notebook/widgets/display.py', 'IPython.display'): _WIDGETS,

@@ -15,19 +15,26 @@ ones (the Runner is at its method budget). Threads: the kernel thread, like ever
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.display import display
 
 from ..branch_sweep import branch_sweep
-from ..branching import Conversation
+from ..branching import Conversation, saved_tree
 from ..session import Session
 from ..widgets.branches import branches_forms
 from ..widgets.chat import branch_outputs_sent, output_replaced
 from . import grammar as g
+from .records import SessionRecord, notebook_path, read_notebook_records
 from .registry import AgentEntry, NotebookAgents
+from .resume import reopen
+from .store import open_store
 
 __all__ = ["BranchCommands", "cell_id"]
 
@@ -51,6 +58,8 @@ class BranchCommands:
         self.magics = magics
         self._timeout = timeout
         self._open = open_session
+        # Records of the sessions of conversations restored after a restart, by session id: checkout reopens them.
+        self._recorded: dict[str, SessionRecord] = {}
 
     # --- the conversation of a session --------------------------------------------------------
     def conversation(self, session: Session) -> Conversation:
@@ -60,6 +69,51 @@ class BranchCommands:
         record = self.agents.record_of(session.id)
         name = str((record.branch or {}).get("name") or "main") if record is not None else "main"
         return Conversation(session, name=name)
+
+    # --- after a restart ------------------------------------------------------------------------
+    def restore(self, session: Session, record: SessionRecord, notebook: str | None = None) -> None:
+        """``session`` was just reopened from ``record`` (%acp resume): the conversation it carried comes back from
+        what the saved notebook, the session store and this kernel recorded, its other branches listed (and
+        reopened when checked out). Nothing when it carried no branched conversation, or carries one already."""
+        if session.branch is not None:
+            return
+        records = [*self._records_seen(notebook), record]
+        current, others = saved_tree(records, record.session_id)
+        if current is None or not isinstance((record.branch or {}).get("conversation"), str):
+            return
+        Conversation.restored(session, current, others, str(record.branch["conversation"]))  # type: ignore[index]
+        by_id = {r.session_id: r for r in sorted(records, key=lambda r: r.at)}
+        for branch in others:
+            found = by_id.get(branch.session_id)
+            # A parent recorded before its conversation branched: reopened as the same agent's session by its id.
+            self._recorded[branch.session_id] = found or dataclasses.replace(
+                record, session_id=branch.session_id, title=branch.title, branch=None)
+
+    def _records_seen(self, notebook: str | None) -> list[SessionRecord]:
+        """This kernel's records, the saved notebook's, and the session store's for this notebook (or folder)."""
+        shell = getattr(self.magics, "shell", None)
+        path = Path(notebook).expanduser() if notebook else notebook_path(getattr(shell, "user_ns", None))
+        found = list(self.agents.records())
+        if path is not None and path.is_file():
+            with contextlib.suppress(OSError, ValueError):
+                found += read_notebook_records(path)
+        store = open_store()
+        if store is not None:
+            rows = store.sessions(notebook=str(path)) if path is not None else store.sessions(workdir=os.getcwd())
+            found += [row.record for row in rows]
+        return found
+
+    def _revive(self, conversation: Conversation, name: str, entry: AgentEntry) -> None:
+        """Reopen the session of a branch recorded before a restart, so it can be checked out."""
+        saved = conversation.saved_branch(name)
+        if saved is None:
+            return
+        record = self._recorded.get(saved.session_id)
+        if record is None:
+            raise UsageError(f"%acp checkout: branch {name!r} was recorded, but not its session {saved.session_id}")
+        owner = self.agents.agents.get(record.alias) or entry
+        session, _how = reopen(owner.agent, record, self._timeout(), gone=self.agents.mark_gone)
+        conversation.revive(name, session)
 
     def _cell(self, command: g.CellPrompt) -> str | None:
         return command.cell or cell_id(getattr(self.magics, "shell", None))
@@ -131,11 +185,12 @@ class BranchCommands:
     def list_branches(self, command: g.Branches) -> None:
         entry = self.agents.entry(command.alias)
         conversation = self.conversation(self.agents.session_of(entry))
-        display(branches_forms(conversation.branches, conversation.current.name), raw=True)
+        display(branches_forms(conversation.branches, conversation.current.name, conversation.saved_branches), raw=True)
 
     def checkout(self, command: g.Checkout) -> None:
         entry = self.agents.entry(command.alias)
         conversation = self.conversation(self.agents.session_of(entry))
+        self._revive(conversation, command.branch, entry)
         try:
             branch = conversation.branch(command.branch)
         except KeyError:

@@ -321,6 +321,7 @@ class Runner:
                 entry = self.agents.adopt(alias, agent, dict(record.launch), record.env_names)
                 tell_system_prompt(agent, self.magics)
             session, how = reopen(entry.agent, record, self._timeout(command.timeout), gone=self.agents.mark_gone)
+            self.branches.restore(session, record, command.notebook)  # the branches the notebook recorded
             restored = restore_options(session, record.options, self._timeout(command.timeout)).line()
         self.agents.use(alias)
         self.open(entry, session, title_hint=record.title, show=False)

@@ -46,7 +46,8 @@ class SessionRecord:
     closed: bool = False
     at: float = 0.0  # when the session was last opened or prompted (time.time())
     options: tuple[tuple[str, str | bool], ...] = ()  # (option id, value) in force, in the agent's order
-    # The branch of its conversation this session carries ({name, parent, fork_point, how}; branching.py), if any
+    # The branch of its conversation this session carries (branching.Branch.record: name, parent, fork_point, how,
+    # conversation, ...), if any
     branch: Mapping[str, Any] | None = None
     version: int = field(default=RECORD_VERSION)
 
@@ -111,7 +112,8 @@ def _branch(data: Any) -> Mapping[str, Any] | None:
     """The recorded branch, when it names one (records written before branches have none)."""
     if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
         return None
-    return {key: data[key] for key in ("name", "parent", "fork_point", "how") if key in data}
+    return {key: data[key] for key in ("name", "parent", "fork_point", "how", "conversation", "parent_session", "turns",
+                                       "cell", "prompt", "at") if key in data}
 
 
 def _options(data: Any) -> tuple[tuple[str, str | bool], ...]:

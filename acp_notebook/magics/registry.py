@@ -280,9 +280,9 @@ class NotebookAgents:
 def _branch_of(session: Session) -> dict[str, Any] | None:
     """The branch a session carries, as records keep it (branching.Branch), or None outside a branched one."""
     branch = session.branch
-    if branch is None or len(branch.conversation.branches) < 2:
+    if branch is None or branch.conversation.size < 2:
         return None
-    return {"name": branch.name, "parent": branch.parent, "fork_point": branch.fork_point, "how": branch.how}
+    return branch.record()
 
 
 def launch_of(spec: Any, sandbox: str | None = None) -> dict[str, Any]:

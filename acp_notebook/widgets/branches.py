@@ -74,35 +74,30 @@ def _when(timestamp: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(timestamp))
 
 
-def _first_prompt(branch: Any) -> str:
-    from ..branching import exchanges_of
-
-    own = branch.own_turns
-    if not own:
-        return ""
-    prompt = exchanges_of(own[:1])[-1].prompt
-    flat = " ".join(prompt.split())
-    return flat if len(flat) <= 60 else flat[:59] + "…"
-
-
-def _branch_rows(branches: Sequence[Any], current: str) -> list[list[str]]:
+def _branch_rows(branches: Sequence[Any], current: str, saved: Sequence[Any] = ()) -> list[list[str]]:
     rows = []
     for branch in branches:
-        where = ", ".join(label for label in branch.labels[branch.fork_point:branch.fork_point + 1] if label)
+        where, prompt = branch.first_own()
         origin = f"{branch.parent} after {branch.fork_point}" if branch.parent is not None else "-"
         rows.append(["*" if branch.name == current else "", visible(branch.name), origin, visible(where or "-"),
-                     visible(_first_prompt(branch)), visible(branch.session.title or ""), str(len(branch.turns)),
+                     visible(prompt), visible(branch.session.title or ""), str(branch.turn_count),
                      branch.how, _when(branch.created_at)])
+    for branch in saved:  # recorded by the saved notebook, its session not reopened yet (%acp checkout does)
+        origin = f"{branch.parent} after {branch.fork_point}" if branch.parent is not None else "-"
+        rows.append(["", visible(branch.name), origin, visible(branch.cell or "-"), visible(branch.prompt),
+                     visible(branch.title or ""), str(branch.turns) if branch.turns else "-",
+                     f"{branch.how}; saved, not reopened", _when(branch.at) if branch.at else "-"])
     return rows
 
 
 BRANCH_HEADER = ["", "branch", "from", "cell", "prompt", "title", "turns", "how", "when"]
 
 
-def branches_forms(branches: Sequence[Any], current: str) -> dict[str, str]:
+def branches_forms(branches: Sequence[Any], current: str, saved: Sequence[Any] = ()) -> dict[str, str]:
     """``%acp branches``: one row per branch (current marked *): where it came from, the cell that made it, its
-    first prompt, its session's title, its turns, how it was made, when."""
-    rows = _branch_rows(branches, current)
+    first prompt, its session's title, its turns, how it was made, when; then those a saved notebook recorded
+    whose sessions are not reopened yet (``saved``: ``branching.SavedBranch``)."""
+    rows = _branch_rows(branches, current, saved)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(BRANCH_HEADER)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [BRANCH_HEADER, *rows]]
     head = "".join(f"<th>{escape(h)}</th>" for h in BRANCH_HEADER)

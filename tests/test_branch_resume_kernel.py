@@ -1,0 +1,60 @@
+"""The branch tree after a kernel restart: a notebook whose earlier cell was edited and run again (two
+branches) is saved; a new kernel, told the notebook's path as Jupyter Server tells it, runs `%acp resume`
+(the current branch's session), and `%acp branches` still lists both branches from what the saved
+notebook recorded; `%acp checkout main` reopens main's session, whose answers show its own history."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.test_branch_kernel import Frontend, plain
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+
+def run_cells(notebook, path, cells, edits=None):
+    """Run ``cells`` (indexes; ``edits``: index -> new source, run after the first pass) in a new kernel that knows
+    the notebook's path, then save it."""
+    client = nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})
+    with client.setup_kernel(env={**os.environ, "JPY_SESSION_NAME": str(path)}):
+        frontend = Frontend(client)
+        for index in cells:
+            frontend.run(notebook, index)
+        for index, source in (edits or {}).items():
+            frontend.run(notebook, index, source)
+    nbformat.write(notebook, path)
+
+
+def test_resume_lists_the_recorded_branches_and_checkout_reopens_one(tmp_path):
+    path = tmp_path / "fruit.ipynb"
+    first = ["%load_ext acp_notebook\n%config AcpMagics.permission = 'allow'\n%acp start demo",
+             "%%acp\napples", "%%acp\npears"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in first])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    run_cells(notebook, path, range(3), edits={2: "%%acp\nplums"})  # cell 2 edited and run again: branch b2
+    assert "branch b2 from main after 1 turn, forked" in plain(notebook.cells[2])
+
+    later = ["%load_ext acp_notebook\n%config AcpMagics.permission = 'allow'\n%acp resume", "%acp branches",
+             "%%acp --cell q1\nwhat did I say before?", "%acp checkout main", "%%acp --cell q2\nwhat did I say before?",
+             "%acp branches"]
+    start = len(notebook.cells)
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in later]
+    run_cells(notebook, path, range(start, len(notebook.cells)))
+    resumed, listed, on_b2, checkout, on_main, relisted = (plain(notebook.cells[start + i]) for i in range(6))
+    assert "It carries branch b2 of its conversation" in resumed
+    rows = {line[1:].split()[0]: line for line in listed.splitlines()[1:] if line.strip()}
+    assert set(rows) == {"b2", "main"} and rows["b2"].startswith("*")  # b2 current: the resumed session's
+    assert "main after 1" in rows["b2"] and "plums" in rows["b2"] and "forked" in rows["b2"]
+    assert "saved, not reopened" in rows["main"]
+    assert '"apples", "plums"' in on_b2  # the resumed session is b2's
+    assert "Now on branch main" in checkout
+    assert '"apples", "pears"' in on_main and "plums" not in on_main  # main's session, reopened by its id
+    relisted_rows = [line for line in relisted.splitlines() if line.startswith("*")]
+    assert len(relisted_rows) == 1 and " main " in f" {relisted_rows[0]} "
+    assert "saved, not reopened" not in relisted
