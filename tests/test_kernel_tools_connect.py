@@ -227,3 +227,20 @@ def test_a_registered_agent_can_say_how_it_connects(started):
         with pytest.raises(ValueError, match='mcp_connect is "start"'):
             acpnb.register("odd", {"command": "x", "mcp_connect": "sometimes"})
     assert made.mcp_connect == "start"
+
+
+def test_a_caller_without_the_token_does_not_count_as_the_agents_bridge(started):
+    """A local process that finds the socket but not the token is refused and is no bridge: it cannot put off the
+    notice (a bridge that came gets one more turn) or pass for the agent."""
+    import socket
+
+    session = started(spec("never")).new_session()
+    env = {pair["name"]: pair["value"] for pair in session.kernel_tools.entry["env"]}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as intruder:
+        intruder.connect(env["ACPNB_KERNEL_CHANNEL"])
+        intruder.sendall(b"not-the-token\n")
+        intruder.settimeout(TIMEOUT)
+        assert intruder.recv(200).startswith(b"refused: ")
+    assert session.kernel_tools.tools.bridges == 0
+    (notice,) = session.prompt("hello").notices
+    assert "Its bridge" not in notice.description
