@@ -11,6 +11,7 @@ recording comm of tests/test_widgets.py.
 
 from __future__ import annotations
 
+import socket
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -232,8 +233,6 @@ def test_a_registered_agent_can_say_how_it_connects(started):
 def test_a_caller_without_the_token_does_not_count_as_the_agents_bridge(started):
     """A local process that finds the socket but not the token is refused and is no bridge: it cannot put off the
     notice (a bridge that came gets one more turn) or pass for the agent."""
-    import socket
-
     session = started(spec("never")).new_session()
     env = {pair["name"]: pair["value"] for pair in session.kernel_tools.entry["env"]}
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as intruder:
