@@ -11,7 +11,7 @@ costs (a slot's emptying, a process start per trial for ``bwrap-trial``, the che
 side's median overhead and its ratio to the plain sweep, the wall times, the load average around each side,
 and the demo agent's start alone (spawn to initialize answered) with and without bwrap.
 
-Usage: python bench/sandbox.py [--trials 500] [--rounds 1] [--json FILE]
+Usage: python bench/sandbox.py [--trials 500] [--rounds 1] [--modes plain,bwrap,...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -76,12 +76,14 @@ def agent_start(sandbox: str | None, rounds: int = 9) -> dict[str, Any]:
     return stats(times)
 
 
-def run(trials: int, rounds: int) -> dict[str, Any]:
+MODES = ("plain", "bwrap", "bwrap-trial", "bwrap-shared")
+
+
+def run(trials: int, rounds: int, names: tuple[str, ...] = MODES) -> dict[str, Any]:
     meter = LoadMeter()
-    names = ("plain", "bwrap", "bwrap-trial", "bwrap-shared")
     sides: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for index in range(rounds):
-        for side in names[index % 4:] + names[:index % 4]:  # the four ways rotate
+        for side in names[index % len(names):] + names[:index % len(names)]:  # the ways rotate
             sides[side].append(sweep_overhead(trials, None if side == "plain" else side))
     medians = {side: statistics.median(r["overhead_per_trial_s"]["median"] for r in runs)
                for side, runs in sides.items()}
@@ -94,10 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, plain first (default: {MODES})")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
+    names = tuple(args.modes.split(","))
+    if names[0] != "plain" or not set(names) <= set(MODES):
+        parser.error(f"--modes: plain first, then some of {MODES[1:]}")
     os.environ.setdefault("ACP_NOTEBOOK_DEMO_STATE", tempfile.mkdtemp(prefix="acpnb-bench-demo-", dir="/var/tmp"))
-    emit(run(args.trials, args.rounds), args.json)
+    emit(run(args.trials, args.rounds, names), args.json)
     return 0
 
 

@@ -53,7 +53,6 @@ class Slot:
         self.agent: Agent | None = None
         self.mounts: tuple[tuple[str, str], ...] = ()
         self.mount_points: list[str] = []  # under /tmp: left in ``tmp`` while the process lives
-        self.trials = 0
 
     async def close(self) -> None:
         agent, self.agent = self.agent, None
@@ -115,7 +114,6 @@ class Slots:
     async def release(self, slot: Slot, *, clean: bool) -> None:
         """Empty the slot's folders for its next trial (the workspace is normally empty already: the trial
         removed it); a trial that did not end cleanly leaves the slot without its process."""
-        slot.trials += 1
         try:
             await asyncio.to_thread(_empty_slot, slot)
         except Exception:  # noqa: BLE001 - a slot that cannot be emptied is never used again
@@ -133,9 +131,6 @@ class Slots:
         self.idle.clear()
         if self.folder is not None:
             await asyncio.to_thread(shutil.rmtree, self.folder, True)
-
-    def describe(self) -> dict[str, Any]:
-        return {"slots": len(self.every), "trials": sum(s.trials for s in self.every)}
 
 
 def _empty_slot(slot: Slot) -> None:
