@@ -341,8 +341,10 @@ def test_tool_calls_show_kind_status_and_diff_and_the_plan_is_a_checklist(comms,
     assert "acpnb-diff" in view.tools.value and "+hello there" in view.tools.value
     assert view.plan.value.count("acpnb-plan-completed") == 3 and "&#9745;" in view.plan.value
     assert escape(turn.text.split("\n")[0]) in view.reply.value
-    for section in (view.tools, view.plan, view.reply, view.header):
+    for section in (view.tools, view.reply, view.header):
         assert frontend_shows(comms, section)[-1] == section.value
+    from tests.test_widgets_plan import plan_shows  # the plan's frontend holds rows, not HTML parts
+    assert plan_shows(comms, view.plan)[-1] == [[e["status"], e["content"]] for e in turn.plan]
 
 
 def test_permission_buttons_resolve_the_agents_request(comms, demo):
@@ -487,8 +489,9 @@ def test_the_header_runs_a_clock_and_the_latest_thought_shows_while_thinking(com
         session.set("model", "smart")
         view = run_turn(session, "tell me about the tides and the moon and the sea")
         comms.wait_for(lambda: any("Thinking:" in v for v in comms.updates_of(view.latest_thought, "value")))
-        comms.wait_for(lambda: any(">1 s<" in v and "acpnb-status-working" in v
-                                   for v in frontend_shows(comms, view.header)))
+        # The clock ticks in the browser from the turn's start: the header the frontend holds names that start.
+        comms.wait_for(lambda: any(f'data-acpnb-since="{view.turn.wall_started_at:.3f}"' in v
+                                   and "acpnb-status-working" in v for v in frontend_shows(comms, view.header)))
         view.finished.result(60)
         thoughts = [v for v in comms.updates_of(view.latest_thought, "value") if v]
         assert "<i>Thought 1 of 2: " in thoughts[0] and "<i>Thought 2 of 2: " in thoughts[-1]
@@ -497,6 +500,7 @@ def test_the_header_runs_a_clock_and_the_latest_thought_shows_while_thinking(com
         assert "Thought 2 of 2: " in view.thoughts_text.value
         header = view.header.value
         assert "acpnb-status-done" in header and f">{view.turn.duration_s:.1f} s<" in header
+        assert "data-acpnb-since" not in header  # stopped: the final time, patched in once
     finally:
         agent.close()
 

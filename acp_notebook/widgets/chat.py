@@ -1,6 +1,6 @@
-"""TurnView: what a ``%%acp`` cell shows: header with a running clock (and, in a branched conversation, the
-turn's branch line: widgets/branches.py; a finished view's static output is sent again when the current branch
-changes), the latest thought, thoughts,
+"""TurnView: what a ``%%acp`` cell shows: header with a running clock (ticking in the browser: parts.py) and, in a
+branched conversation, the turn's branch line (widgets/branches.py; a finished view's static output is sent again
+when the current branch changes), the latest thought, thoughts,
 plan, tool calls with their progress (and the tool's name), the agent's notices and context compactions (as they
 come; notices.py draws them), permission prompts, the agent's forms, the reply, usage (the context meter, which
 follows the turn's latest compaction).
@@ -17,7 +17,7 @@ Threads: turn events arrive on the background loop thread, inside the connection
 frames, so there the view only notes what it needs (under its lock) and asks for a render; clicks
 (Cancel, permission buttons, form buttons) come on the kernel thread and ask the same way. Renders
 run on the render thread (``render_thread``): the coalesced ones of a ``Throttle`` (a flood of
-chunks costs a few widget messages a second, not one per chunk), the one-second clock, and the
+chunks costs a few widget messages a second, not one per chunk), the one-second tick, and the
 turn's last render with its static output; only the constructor draws once on its own thread,
 before the view can be seen. Every widget is written under the view's lock; the children of the
 permission and form boxes are added where prompts and forms arrive (the askers, on the loop).
@@ -25,10 +25,13 @@ permission and form boxes are added where prompts and forms arrive (the askers, 
 held up elsewhere for ``FINAL_RENDER_WAIT_S``, on the loop without it.
 
 The output is published live when shown, again when the turn's shape changes (its status, tool
-calls, kernel calls, plan, a permission request or form answered: not for text chunks or the
-clock; on the render thread), and static when the turn ends. So a notebook saved
-mid-turn holds the turn as it stood, marked as live in a running kernel; one whose kernel ends
-mid-turn says it was interrupted.
+calls, kernel calls, the plan's number of rows, a permission request or form answered: not for text
+chunks, the clock, or a plan row's status or words, which reach the plan's widget as a delta of the
+rows that changed; on the render thread), and static when the turn ends. A request, its answer, an
+error or a branch change is published at once; the rest waits until the output was last published
+``REPUBLISH_GAP_S`` ago, within a budget (turn_sections.Republishes). So a notebook saved mid-turn
+holds the turn about as it stood (at most that long before, its plan as of the last such change),
+marked as live in a running kernel; one whose kernel ends mid-turn says it was interrupted.
 
 Each update of the output makes JupyterLab build the widget's view anew, and a click or keystrokes
 landing on the old view meanwhile are lost. So nothing is republished while a permission prompt or a
@@ -68,23 +71,16 @@ from .notices import tool_name_html, tool_name_text
 from .permission import PermissionPrompt
 from .render_thread import Throttle
 from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, sent_label, turn_forms
-from .turn_sections import THOUGHTS_STYLE, TurnSections
+from .turn_sections import THOUGHTS_STYLE, Republishes, TurnSections, ticking
 
 __all__ = ["Throttle", "TurnView", "branch_outputs_sent", "markdown_output", "output_replaced"]
 
 DEFAULT_INTERVAL = 0.1
-CLOCK_TICK = 1.0  # seconds between two redraws of the running clock
+CLOCK_TICK = 1.0  # seconds between two renders while the turn runs (a running tool call's time)
 # How long a cell waits for its turn's static output when the render thread is held up elsewhere (a
 # view that renders for ever): after that, `finished` is resolved anyway and the static form follows.
 FINAL_RENDER_WAIT_S = 20.0
 SHOWN_TOOL_TIME = 0.1  # a finished tool call shows how long it took from this many seconds on
-# While the turn runs, its output's static forms are published again when its structure changes (so a notebook
-# saved mid-turn holds the turn as it stood); each such publish carries the whole turn so far. Once they have
-# cost this many bytes, the output waits for the turn's end: what a long turn sends then grows with the turn,
-# not with its square. A turn that shows little (a plan updated two thousand times) may spend only
-# REPUBLISH_FLOOR and half of what its live sections sent: its republishes stay in proportion to the turn.
-REPUBLISH_BUDGET = 128 * 1024
-REPUBLISH_FLOOR = 16 * 1024
 
 
 def markdown_output(text: str) -> dict[str, Any]:
@@ -241,6 +237,7 @@ class TurnView:
         self.error_message = ""
         self._lock = threading.RLock()
         self._frozen_title: tuple[str, str] | None = None  # (title, source) at the end of the turn
+        self._clock_since: float | None = None  # the turn's start (epoch seconds) the live header's clock counts from
         self._model = _model_label(self.session)
         self._prompts: list[PermissionPrompt] = []
         self._forms: list[FormPrompt] = []
@@ -251,7 +248,7 @@ class TurnView:
         self._tool_times: dict[str, list[float]] = {}  # call id -> [first seen, ended] (perf_counter)
         self._paired: dict[str, str] = {}  # kernel call id -> the agent's tool call id: one card (kernel.py)
         self._widgets_closed = False
-        self._shape: tuple[Any, ...] = ()  # what the saved form last showed of the turn's structure
+        self._republishes = Republishes()  # when the output is published again while the turn runs
         self._completion = _Completion(turn)
         self.finished = self._completion.future
         self._build_widgets()
@@ -311,6 +308,8 @@ class TurnView:
     def show(self) -> None:
         """Display the view in the running cell; it turns into its static form when the turn ends."""
         self.live.show()
+        with self._lock:
+            self._republishes.published()
         if self.live.final:  # the turn ended before the view was shown: it was shown static
             self._close_widgets()
 
@@ -367,30 +366,25 @@ class TurnView:
             return replace(snapshot, header=replace(snapshot.header, status="interrupted", extra=""), pending=(),
                            notes=(*snapshot.notes, *unanswered, f"interrupted: {ended or 'the view was closed'}"))
 
-    def _structure(self) -> tuple[Any, ...]:
-        """What the saved form shows of the turn's structure (under the lock)."""
+    def _structure(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """What the saved form shows of the turn's structure (under the lock): (what it must show at once: the
+        requests for the person and their answers, an error, the branch; what may wait, see REPUBLISH_GAP_S)."""
         turn = self.turn
-        return (self.status, tuple((c.id, c.status) for c in turn.tool_calls),
-                tuple((c.id, c.status) for c in list(turn.kernel_calls)),
-                # The plan's rows and their statuses: a row's words changing (a progress note) is not structure.
-                tuple(e.get("status") for e in turn.plan if isinstance(e, Mapping)),
-                tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
-                len(self._form_items), self.error_message, len(turn.notices),
-                tuple((c.id, c.status) for c in list(turn.compactions)), branch_line(turn.branch_state)[0])
+        urgent = (tuple(p.future.done() for p in self._prompts), tuple(f.waiting for f in self._forms),
+                  len(self._form_items), self.error_message, branch_line(turn.branch_state)[0])
+        return urgent, (self.status, tuple((c.id, c.status) for c in turn.tool_calls),
+                        tuple((c.id, c.status) for c in list(turn.kernel_calls)),
+                        # The plan's rows, not their statuses or words: an agent may update its plan thousands of
+                        # times, and each republish carries the whole turn; the live plan gets each change as a
+                        # delta (turn_sections).
+                        len(turn.plan), len(turn.notices), tuple((c.id, c.status) for c in list(turn.compactions)))
 
     def _republish_due(self) -> bool:
-        """Whether the output should be published again: the turn runs, its structure changed since the output
-        was last published, no request waits for the person (see the module docstring), and the republishes
-        have not spent their budget (``REPUBLISH_BUDGET``, ``REPUBLISH_FLOOR``); under the lock."""
+        """Whether the output should be published again: the turn runs, no request waits for the person (see the
+        module docstring), and its structure changed as ``Republishes`` (turn_sections.py) says; under the lock."""
         if not self._is_running() or self.status == "waiting":
             return False
-        # About what the next publish would carry: the turn so far, twice (its forms, and those for a gone kernel).
-        budget = min(REPUBLISH_BUDGET, REPUBLISH_FLOOR + self.sections.sent_bytes // 2)
-        if self.live.sent_bytes + 2 * self.sections.sent_bytes > budget:
-            return False
-        shape = self._structure()
-        changed, self._shape = shape != self._shape, shape
-        return changed
+        return self._republishes.due(self._structure(), self.live.sent_bytes, self.sections.sent_bytes)
 
     def _publish_request(self) -> None:
         """A request for the person's input is about to be shown: the output takes it now, while nobody can act
@@ -398,7 +392,7 @@ class TurnView:
         with self._lock:
             if not self._is_running():
                 return
-            self._shape = self._structure()
+            self._republishes.published(self._structure())
         self.live.publish_now()
 
     # --- following the turn (loop thread) -----------------------------------------
@@ -501,7 +495,8 @@ class TurnView:
                 kernel_call_html(call, decisions, below=below))
 
     def _tick(self) -> None:
-        """Redraw the running clock once a second until the turn ends (render thread)."""
+        """Render once a second until the turn ends (render thread): a running tool call shows its time. The header's
+        clock ticks in the browser and costs nothing here."""
         if not self._is_running():
             return
         self.render()
@@ -616,10 +611,12 @@ class TurnView:
     def _is_running(self) -> bool:
         return self._final_status is None
 
-    def _header_info(self) -> Any:
+    def _header_info(self, ticking: bool = False) -> Any:
+        """What the header shows; ``ticking``: the live header, whose running clock the browser redraws (the text
+        stays put here, so the header does not change each second; see ``_live_header``)."""
         turn = self.turn
         if self.status in ("working", "waiting"):
-            extra = clock(turn.elapsed_s)
+            extra = clock(0 if ticking else turn.elapsed_s)
         elif turn.duration_s is not None and self.status != "queued":
             extra = seconds(turn.duration_s)
         else:
@@ -672,7 +669,12 @@ class TurnView:
             if thoughts:
                 _assign(self.thoughts.layout, "display", "")
             merged = pair_kernel_calls(turn.tool_calls, list(turn.kernel_calls), self._paired)
-            self.sections.draw(header=_header_with_branch(self._header_info(), turn), thoughts=thoughts, plan=turn.plan,
+            header = _header_with_branch(self._header_info(ticking=True), turn)
+            if self.status in ("working", "waiting"):  # the header's clock ticks in the browser from the start
+                if self._clock_since is None:
+                    self._clock_since = turn.wall_started_at or time.time() - turn.elapsed_s
+                header = ticking(header, self._clock_since)
+            self.sections.draw(header=header, thoughts=thoughts, plan=turn.plan,
                                cards=[(call.id, self._tool_html(call, merged.get(call.id))) for call in turn.tool_calls],
                                notes=self._unmatched_decisions(),
                                kernel=[(call.id, self._kernel_forms(call)[2]) for call in list(turn.kernel_calls)

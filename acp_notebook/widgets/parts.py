@@ -22,6 +22,13 @@ state crossed a message) asks for the whole list (``{"sync": v}``) and is sent i
 a model's messages until its module has run, so none is lost at the start. Offsets in patches count
 UTF-16 code units, as JavaScript strings do.
 
+In a ``ClockParts`` section a running clock ticks in the browser, not in the kernel: an element with
+``data-acpnb-since="<start>"`` (the kernel's epoch seconds; ``clock_attribute``) shows the time since then, redrawn each second by the frontend, so a
+turn's clock costs no message while it runs; the part that holds it is patched once, when the clock stops. The
+kernel's time as the state was taken (``now``, filled in by ``get_state``) gives the frontend the offset between
+the two clocks, so a kernel on another machine still counts right. The ticking stops once the widgets are
+disconnected (the kernel gone).
+
 Threads: ``update`` and ``flush`` run under the view's lock (render thread, or the constructing
 thread once); a frontend's sync request comes on the kernel's shell (main or subshell) thread. The
 parts last sent and their version are guarded by ``_lock``, held while a message is sent, so
@@ -39,13 +46,14 @@ from typing import Any
 import anywidget
 import traitlets
 
-__all__ = ["LiveParts", "patch_op", "patch_ops"]
+__all__ = ["CLOCK_ATTRIBUTE", "ClockParts", "LiveParts", "clock_attribute", "patch_op", "patch_ops"]
 
 # A patch whose new text is longer than this, in a part shorter than REFINE_MAX, is looked into for the runs
 # that changed (difflib, characters): cheap at that size, and the span between two changes is not sent.
 REFINE_MIN = 48
 REFINE_MAX = 2000
 OP_COST = 16  # about what an op costs beyond its text (its key, offsets and brackets)
+CLOCK_ATTRIBUTE = "data-acpnb-since"
 
 _ESM = r"""
 function apply(model, msg) {
@@ -69,6 +77,10 @@ function apply(model, msg) {
   model.set({ parts, v: msg.f + 1 });
 }
 function initialize({ model }) {
+  if (typeof clocksOf === "function") {
+    // How far this browser's clock is ahead of the kernel's (its state was taken a moment ago); kept here, not sent.
+    model.set("skew", Date.now() / 1000 - (model.get("now") || Date.now() / 1000));
+  }
   model.on("msg:custom", (msg) => apply(model, msg));
 }
 function render({ model, el }) {
@@ -77,6 +89,7 @@ function render({ model, el }) {
   box.setAttribute("style", model.get("box_style"));
   el.appendChild(box);
   const nodes = new Map(), shown = new Map();
+  const clocks = typeof clocksOf === "function" ? clocksOf(model, el, box) : null;
   const draw = () => {
     const parts = model.get("parts");
     const keep = new Set(parts.map((p) => p[0]));
@@ -101,13 +114,49 @@ function render({ model, el }) {
       }
       previous = node;
     }
+    if (clocks) clocks.drawn();
   };
   model.on("change:parts", draw);
   draw();
-  return () => model.off("change:parts", draw);
+  return () => {
+    model.off("change:parts", draw);
+    if (clocks) clocks.stop();
+  };
 }
 export default { initialize, render };
 """
+
+# The running clocks of a ClockParts section (prepended to _ESM): elements with data-acpnb-since, redrawn each
+# second while the section holds one and the widgets are connected.
+_CLOCKS_ESM = r"""
+function clockText(value) {  // as _html.clock: 0 s, 42 s, 1 min 05 s
+  const whole = Math.max(0, Math.floor(value));
+  return whole < 60 ? `${whole} s` : `${Math.floor(whole / 60)} min ${String(whole % 60).padStart(2, "0")} s`;
+}
+function clocksOf(model, el, box) {
+  let timer = null;
+  const tick = () => {
+    if (el.closest(".jupyter-widgets-disconnected")) return;  // the kernel is gone: the clock stops where it was
+    const now = Date.now() / 1000 - (model.get("skew") || 0);
+    for (const node of box.querySelectorAll("[data-acpnb-since]")) {
+      const text = clockText(now - Number(node.getAttribute("data-acpnb-since")));
+      if (node.textContent !== text) node.textContent = text;
+    }
+  };
+  const stop = () => { if (timer !== null) { clearInterval(timer); timer = null; } };
+  const drawn = () => {
+    if (box.querySelector("[data-acpnb-since]") === null) { stop(); return; }
+    tick();
+    if (timer === null) timer = setInterval(tick, 1000);
+  };
+  return { drawn, stop };
+}
+"""
+
+
+def clock_attribute(since: float) -> str:
+    """The attribute that makes an element a running clock from ``since`` (epoch seconds, ``time.time()``)."""
+    return f'{CLOCK_ATTRIBUTE}="{since:.3f}"'
 
 
 def _units(text: str) -> int:
@@ -250,4 +299,18 @@ class LiveParts(anywidget.AnyWidget):
                 state["parts"] = [[k, html] for k, html in self._sent.items()]
             if "v" in state:
                 state["v"] = self._version
+        return state
+
+
+class ClockParts(LiveParts):
+    """A section whose running clocks tick in the browser (see the module docstring): its widget carries the clocks'
+    code, and the kernel's time as its state is taken."""
+
+    _esm = _CLOCKS_ESM + _ESM
+    now = traitlets.Float(0.0).tag(sync=True)  # filled in by get_state: the offset between the two clocks
+
+    def get_state(self, key: Any = None) -> dict[str, Any]:
+        state = super().get_state(key)
+        if "now" in state:
+            state["now"] = time.time()
         return state

@@ -1,9 +1,9 @@
 """The sections of a live turn view that grow with the turn: header, thoughts, plan, tool cards, kernel calls
 and the reply, each a ``LiveParts`` widget, so the frontend is sent what changed and nothing else.
 
-- header: one part; the running clock changes a few characters of it each second;
+- header: one part; its running clock ticks in the browser (parts.py), so it changes when the turn's status does;
 - thoughts: plain text in pieces (``ThoughtPieces``), finished lines frozen;
-- plan: a part per row (its look a stylesheet sent once, so a status change patches a class and a mark);
+- plan: its rows, of which the frontend is sent those that changed (live_plan.py: a status, a few characters);
 - tool cards: a part per tool call, its HTML made again only when the call, its permission decisions or
   its shown time changed; the permission decisions that belong to no tool call as one part after them;
 - kernel calls: a part per call;
@@ -12,61 +12,82 @@ and the reply, each a ``LiveParts`` widget, so the frontend is sent what changed
 - reply: a part per Markdown block (``ReplyBlocks``), finished blocks rendered once.
 
 So a render costs the kernel the changed parts and the open block, not the whole turn, and a finished
-paragraph or tool card is sent once. ``draw`` is called under the turn view's lock (render thread, or the
-view's constructor once).
+paragraph or tool card is sent once. ``Republishes`` says when the turn's output (its static forms, each carrying
+the whole turn) is published again while the turn runs. ``draw`` and ``Republishes`` are called under the turn
+view's lock (render thread, or the view's constructor once).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from ._html import FG, MUTED, PLAN_MARKS
+from ._html import FG, MUTED
 from .blocks import ReplyBlocks, ThoughtPieces
 from .cardstyle import CARD_CSS
+from .live_plan import PLAN_CSS, PlanRows, plan_rows
 from .notices import event_parts
-from .parts import LiveParts
+from .parts import ClockParts, LiveParts, clock_attribute
 
-__all__ = ["PLAN_CSS", "THOUGHTS_STYLE", "TurnSections", "plan_rows"]
+__all__ = ["PLAN_CSS", "THOUGHTS_STYLE", "Republishes", "TurnSections", "plan_rows", "ticking"]
 
 THOUGHTS_STYLE = f"white-space:pre-wrap;color:{FG};line-height:1.5;font-size:0.95em"
 # A section's change of fewer characters than this waits (at most HOLD_S seconds) to go with the next: a
 # message's envelope is about 150 bytes, so a reply streamed slowly is sent a few times a second, not ten.
 HOLD_CHARS = 256
 HOLD_S = 0.5
+# A plan may be updated a hundred times a second (a progress note on a row); people read it at a slower pace, and
+# each message's envelope costs more than what changed in it, so the plan's small changes wait up to a second.
+PLAN_HOLD_S = 1.0
+# While the turn runs, its output's static forms are published again when its structure changes (so a notebook
+# saved mid-turn holds the turn as it stood); each such publish carries the whole turn so far. Once they have
+# cost this many bytes, the output waits for the turn's end: what a long turn sends then grows with the turn,
+# not with its square. A turn that shows little (a plan updated two thousand times) may spend only
+# REPUBLISH_FLOOR and half of what its live sections sent: its republishes stay in proportion to the turn.
+REPUBLISH_BUDGET = 128 * 1024
+REPUBLISH_FLOOR = 16 * 1024
+# A change of the turn's structure waits until the output was last published this many seconds ago (a request for
+# the person, its answer, an error or a branch change go at once): a notebook is saved now and then (JupyterLab
+# autosaves every two minutes), and a turn of a few seconds costs its first and last forms only.
+REPUBLISH_GAP_S = 30.0
 
 
-# The live plan's look, the stylesheet of its widget (sent once, when it opens): a row carries only its status
-# class and mark, so a row whose status changed is patched by those few characters (the saved form, plan_html,
-# keeps inline styles).
-PLAN_CSS = (
-    ".acpnb-plan .acpnb-plan-row{line-height:1.5;padding:0 8px;color:" + FG + "}"
-    ".acpnb-plan .acpnb-plan-row.acpnb-plan-completed{color:" + MUTED + ";text-decoration:line-through}"
-    ".acpnb-plan .acpnb-plan-row.acpnb-plan-in_progress{font-weight:600}"
-    ".acpnb-plan .acpnb-plan-mark{display:inline-block;width:1.4em}"
-)
+def ticking(header: str, since: float | None) -> str:
+    """The live header with its clock chip counting from ``since`` in the browser (parts.ClockParts): its text stays
+    put in the kernel, so the running clock costs no message."""
+    if since is None:
+        return header
+    return header.replace('class="acpnb-extra"', f'class="acpnb-extra" {clock_attribute(since)}', 1)
 
 
-def plan_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """The plan as parts: a heading, then one row per entry (the live form of ``_html.plan_html``; its look is
-    ``PLAN_CSS``)."""
-    if not entries:
-        return []
-    rows = [("p", f'<div style="color:{MUTED};font-size:0.85em;padding:2px 4px 0">Plan</div>')]
-    for index, entry in enumerate(entries):
-        status = str(entry.get("status") or "pending")
-        mark = PLAN_MARKS.get(status, PLAN_MARKS["pending"])
-        rows.append((f"p{index}", f'<div class="acpnb-plan-row acpnb-plan-{escape(status)}">'
-                                  f'<span class="acpnb-plan-mark">{mark}</span>'
-                                  f'{escape(str(entry.get("content", "")))}</div>'))
-    return rows
+class Republishes:
+    """When a running turn's output is published again (chat.py's module docstring): its structure, as
+    (what must go at once, what may wait), changed since the output was last published; what may wait waits for
+    ``REPUBLISH_GAP_S``; and the publishes have not spent their budget. Under the turn view's lock."""
 
+    def __init__(self) -> None:
+        self.shape: tuple[Any, ...] = ((), ())  # what the saved form last showed of the turn's structure
+        self.at = time.monotonic()  # when the output was last shown or published
 
-class PlanParts(LiveParts):
-    """The plan's section: its widget carries the rows' stylesheet, once."""
+    def published(self, shape: tuple[Any, ...] | None = None) -> None:
+        """The output was shown or published (with ``shape``, when known)."""
+        if shape is not None:
+            self.shape = shape
+        self.at = time.monotonic()
 
-    _css = PLAN_CSS
+    def due(self, shape: tuple[Any, ...], published_bytes: int, sections_bytes: int) -> bool:
+        """Whether to publish now, given the structure, what the output's publishes and the live sections sent."""
+        # About what the next publish would carry: the turn so far, twice (its forms, and those for a gone kernel).
+        budget = min(REPUBLISH_BUDGET, REPUBLISH_FLOOR + sections_bytes // 2)
+        if published_bytes + 2 * sections_bytes > budget or shape == self.shape:
+            return False
+        now = time.monotonic()
+        if shape[0] == self.shape[0] and now - self.at < REPUBLISH_GAP_S:
+            return False  # seen again by a later render (one a second while the turn runs)
+        self.shape, self.at = shape, now
+        return True
 
 
 class CardParts(LiveParts):
@@ -79,9 +100,9 @@ class TurnSections:
     """The growing sections' widgets and what each last showed (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.header = LiveParts()
+        self.header = ClockParts()  # its running clock ticks in the browser
         self.thoughts_text = LiveParts(box_class="acpnb-thoughts", box_style=THOUGHTS_STYLE)
-        self.plan = PlanParts(box_class="acpnb-plan")
+        self.plan = PlanRows()
         # Tool and kernel cards: classes, their look sent once with the tools section (cardstyle.py); the kernel
         # section's cards are in the same view, so they share it.
         self.tools = CardParts()
@@ -94,7 +115,7 @@ class TurnSections:
         self._events: dict[Any, tuple[Any, str, Any]] = {}  # notices' and compactions' HTML (notices.event_parts)
 
     @property
-    def widgets(self) -> tuple[LiveParts, ...]:
+    def widgets(self) -> tuple[LiveParts | PlanRows, ...]:
         return self.header, self.thoughts_text, self.plan, self.tools, self.kernel, self.notices, self.reply
 
     @property
@@ -119,7 +140,7 @@ class TurnSections:
         self.header.update([("h", header)])
         self._thoughts.update(thoughts)
         self.thoughts_text.update(self._thoughts.parts())
-        self.plan.update(plan_rows(plan))
+        self.plan.update(plan)
         noted = "".join(f'<div style="color:{MUTED};font-size:0.9em">{escape(note)}</div>' for note in notes)
         self.tools.update([*((f"c{key}", html) for key, html in cards), *([("n", noted)] if noted else [])])
         self.kernel.update((f"k{key}", html) for key, html in kernel)
@@ -128,4 +149,7 @@ class TurnSections:
         self.reply.update(self._blocks.parts())
         if send:
             for widget in self.widgets:
-                widget.flush(HOLD_CHARS, HOLD_S) if hold else widget.flush()
+                if not hold:
+                    widget.flush()
+                else:
+                    widget.flush(HOLD_CHARS, PLAN_HOLD_S if widget is self.plan else HOLD_S)
