@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .turn import ToolCall, Turn
 
 __all__ = ["HANDOVER_META", "Branch", "BranchState", "Checkpoint", "Conversation", "Exchange", "Handover", "SavedBranch",
-           "exchanges_of", "handover_text", "proxy_handover", "saved_tree", "take_checkpoint"]
+           "exchanges_of", "handover_text", "proxy_handover", "release_checkpoints", "saved_tree", "take_checkpoint"]
 
 HANDOVER_META = "acp-notebook/handover"  # the _meta key of a prompt that carries a conversation handed over
 HANDOVER_LIMIT_CHARS = 24_000  # the conversation handed over, at most; the oldest exchanges go first, said so
@@ -206,11 +206,47 @@ async def _copy_settings(source: Session, target: Session) -> None:
             continue
 
 
+def _live_fork(checkpoint: Checkpoint | None) -> bool:
+    """The checkpoint has a fork that can still be forked (not released when its session closed)."""
+    return checkpoint is not None and checkpoint.fork is not None and not checkpoint.fork.closed
+
+
+async def release_checkpoints(session: Session, closing: Iterable[Session] = ()) -> int:
+    """Let go of the checkpoint sessions taken before the turns of ``session``'s branch (those it shares with its
+    parent included) that no other open branch of its conversation holds: deleted on the agent where it offers
+    session/delete, else closed where it offers session/close (left alone otherwise); how many were let go. Runs
+    when the session closes (``Session.checkpoint_release``) and before its agent stops (%acp stop); a failure
+    to let one go is skipped (the session's own close goes on). ``closing``: sessions closing with it (the other
+    sessions of an agent being stopped), whose branches keep nothing."""
+    going = {id(s) for s in closing}
+    branch = session.branch
+    turns = {id(t): t for t in [*(branch.turns if branch is not None else ()), *session.turns]}
+    if branch is not None:
+        for other in branch.conversation.branches:
+            if other is not branch and not other.session.closed and id(other.session) not in going:
+                for turn in other.turns:
+                    turns.pop(id(turn), None)  # still needed: the other branch can be branched from there
+    connection = session.agent.connection
+    how = "delete" if connection.supports("delete") else "close" if connection.supports("close") else None
+    released = 0
+    for turn in turns.values():
+        checkpoint: Checkpoint | None = turn.checkpoint
+        if how is None or not _live_fork(checkpoint) or connection.state != "running":
+            continue
+        fork = checkpoint.fork  # type: ignore[union-attr]
+        try:
+            await (fork.adelete() if how == "delete" else fork.aclose())  # type: ignore[union-attr]
+        except AcpError:
+            continue
+        released += 1
+    return released
+
+
 async def open_from(checkpoint: Checkpoint | None, source: Session, exchanges: Sequence[Exchange]) -> Session:
     """A live session that starts where ``checkpoint`` is: a fork of its fork, else a new session of the source's
     agent that will be handed ``exchanges`` (the checkpoint's, or those given) in its first prompt."""
-    if checkpoint is not None and checkpoint.fork is not None:
-        return await checkpoint.fork.afork(permission=source.permission)
+    if _live_fork(checkpoint):
+        return await checkpoint.fork.afork(permission=source.permission)  # type: ignore[union-attr]
     session = await source.agent.anew_session(source.cwd)
     session.permission = source.permission
     await _copy_settings(source, session)
@@ -409,6 +445,7 @@ class Conversation:
     def _adopt(self, branch: Branch) -> None:
         branch.session.checkpoints = True
         branch.session.checkpointer = take_checkpoint
+        branch.session.checkpoint_release = release_checkpoints
         branch.session.branch = branch
 
     @property
@@ -491,7 +528,7 @@ class Conversation:
             turn = source.turns[index]
         checkpoint: Checkpoint | None = turn.checkpoint
         session = await open_from(checkpoint, source.session, exchanges_of(source.turns[:index]))
-        how = "forked" if checkpoint is not None and checkpoint.fork is not None else NOT_FORKED
+        how = "forked" if _live_fork(checkpoint) else NOT_FORKED
         return self.add_branch(session, fork_point=index, how=how)
 
     branch_at, abranch_at = twins(_branch_at, what="opening a branch",

@@ -126,6 +126,8 @@ class Session:
         self.checkpoints = False
         # What takes a checkpoint (branching.take_checkpoint, set by the conversation that adopts this session).
         self.checkpointer: Callable[[Session], Awaitable[Any]] | None = None
+        # What lets go of the checkpoints it took, when it closes (branching.release_checkpoints), if any.
+        self.checkpoint_release: Callable[[Session], Awaitable[Any]] | None = None
         self.checkpoint_of: str | None = None  # this session is a checkpoint of that one (listings leave it out)
         self.branch: Any = None
         self.handover: Any = None
@@ -431,6 +433,8 @@ class Session:
         if self._running is not None:
             await self._cancel()
         connection = self.agent.connection
+        if self.checkpoint_release is not None and connection.state == "running":
+            await self.checkpoint_release(self)
         if connection.state == "running" and connection.supports("close"):
             await connection.request("session/close", {"sessionId": self.id})
         self.closed = True

@@ -26,7 +26,9 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ..branch_sweep import branch_sweep
-from ..branching import Conversation, saved_tree
+from .. import _loop
+from ..branching import Conversation, release_checkpoints, saved_tree
+from ..errors import AcpError
 from ..session import Session
 from ..widgets.branches import branches_forms
 from ..widgets.chat import branch_outputs_sent, output_replaced
@@ -69,6 +71,21 @@ class BranchCommands:
         record = self.agents.record_of(session.id)
         name = str((record.branch or {}).get("name") or "main") if record is not None else "main"
         return Conversation(session, name=name)
+
+    def release_checkpoints(self, entry: AgentEntry) -> int:
+        """Before ``entry``'s agent stops (%acp stop): the checkpoint sessions its open sessions took are deleted or
+        closed on the agent (branching.release_checkpoints); how many. An agent that cannot answer keeps them."""
+        released = 0
+        sessions = list(entry.sessions.values())
+        for session in sessions:
+            if session.branch is None or session.closed:
+                continue
+            try:
+                released += _loop.run_sync(release_checkpoints(session, sessions), self._timeout(),
+                                           what="letting go of the checkpoints")
+            except (AcpError, TimeoutError):
+                continue
+        return released
 
     # --- after a restart ------------------------------------------------------------------------
     def restore(self, session: Session, record: SessionRecord, notebook: str | None = None) -> None:

@@ -368,6 +368,7 @@ class Runner:
             print("No agent is running.")
         for entry in entries:
             line = self.agents.describe_stop(entry)
+            self.branches.release_checkpoints(entry)  # the checkpoint sessions its branches took, deleted
             self.agents.remove(entry)
             self.agents.close_entry(entry, "closed with %acp stop")
             print(line)
