@@ -1,5 +1,5 @@
-"""executor="ray": the evaluation sweep on a local Ray cluster (2 CPUs, started once for this module) gives the
-local executor's rows, progress and resume; each worker starts its own agents."""
+"""executor="ray": the evaluation sweep on a local Ray cluster (2 CPUs for the trials, started once per test run)
+gives the local executor's rows, progress and resume; each worker starts its own agents."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from tests.processes import wait_gone
 from tests.sweep_agents import arithmetic
 from tests.test_sweep import InterruptAfterFirstTrial, sigint_taken
 
-pytestmark = pytest.mark.slow  # a local Ray cluster takes about 10 s to start
+# The Ray cluster (tests/conftest.py's `ray_cluster`, two nodes, 2 CPUs for the trials) is started once per test
+# run, for every Ray module, in the set-up of whichever test comes first: 10 to 100 s on a loaded machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 MODELS = ["demo:fast", "demo:smart", "px:d:smart"]
 PROXY = [sys.executable, "-m", "acp_notebook.proxy", "--agent", "d=demo"]
@@ -35,14 +37,9 @@ class Counter(Progress):
             self.seen.append((row["trial_id"], row["status"]))
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    ray = pytest.importorskip("ray")  # here, not at collection: every xdist worker collects this module
-    from tests.test_sweep_ray_shipping import within_start_deadline
-
-    within_start_deadline(lambda _deadline: ray.init(num_cpus=2, include_dashboard=False), ray.shutdown)
-    yield
-    ray.shutdown()
+@pytest.fixture
+def cluster(ray_cluster):
+    return ray_cluster
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,12 @@
-"""executor="ray" without a shared filesystem: on a local cluster of two nodes, the workspace source and the task
-folders are packed once, shipped through Ray's object store and unpacked by the workers, so the sweep gives the
-local executor's scores and diffs even though the caller's folders are deleted as soon as they are shipped; kept
-workspaces come back to the caller's run directory."""
+"""executor="ray" without a shared filesystem: on a local cluster of two nodes (`ray_cluster`, tests/conftest.py),
+the workspace source and the task folders are packed once, shipped through Ray's object store and unpacked by the
+workers, so the sweep gives the local executor's scores and diffs even though the caller's folders are deleted as
+soon as they are shipped; kept workspaces come back to the caller's run directory."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import time
 
 import pytest
 
@@ -15,51 +14,14 @@ import acp_notebook as acpnb
 from acp_notebook.sweep import RayExecutor, command, tasks
 from tests.test_sweep_tasks import TASKS
 
-pytestmark = pytest.mark.slow  # two Ray nodes take 10 to 30 s to start on a loaded machine
-
-# A node's raylet gets 30 s to register (hard-coded in Ray); on a loaded 2-core machine it sometimes needs more,
-# so a start that times out is tried again, within this deadline for the whole cluster.
-START_DEADLINE_S = 240.0
+# Two Ray nodes take 10 to 100 s to start on a loaded machine: once per test run, for every Ray module (the
+# `ray_cluster` fixture of tests/conftest.py), in the set-up of whichever test comes first.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def within_start_deadline(start, stop):
-    """``start()``'s result, tried again while a node times out during startup, until START_DEADLINE_S; ``stop()``
-    cleans up a failed try. Used by every Ray test module (each starts Ray once)."""
-    deadline = time.monotonic() + START_DEADLINE_S
-    while True:
-        try:
-            return start(deadline)
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a slow raylet
-            stop()
-            if "timed out" not in str(exc) or time.monotonic() > deadline:
-                raise
-
-
-def _start_cluster():
-    from ray.cluster_utils import Cluster
-
-    made = []
-
-    def start(deadline):
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-        made.append(cluster)
-        cluster.add_node(num_cpus=2)  # the trials run here: the head node offers no CPU
-        cluster.wait_for_nodes(timeout=max(30.0, deadline - time.monotonic()))
-        cluster.connect()
-        return cluster
-
-    return within_start_deadline(start, lambda: made and made.pop().shutdown())
-
-
-@pytest.fixture(scope="module")
-def two_nodes():
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = _start_cluster()
-    yield ray
-    ray.shutdown()
-    cluster.shutdown()
+@pytest.fixture
+def two_nodes(ray_cluster):
+    return ray_cluster
 
 
 class ShipThenDelete(RayExecutor):
