@@ -22,7 +22,11 @@ def test_set_model_of_another_agent_after_turns_hands_the_conversation_over(tmp_
              "import acp_notebook as acpnb\nprint(acpnb.current().config['model'].values)",
              "%acp set model=b:smart",
              "%%acp\nwhat did I say before?",
-             "import json\nprint(json.dumps(acpnb.current().turns[-1].result['_meta']))",
+             "import json\nprint(json.dumps(acpnb.current().turns[-1].result['_meta']))\n"
+             "told = [e['msg']['params']['update'].get('_meta') or {} for e in acpnb.current().agent.log\n"
+             "        if e['msg'].get('method') == 'session/update'\n"
+             "        and e['msg']['params']['update'].get('sessionUpdate') == 'session_info_update']\n"
+             "print([m['acp-notebook/handover']['description'] for m in told if 'acp-notebook/handover' in m])",
              "%%acp\nwhat did I say before?"]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
     client = nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
@@ -40,6 +44,8 @@ def test_set_model_of_another_agent_after_turns_hands_the_conversation_over(tmp_
         assert "handed over from a:fast after 2 turns" in answered  # the turn's header says so
         marker = plain(frontend.run(notebook, 6))
         assert '"acp-notebook/handover"' in marker and '"from": "a:fast"' in marker and '"to": "b:smart"' in marker
+        # the frames the inspector shows: the proxy's session_info_update says it too
+        assert "['handed over from a:fast after 2 turns']" in marker
         later = plain(frontend.run(notebook, 7))
         assert "You have sent 3 prompts before this one" in later  # b keeps the conversation from here
         assert "handed over from" not in later  # only the first turn on b carried it
