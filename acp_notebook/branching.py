@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from .session import Session
     from .turn import ToolCall, Turn
 
-__all__ = ["HANDOVER_META", "Branch", "BranchState", "Checkpoint", "Conversation", "Exchange", "Handover", "SavedBranch",
-           "exchanges_of", "handover_text", "proxy_handover", "release_checkpoints", "saved_tree", "take_checkpoint"]
+__all__ = ["HANDOVER_META", "Branch", "BranchState", "Checkpoint", "Conversation", "Exchange", "Handover",
+           "SavedBranch", "exchanges_of", "handover_text", "proxy_handover", "release_checkpoints", "saved_tree", "take_checkpoint"]
 
 HANDOVER_META = "acp-notebook/handover"  # the _meta key of a prompt that carries a conversation handed over
 HANDOVER_LIMIT_CHARS = 24_000  # the conversation handed over, at most; the oldest exchanges go first, said so
@@ -273,28 +273,40 @@ class Branch:
     created_at: float = field(default_factory=time.time)
     parent_session: str | None = None  # the id of the parent branch's session, which records keep
     saved: SavedBranch | None = None  # what a saved notebook kept of it, for a branch reopened after a restart
+    # Turns of its line made before a restart (not in memory, so not in ``turns``): counted where turns are shown.
+    base: int = 0
+    shown_fork: int | None = None  # where it left its parent, as recorded (a branch reopened after a restart)
 
     def holds(self, turn: Turn) -> bool:
         return any(t is turn for t in self.turns)
 
     @property
     def turn_count(self) -> int:
-        """Its turns, those before a restart (not in memory: ``saved``) included."""
-        return (self.saved.turns if self.saved is not None else 0) + len(self.turns)
+        """Its turns, those made before a restart (``base``) included."""
+        return self.base + len(self.turns)
+
+    @property
+    def fork_at(self) -> int:
+        """After how many turns of its parent it began, those made before a restart included (``fork_point`` counts
+        the turns in memory only: where ``turns`` is cut)."""
+        return self.shown_fork if self.shown_fork is not None else self.base + self.fork_point
 
     def first_own(self) -> tuple[str, str]:
-        """(where, prompt) of the first turn made on this branch: in memory, else as saved; ("", "") if none."""
+        """(where, prompt) of the first turn made on this branch: as saved before a restart, else in memory;
+        ("", "") if none."""
+        if self.saved is not None and (self.saved.cell or self.saved.prompt):
+            return self.saved.cell, self.saved.prompt
         own = self.own_turns
-        if own:
-            return self.labels[self.fork_point] if len(self.labels) > self.fork_point else "", \
-                _short(exchanges_of(own[:1])[-1].prompt)
-        return (self.saved.cell, self.saved.prompt) if self.saved is not None else ("", "")
+        if not own:
+            return "", ""
+        first = len(self.turns) - len(own)
+        return self.labels[first] if len(self.labels) > first else "", _short(exchanges_of(own[:1])[-1].prompt)
 
     def record(self) -> dict[str, Any]:
         """The branch as a session's record keeps it (plain JSON), so a saved notebook can list it again after a
         restart (``saved_tree``): its place in the tree, its conversation, its first own turn, how many turns."""
         cell, prompt = self.first_own()
-        return {"name": self.name, "parent": self.parent, "fork_point": self.fork_point, "how": self.how,
+        return {"name": self.name, "parent": self.parent, "fork_point": self.fork_at, "how": self.how,
                 "conversation": self.conversation.id, "parent_session": self.parent_session,
                 "turns": self.turn_count, "cell": cell, "prompt": prompt, "at": self.created_at}
 
@@ -304,7 +316,7 @@ class Branch:
         return self.turns[self.fork_point:]
 
     def describe(self) -> str:
-        where = f" from {self.parent} after {self.fork_point} {'turn' if self.fork_point == 1 else 'turns'}" \
+        where = f" from {self.parent} after {self.fork_at} {'turn' if self.fork_at == 1 else 'turns'}" \
             if self.parent is not None else ""
         return f"branch {self.name}{where}" + (f" ({self.how})" if self.how != "root" else "")
 
@@ -341,7 +353,8 @@ def _saved(session_id: str, data: Mapping[str, Any], title: str | None, name: st
         value = data.get(key)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else kind()
 
-    return SavedBranch(name or text("name") or "main", session_id, text("parent") or None, int(number("fork_point", int)),
+    return SavedBranch(name or text("name") or "main", session_id, text("parent") or None,
+                       int(number("fork_point", int)),
                        text("how") or "root", int(number("turns", int)), text("cell"), text("prompt"), title,
                        float(number("at", float)), text("parent_session") or None)
 
@@ -413,8 +426,9 @@ class Conversation:
         the others listed and reopened when checked out (``revive``)."""
         conversation = cls(session, name=current.name, id=conversation_id, saved=others)
         root = conversation.current
-        root.parent, root.fork_point, root.how = current.parent, current.fork_point, current.how
-        root.parent_session, root.created_at, root.saved = current.parent_session, current.at, current
+        root.parent, root.shown_fork, root.how = current.parent, current.fork_point, current.how
+        root.parent_session, root.created_at, root.saved, root.base = current.parent_session, current.at, current, \
+            current.turns
         return conversation
 
     @property
@@ -436,8 +450,9 @@ class Conversation:
         """A recorded branch whose session was reopened (``session``): a live branch again, not current yet."""
         with self._lock:
             saved = self._saved.pop(name)
-            branch = Branch(self, name, session, parent=saved.parent, fork_point=saved.fork_point, how=saved.how,
-                            created_at=saved.at, parent_session=saved.parent_session, saved=saved)
+            branch = Branch(self, name, session, parent=saved.parent, how=saved.how, created_at=saved.at,
+                            parent_session=saved.parent_session, saved=saved, base=saved.turns,
+                            shown_fork=saved.fork_point)
             self._branches[name] = branch
         self._adopt(branch)
         return branch
@@ -492,7 +507,7 @@ class Conversation:
             return None
         handover = turn.handover.describe() if turn.handover is not None else proxy_handover(turn.result)
         return BranchState(branch.name, current.name, branch is current, branch.how, branch.parent,
-                           branch.fork_point, count, handover)
+                           branch.fork_at, count, handover)
 
     def _new_name(self) -> str:
         number = len(self._branches) + len(self._saved) + 1
@@ -509,7 +524,7 @@ class Conversation:
                 else self._new_name()
             branch = Branch(self, chosen, session, list(parent.turns[:fork_point]), list(parent.keys[:fork_point]),
                             list(parent.labels[:fork_point]), parent=parent.name, fork_point=fork_point, how=how,
-                            parent_session=parent.session.id)
+                            parent_session=parent.session.id, base=parent.base)
             self._branches[chosen] = branch
             if make_current:
                 self.current = branch

@@ -9,12 +9,23 @@ import os
 
 import pytest
 
+from acp_notebook.widgets.branches import BRANCH_HEADER
 from tests.test_branch_kernel import Frontend, plain
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+
+def column(listing, line, name):
+    """One field of a row of the %acp branches text table, cut where its header's column begins."""
+    header = listing.splitlines()[0]
+    names = [n for n in BRANCH_HEADER if n]
+    at = [header.index(n) for n in names]
+    index = names.index(name)
+    end = at[index + 1] if index + 1 < len(at) else None
+    return line[at[index]:end].strip()
 
 
 def run_cells(notebook, path, cells, edits=None):
@@ -52,9 +63,13 @@ def test_resume_lists_the_recorded_branches_and_checkout_reopens_one(tmp_path):
     assert set(rows) == {"b2", "main"} and rows["b2"].startswith("*")  # b2 current: the resumed session's
     assert "main after 1" in rows["b2"] and "plums" in rows["b2"] and "forked" in rows["b2"]
     assert "saved, not reopened" in rows["main"]
+    # apples and pears on main, apples and plums on b2 (main's count from its record, rewritten when b2 was made)
+    assert column(listed, rows["main"], "turns") == "2" and column(listed, rows["b2"], "turns") == "2"
     assert '"apples", "plums"' in on_b2  # the resumed session is b2's
     assert "Now on branch main" in checkout
     assert '"apples", "pears"' in on_main and "plums" not in on_main  # main's session, reopened by its id
-    relisted_rows = [line for line in relisted.splitlines() if line.startswith("*")]
-    assert len(relisted_rows) == 1 and " main " in f" {relisted_rows[0]} "
+    relisted_rows = {line[1:].split()[0]: line for line in relisted.splitlines()[1:] if line.strip()}
+    assert relisted_rows["main"].startswith("*") and not relisted_rows["b2"].startswith("*")
+    assert column(relisted, relisted_rows["main"], "turns") == "3"  # 2 recorded, 1 since it was reopened
+    assert column(relisted, relisted_rows["b2"], "turns") == "3"
     assert "saved, not reopened" not in relisted

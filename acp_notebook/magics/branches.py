@@ -154,6 +154,7 @@ class BranchCommands:
         if index is None:
             return session
         branch = conversation.branch_at(index, timeout=self._timeout())
+        self.agents.touch(entry, session)  # its record now names the conversation, to be listed after a restart
         self._open(entry, branch.session, show=False, title_hint=session.display_title)
         branch.session.checkpoints = True
         return branch.session

@@ -78,7 +78,7 @@ def _branch_rows(branches: Sequence[Any], current: str, saved: Sequence[Any] = (
     rows = []
     for branch in branches:
         where, prompt = branch.first_own()
-        origin = f"{branch.parent} after {branch.fork_point}" if branch.parent is not None else "-"
+        origin = f"{branch.parent} after {branch.fork_at}" if branch.parent is not None else "-"
         rows.append(["*" if branch.name == current else "", visible(branch.name), origin, visible(where or "-"),
                      visible(prompt), visible(branch.session.title or ""), str(branch.turn_count),
                      branch.how, _when(branch.created_at)])
