@@ -11,7 +11,7 @@ import pytest
 
 import acp_notebook as acpnb
 from acp_notebook.proxy.ids import decode_session_id
-from tests.proxy_agents.harness import start_proxies
+from tests.proxy_agents.harness import start_proxies, status
 
 proxy_factory = pytest.fixture(name="proxy_factory")(start_proxies)
 
@@ -63,6 +63,12 @@ def test_before_its_first_prompt_a_reopened_session_can_still_move_to_any_agent(
     assert listed["_meta"]["acp-notebook/proxy"]["agent"] == "b"
     a_session = decode_session_id(session_id)[0][1]
     assert not (demo_state_dir / f"{a_session}.json").exists()
+
+    # a's model picked there hands the conversation over (the turns this process saw: session/resume replays none)
+    assert session.set("model", "a:fast")["model"].value == "a:fast"
+    turn = session.prompt("what did I say before?")
+    assert 'before this one: "what did I say first?"' in turn.text
+    assert status(proxy)["sessions"][session_id]["agent"] == "a"
 
 
 @pytest.mark.slow
