@@ -144,3 +144,23 @@ def test_a_slot_mounts_each_tasks_workdir_and_restarts_its_process_when_the_work
     assert [r["score_tests"] for r in result.rows] == [1.0, 1.0], [r["explanation_tests"] for r in result.rows]
     assert len({r["cwd"] for r in reports}) == 1  # one slot, whose process was started again for /srv/project
     assert result.metadata["agents"]["escape"]["processes"] == 2
+
+
+def test_filling_a_slot_replaces_a_planted_link_instead_of_writing_through_it(tmp_path):
+    """A process a slot's agent left running could plant a link in the emptied folder before the next source is
+    copied in: the copy replaces the link, and the file it pointed at (one of the user's) is untouched."""
+    import asyncio
+
+    from acp_notebook.sweep.workspace import Workspace
+
+    source, slot, victim = tmp_path / "source", tmp_path / "slot", tmp_path / "victim.txt"
+    source.mkdir()
+    slot.mkdir()
+    (source / "a.py").write_text("x = 1\n")
+    victim.write_text("the user's file\n")
+    (slot / "a.py").symlink_to(victim)
+    workspace = asyncio.run(Workspace.fill(str(source), slot))
+    assert victim.read_text() == "the user's file\n"
+    assert not (slot / "a.py").is_symlink() and (slot / "a.py").read_text() == "x = 1\n"
+    asyncio.run(workspace.remove())
+    assert slot.is_dir() and not any(slot.iterdir())  # emptied, the folder itself kept for the sandbox

@@ -404,11 +404,12 @@ def _repo_lock(source: str) -> asyncio.Lock:
 
 
 def _copy_tree(source: Path, target: Path) -> None:
-    """``cp -a --reflink=auto`` (a copy-on-write clone where the filesystem offers it), else shutil."""
+    """``cp -a --reflink=auto`` (a copy-on-write clone where the filesystem offers it), else shutil. A link already
+    in ``target`` is replaced, never written through (a slot's process could have made one there)."""
     cp = shutil.which("cp")
     if cp is not None and sys.platform.startswith("linux"):
-        done = subprocess.run([cp, "-a", "--reflink=auto", f"{source}/.", str(target)], capture_output=True,
-                              text=True, check=False)
+        done = subprocess.run([cp, "-a", "--reflink=auto", "--remove-destination", f"{source}/.", str(target)],
+                              capture_output=True, text=True, check=False)
         if done.returncode == 0:
             return
         raise WorkspaceError(f"copying {source} failed: {done.stderr.strip()[-500:]}")
