@@ -164,3 +164,11 @@ def test_filling_a_slot_replaces_a_planted_link_instead_of_writing_through_it(tm
     assert not (slot / "a.py").is_symlink() and (slot / "a.py").read_text() == "x = 1\n"
     asyncio.run(workspace.remove())
     assert slot.is_dir() and not any(slot.iterdir())  # emptied, the folder itself kept for the sandbox
+
+
+def test_a_slot_whose_trial_failed_gets_a_fresh_process(hostile):
+    result = acpnb.sweep(["not a plan", json.dumps({}), json.dumps({"n": 2})], ["escape:fast"],
+                         workspace=hostile["workspace"], sandbox="bwrap", concurrency=1, retries=0, progress=False)
+    assert [r["status"] for r in result.rows] == ["error", "ok", "ok"], [r["error"] for r in result.rows]
+    facts = result.metadata["agents"]["escape"]
+    assert facts["processes"] == 2 and len(set(facts["pids"])) == 2  # the failed trial's, then one for the rest
