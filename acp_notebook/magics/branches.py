@@ -92,11 +92,11 @@ class BranchCommands:
         """``session`` was just reopened from ``record`` (%acp resume): the conversation it carried comes back from
         what the saved notebook, the session store and this kernel recorded, its other branches listed (and
         reopened when checked out). Nothing when it carried no branched conversation, or carries one already."""
-        if session.branch is not None:
+        if session.branch is not None or not isinstance((record.branch or {}).get("conversation"), str):
             return
         records = [*self._records_seen(notebook), record]
         current, others = saved_tree(records, record.session_id)
-        if current is None or not isinstance((record.branch or {}).get("conversation"), str):
+        if current is None:
             return
         Conversation.restored(session, current, others, str(record.branch["conversation"]))  # type: ignore[index]
         by_id = {r.session_id: r for r in sorted(records, key=lambda r: r.at)}
