@@ -5,7 +5,9 @@ waiting ``%%acp`` cells whose replies stream at the same pace, one four times th
 content is counted as jupyter_client packs it (``bench/notebook.py``'s ``turn_bytes``). Counts, not times:
 the larger turn costs about four times the smaller one beyond what every turn costs (a reply sent whole on
 every render would cost sixteen), and each further byte of reply costs at most three on the wire. The saved
-cell holds the reply about once.
+cell holds the reply about once. A plan updated a thousand times over ten seconds (its rows worked through, a
+progress note on each) sends at most three times its final HTML beyond what every turn costs: its rows go as a
+delta of the rows that changed, its clock ticks in the browser, and it is not republished for each change.
 """
 
 from __future__ import annotations
@@ -39,9 +41,12 @@ def counted(tmp_path_factory) -> dict[str, Any]:
     try:
         kernel.run("%load_ext acp_notebook\n%acp start --name bench -- "
                    + shlex.join([sys.executable, str(BENCH / "agent.py")]))
+        # A first turn: each turn's widgets close after its cell is idle, so their messages count in the next cell.
+        bench.turn_bytes(kernel, "chunks=1 size=50")
         return {"one_chunk": bench.turn_bytes(kernel, "chunks=1 size=50"),
                 "small": bench.turn_bytes(kernel, "chunks=100 " + PACE.format(seconds=1)),
-                "large": bench.turn_bytes(kernel, "chunks=400 " + PACE.format(seconds=4))}
+                "large": bench.turn_bytes(kernel, "chunks=400 " + PACE.format(seconds=4)),
+                "plan": bench.turn_bytes(kernel, "plan=1000 entries=20 reply=10")}
     finally:
         kernel.close()
 
@@ -61,3 +66,10 @@ def test_a_saved_turn_holds_its_reply_about_once(counted):
         assert turn["saved_cell_bytes"] <= 2 * turn["content_chars"] + 12_000, (name, turn["saved_cell_bytes"])
     grown = counted["large"]["saved_cell_bytes"] - counted["small"]["saved_cell_bytes"]
     assert grown <= 1.3 * (counted["large"]["content_chars"] - counted["small"]["content_chars"]), grown
+
+
+def test_a_plan_updated_a_thousand_times_sends_about_what_it_shows(counted):
+    one, plan = counted["one_chunk"], counted["plan"]
+    assert plan["status"] == "done" and plan["content_chars"] > 800  # 20 rows, each completed
+    beyond = plan["bytes"] - one["bytes"]
+    assert beyond <= 3 * plan["shown_html_bytes"], (beyond, plan["shown_html_bytes"], plan["by_type"], one["by_type"])
