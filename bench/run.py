@@ -32,7 +32,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
                                "--rounds", "5"],
              ["--sessions", "8", "--backends", "2", "--chunks", "5", "--delay", "0.01", "--rounds", "1"]),
     "notebook": ("notebook.py", ["--chunks", "20000", "--rounds", "10"],
-                 ["--chunks", "300", "--rounds", "1", "--byte-scale", "0.01"]),
+                 ["--chunks", "300", "--rounds", "1", "--byte-scale", "0.01", "--growth-chunks", "400"]),
     "sweeps": ("sweeps.py", ["--trials", "1000", "--rounds", "4", "--reply", "1.0"],
                ["--trials", "4", "--rounds", "1", "--reply", "0.05", "--concurrency-rounds", "1"]),
     "startup": ("startup.py", ["--rounds", "9"], ["--rounds", "1"]),
