@@ -55,7 +55,8 @@ LIVE_FLAG = "live"
 REQUESTS_FOLDER = "acp-notebook-requests"
 STATE_HTML = re.compile(r'(<div class="acpnb-request-state" data-acpnb-request="([0-9a-f]{12})"[^>]*>)(.*?)(</div>)',
                         re.S)
-STATE_TEXT = re.compile(r"\(waiting for your answer\)\. Asked by ([^\n]*?)\. Request ([0-9a-f]{12}): reopened\?[^\n]*?runs\.")
+STATE_TEXT = re.compile(r"\(waiting for your answer\)\. Asked by ([^\n]*?)\. "
+                        r"Request ([0-9a-f]{12}): reopened\?[^\n]*?Interrupt\.")
 HEADER_HTML = re.compile(r'<span class="acpnb-status acpnb-status-waiting"([^>]*)>waiting</span>')
 HEADER_TEXT = re.compile(r"^(.*) · waiting( · |$)", re.M)  # the first line's "title · model · status · extra"
 CARD_ASKING = "waiting for you"  # a kernel call's status while its approval is asked (widgets/kernel.py)
@@ -125,7 +126,10 @@ def _request_outcome(folder: Path | None, key: str) -> str | None:
     if not isinstance(state, dict):
         return GONE
     if state.get("state") == "waiting":
-        return None
+        # A kernel killed outside its exit left its file: on this host its process says whether it still asks.
+        pid = state.get("pid")
+        gone = state.get("host") == socket.gethostname() and isinstance(pid, int) and not _process_alive(pid)
+        return GONE if gone else None
     return str(state.get("outcome") or "Settled")
 
 
@@ -144,7 +148,9 @@ def _settle_output(data: MutableMapping[str, Any], folder: Path | None) -> None:
 
     def text_state(match: re.Match[str]) -> str:
         said = outcome(match.group(2))
-        return match.group(0) if said is None else f"(request {match.group(2)}: {said.rstrip('.')}). Asked by {match.group(1)}."
+        if said is None:
+            return match.group(0)
+        return f"(request {match.group(2)}: {said.rstrip('.')}). Asked by {match.group(1)}."
 
     for mime, replace in (("text/html", html_state), ("text/markdown", text_state), ("text/plain", text_state)):
         text = data.get(mime)
@@ -159,9 +165,9 @@ def _settle_header(data: MutableMapping[str, Any], outcomes: dict[str, str | Non
     """Every request of the output was settled: its header and kernel cards stop saying they wait."""
     status = "withdrawn" if any(said.startswith("Withdrawn") for said in outcomes.values() if said) else "answered"
     status = "not answered" if all(said == GONE for said in outcomes.values()) else status
+    badge = f'<span class="acpnb-status acpnb-status-{status.replace(" ", "-")}"'
     if isinstance(data.get("text/html"), str):
-        data["text/html"] = HEADER_HTML.sub(lambda m: f'<span class="acpnb-status acpnb-status-{status.replace(" ", "-")}"'
-                                                      f"{m.group(1)}>{status}</span>", data["text/html"], count=1)
+        data["text/html"] = HEADER_HTML.sub(lambda m: f"{badge}{m.group(1)}>{status}</span>", data["text/html"], count=1)
     for mime in ("text/markdown", "text/plain"):
         if isinstance(data.get(mime), str):
             data[mime] = HEADER_TEXT.sub(lambda m: f"{m.group(1)} · {status}{m.group(2)}", data[mime], count=1)

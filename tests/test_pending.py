@@ -8,6 +8,9 @@ keeps saying so.
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,3 +139,16 @@ def test_a_forged_state_file_cannot_inject_markup(in_a_kernel, prompts):
                                                                 "outcome": "<img src=x onerror=alert(1)>"}))
     data = saved(output, folder=in_a_kernel)
     assert "<img" not in data["text/html"] and "&lt;img" in data["text/html"]
+
+
+def test_a_waiting_state_left_by_a_killed_kernel_is_not_taken_for_waiting(in_a_kernel, prompts):
+    prompt = ask(prompts)
+    output = turn_output(prompt)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    state = json.loads((in_a_kernel / f"{prompt.key}.json").read_text())
+    assert state["host"] == socket.gethostname()
+    # What a kernel killed outside its exit leaves: "waiting", under a process that is gone.
+    (in_a_kernel / f"{prompt.key}.json").write_text(json.dumps({**state, "pid": int(ended.stdout)}))
+    data = saved(output, folder=in_a_kernel)
+    assert saving.GONE in data["text/plain"] and " · not answered · " in data["text/plain"]

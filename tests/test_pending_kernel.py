@@ -158,7 +158,7 @@ def test_a_request_saved_while_it_waits_is_answered_from_a_new_client_and_the_fi
     (turn_output,) = [o for o in saved["cells"][0]["outputs"] if o["output_type"] == "display_data"]
     assert WIDGET_MIME not in turn_output["data"]
     assert "Waiting for an answer: Allow | Reject" in turn_output["data"]["text/html"]
-    assert "%acp pending answers it" in turn_output["data"]["text/plain"]
+    assert "answer with %acp pending" in turn_output["data"]["text/plain"]
 
     # A new client of the same kernel (a reloaded page), on a subshell: the main shell still runs the cell.
     # Its own client and session (manager.client() would share the first one's, and so its socket identity).

@@ -32,6 +32,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import socket
 import threading
 import time
 import uuid
@@ -69,9 +70,10 @@ SHORT_ID = 8
 STATE_CLASS = "acpnb-request-state"
 REQUESTS_FOLDER = "acp-notebook-requests"  # under jupyter_runtime_dir(); the same name in saving.py
 KEY_LENGTH = 12  # hex digits of a request's key
-# Said while a request waits: a reopened notebook has no buttons, and while the cell that asked runs, the main
-# shell runs no other cell, so the one-line answer goes through a subshell console.
-PENDING_HINT = "reopened? %acp pending answers it, from a subshell console while this cell runs"
+# Said while a request waits: a reopened notebook has no buttons, and while the cell that asked runs the main shell
+# runs no other cell, so the one-line answer is run on a kernel subshell; an interrupt withdraws the request.
+PENDING_HINT = ("reopened? answer with %acp pending (on a kernel subshell while this cell runs), or withdraw with "
+                "Kernel > Interrupt")
 
 _registry_lock = threading.Lock()
 _waiting: dict[str, PermissionPrompt] = {}
@@ -101,7 +103,7 @@ def _write_state(key: str, state: Mapping[str, Any]) -> None:
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         scratch = folder / f".{key}.{os.getpid()}.tmp"
-        scratch.write_text(json.dumps({**state, "pid": os.getpid()}), encoding="utf-8")
+        scratch.write_text(json.dumps({**state, "pid": os.getpid(), "host": socket.gethostname()}), encoding="utf-8")
         os.replace(scratch, path)
     except OSError:  # the hook then treats the request as settled or unknown: it never claims "waiting"
         return

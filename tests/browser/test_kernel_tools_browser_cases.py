@@ -140,7 +140,7 @@ def test_reopened_while_allow_waits_is_answered_with_acp_pending(lab_page: LabPa
     lab_page.page.reload()  # the page is gone and back; the kernel still waits in the %%acp cell
     lab_page.notebook.locator(".jp-Notebook").wait_for(state="visible")
     turn = lab_page.output(2)
-    lab_page.wait_for_text("%acp pending answers it", within=turn)
+    lab_page.wait_for_text("answer with %acp pending", within=turn)
     assert turn.locator(".acpnb-permission-option").count() == 0  # no buttons: the widget view is gone
     lab_page.screenshot(screenshot_dir() / "kernel-tools-reopened-waiting.png", of=lab_page.cell(2))
 
