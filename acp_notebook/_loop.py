@@ -23,6 +23,7 @@ while turns stream and put back after; importing this module leaves it as it is)
 
 from __future__ import annotations
 
+import _thread as low_level_thread  # the module; `_thread` below is the loop thread
 import asyncio
 import atexit
 import concurrent.futures
@@ -78,6 +79,7 @@ def run_main(main: Coroutine[Any, Any, T]) -> T:
     macOS): here it takes about a quarter off the time a frame spends crossing a Python process;
     asyncio's otherwise."""
     try:
+        # uvloop only in a process that runs run_main (the proxy's); no build of it on some platforms.
         import uvloop
     except ImportError:
         return asyncio.run(main)
@@ -417,9 +419,7 @@ def _interrupt_main_thread() -> None:
     if _pthread_kill is not None:
         _pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
     else:  # pragma: no cover - Windows
-        import _thread
-
-        _thread.interrupt_main()
+        low_level_thread.interrupt_main()
 
 
 def _on_kernel_thread() -> bool:

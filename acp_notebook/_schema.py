@@ -195,6 +195,7 @@ def warm_up() -> None:
 # --- validation -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _validator(definition: str) -> Any:
+    # jsonschema is optional (the `schema` extra, see the module docstring): loaded once a frame is checked.
     from jsonschema import Draft202012Validator
 
     return Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": load_schema()["$defs"]})
@@ -204,7 +205,7 @@ def _validate(definition: str, payload: Any, where: str) -> list[SchemaIssue]:
     errors = list(_validator(definition).iter_errors(payload))
     if not errors:
         return []
-    from jsonschema.exceptions import relevance
+    from jsonschema.exceptions import relevance  # jsonschema on first use, as in _validator
 
     error = _follow_discriminator(min(errors, key=relevance))
     path = "/".join([where, *(str(p) for p in error.absolute_path)])
@@ -228,7 +229,7 @@ def _follow_discriminator(error: Any) -> Any:
     content block; the branch whose ``sessionUpdate``/``type`` const matched holds the
     real reason, and that is what a learner needs to read.
     """
-    from jsonschema.exceptions import relevance
+    from jsonschema.exceptions import relevance  # jsonschema on first use, as in _validator
 
     while error.context:
         branches: dict[Any, list[Any]] = {}
@@ -255,7 +256,7 @@ def _is_valid(schema: Mapping[str, Any], instance: Any) -> bool:
     # Keyed by id(): the schema's dicts live for the whole process (load_schema is cached).
     validator = _branch_validators.get(id(schema))
     if validator is None:
-        from jsonschema import Draft202012Validator
+        from jsonschema import Draft202012Validator  # jsonschema on first use, as in _validator
 
         validator = Draft202012Validator({**schema, "$defs": load_schema()["$defs"]})
         _branch_validators[id(schema)] = validator

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
+from . import _term
+
 # subcommand -> (module, function taking the remaining argv and returning an exit code, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "demo-agent": ("acp_notebook.demo", "main", "run the built-in demo agent on stdio"),
@@ -19,8 +21,6 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 def _usage() -> str:
-    from . import _term
-
     rows = [["", name, help_] for name, (_, _, help_) in SUBCOMMANDS.items()]
     table = _term.table(["", "", ""], rows, _term.width(), wrapped={2}).split("\n", 1)[1]  # no header line
     return "\n".join(["usage: acp-notebook COMMAND [ARGS...]", "", "commands:", table, "",

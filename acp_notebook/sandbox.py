@@ -25,6 +25,7 @@ from typing import Any
 
 from .errors import AcpError
 from .kernel_tools.channel import channel_root
+from .launch import AgentSpec, resolve_spec, spec_of
 
 __all__ = ["HIDDEN", "SANDBOXES", "Sandbox", "SandboxUnavailable", "agent_sandbox", "check_bwrap", "make_sandbox",
            "sandboxed_launch", "state_paths", "wrap_spec"]
@@ -266,8 +267,6 @@ def agent_sandbox(spec: Any, sandbox: Sandbox, *, cwd: str, env: Mapping[str, st
                   writable_cwd: bool = True) -> Sandbox:
     """``sandbox`` as ``wrap_spec`` runs ``spec`` in it: its cwd (unless ``writable_cwd`` is False) and the agent's
     state folders added to the writable ones."""
-    from .launch import spec_of
-
     agent_env = {**os.environ, **(env or {})}
     return sandbox.with_paths([*([cwd] if writable_cwd else []), *state_paths(spec_of(spec), agent_env)])
 
@@ -276,8 +275,6 @@ def wrap_spec(spec: Any, sandbox: Sandbox, *, cwd: str, env: Mapping[str, str] |
               writable_cwd: bool = True) -> Any:
     """An AgentSpec that starts ``spec`` inside ``sandbox``: its cwd (unless ``writable_cwd`` is False) and its
     state folders writable. Registry facts (auth, key variables) are kept, so hints still name the agent."""
-    from .launch import AgentSpec, resolve_spec, spec_of
-
     name, argv, extra_env = resolve_spec(spec, env)
     base = spec_of(spec)
     agent_env = {**os.environ, **extra_env}
@@ -291,8 +288,6 @@ def wrap_spec(spec: Any, sandbox: Sandbox, *, cwd: str, env: Mapping[str, str] |
 def sandboxed_launch(spec: Any, sandbox: Any, *, network: bool, cwd: str, env: Mapping[str, str] | None) -> Any:
     """What ``acpnb.start(spec, sandbox=..., network=...)`` launches: ``spec`` wrapped by ``wrap_spec``, its cwd
     writable. Only a process can be sandboxed: an agent object served in this process is refused."""
-    from .launch import AgentSpec
-
     made = make_sandbox(sandbox, network=network, where="acpnb.start(sandbox=)")
     if not isinstance(spec, (str, list, tuple, AgentSpec)):
         raise ValueError("sandbox= runs the agent's process under bubblewrap: give a registered name or a command "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from html import escape
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -202,8 +203,6 @@ class ConfigOptions(Sequence[ConfigOption]):
         return f"ConfigOptions({inner})"
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         rows = []
         for o in self._options:
             if o.type == "boolean":

@@ -37,18 +37,16 @@ RunningTurn (what was streamed); the agent saves the session and answers the req
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acp.exceptions import RequestError
 from acp.meta import CLIENT_METHODS
 
 from . import elicitation, instructions, notices, replies, tasks
 from .filework import FileWork, client_error, parse_file_command, run_edit
+from .host import TurnHost
 from .kernelwork import KernelWork, parse_kernel_command
 from .session import DemoSession, RunningTurn
-
-if TYPE_CHECKING:
-    from .agent import DemoAgent
 
 __all__ = ["CONTEXT_WINDOW", "PRICE_PER_TOKEN", "PromptTurn"]
 
@@ -61,7 +59,7 @@ class PromptTurn:
     """One prompt turn of one open session; `play` streams it to the client (TurnCancelled when the
     client cancels it, ConnectionError when the client is gone)."""
 
-    def __init__(self, agent: DemoAgent, session: DemoSession, text: str, running: RunningTurn) -> None:
+    def __init__(self, agent: TurnHost, session: DemoSession, text: str, running: RunningTurn) -> None:
         self.agent = agent
         self.session = session
         self.text = text

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..kernel_link import result_text
+from ..kernel_tools.client import open_kernel_tools
+from .host import TurnHost
 from .session import DemoSession, RunningTurn, TurnCancelled
-
-if TYPE_CHECKING:
-    from .agent import DemoAgent
 
 __all__ = ["KernelCommand", "KernelWork", "parse_kernel_command", "plot_code"]
 
@@ -101,7 +100,7 @@ def _quoted(text: str) -> str:
 class KernelWork:
     """One kernel command inside a turn; ``run`` returns the reply's text."""
 
-    def __init__(self, agent: DemoAgent, session: DemoSession, command: KernelCommand, turn: RunningTurn) -> None:
+    def __init__(self, agent: TurnHost, session: DemoSession, command: KernelCommand, turn: RunningTurn) -> None:
         self.agent = agent
         self.session = session
         self.command = command
@@ -112,8 +111,6 @@ class KernelWork:
         if entry is None:
             return ("This session has no `kernel` MCP server, so I cannot look into your kernel (a notebook offers "
                     "one to every session unless its kernel tools are off).")
-        from ..kernel_tools.client import open_kernel_tools
-
         # A cancelled turn leaves the MCP client's scope normally and is raised outside it: raised through the
         # SDK's task groups, it came out as an ExceptionGroup (the turn then failed with -32603).
         async with open_kernel_tools(entry) as client:

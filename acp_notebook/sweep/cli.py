@@ -1,5 +1,6 @@
 """`acp-notebook sweep`: a sweep from the command line, with the summary, comparisons and plots it asks for.
 
+Here: the command line, read without loading the sweep; cli_run.py: the run, once the line is read.
 Runs on the main thread; the sweep itself runs on the background loop like ``acpnb.sweep``.
 Every usage error names this command's own options (hints.CLI), never Python arguments.
 """
@@ -7,14 +8,12 @@ Every usage error names this command's own options (hints.CLI), never Python arg
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from .. import _term
 from .._argtypes import number, whole
+from .cli_values import read_prompts
 
 __all__ = ["build_parser", "main", "read_prompts"]
 
@@ -144,167 +143,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_prompts(source: str) -> list[str]:
-    """Prompts from a file (or '-' for stdin): a JSON list for .json, else one prompt per line."""
-    text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    if source.lower().endswith(".json"):
-        data = json.loads(text)
-        if not isinstance(data, list) or not all(isinstance(p, str) for p in data):
-            raise ValueError(f"{source}: expected a JSON list of strings")
-        return data
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-
-
-def _pairs(items: Sequence[str], option: str, form: str) -> list[tuple[str, str]]:
-    out = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{option} wants {form}, got {item!r}")
-        out.append((key.strip(), value.strip()))
-    return out
-
-
-def _agent_caps(items: Sequence[str]) -> int | dict[str, int] | None:
-    caps: dict[str, int] = {}
-    for item in items:
-        name, sep, number = item.rpartition("=")
-        if not number.strip().isdigit() or int(number) < 1 or (sep and not name.strip()):
-            raise ValueError(f"--agent-concurrency wants N or NAME=N with N >= 1, got {item!r}")
-        if not sep:
-            return int(number)
-        caps[name.strip()] = int(number)
-    return caps or None
-
-
-def _sweep_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """The sweep's arguments from the command line; raises ValueError (or OSError) with a usage message."""
-    from .. import launch
-    from .ray_executor import RayExecutor
-    from .checks import command
-    from .scorers import parse_scorer
-
-    from .hints import CLI
-
-    for name, command in _pairs(args.register, "--register", "NAME=COMMAND"):
-        if not command:
-            raise ValueError(f"--register wants NAME=COMMAND, got {name}=")
-        launch.register(name, command)
-    if args.tasks:
-        from .taskdirs import tasks
-
-        dataset: Any = tasks(args.tasks, on_invalid=args.on_invalid)
-    elif args.dataset:
-        dataset = Path(args.dataset)
-    else:
-        dataset = args.prompts or read_prompts(args.prompts_file)
-        if not dataset:
-            raise ValueError(f"{args.prompts_file}: no prompts in it")
-    if args.executor != "ray" and (args.ray_address or args.workers):
-        raise ValueError("--ray-address and --workers go with --executor ray")
-    executor: Any = "local"
-    if args.executor == "ray":
-        try:
-            executor = RayExecutor(address=args.ray_address, workers=args.workers)
-        except ImportError:
-            raise ValueError("--executor ray needs Ray: pip install 'acp-notebook[ray]'") from None
-    return {
-        "dataset": dataset, "models": args.models, "prompt": args.template,
-        "scorers": [parse_scorer(spec, extract=args.extract, syntax=CLI) for spec in args.scorers] + [
-            command(check, timeout=args.check_timeout) for check in args.check],
-        "repeats": args.repeats, "concurrency": args.concurrency,
-        "agent_concurrency": _agent_caps(args.agent_concurrency), "timeout": args.timeout,
-        "retries": args.retries, "backoff": args.backoff, "budget": args.budget,
-        "config": dict(_pairs(args.config, "--config", "ID=VALUE")), "permission": args.permission,
-        "cwd": args.cwd, "out": args.out, "retry_failed": args.retry_failed, "executor": executor,
-        "agent": args.agent, "workspace": args.workspace, "setup": args.setup,
-        "keep_workspaces": args.keep_workspaces, "keep_sessions": args.keep_sessions,
-        "workspace_limit_mb": args.workspace_limit_mb, "sandbox": args.sandbox, "network": args.network,
-        "task_env": args.task_env,
-    }
-
-
-def _check_outputs(args: argparse.Namespace) -> None:
-    """What is asked of the finished sweep is checked before it starts, not discovered after an hour."""
-    import importlib.util
-
-    for pair in args.compare:
-        for model in pair:
-            if model not in args.models:
-                raise ValueError(f"--compare names {model!r}, which is not one of the --model ids")
-    if args.compare and not args.scorers:
-        raise ValueError("--compare compares scores: add a --scorer")
-    if args.plot and importlib.util.find_spec("matplotlib") is None:
-        raise ValueError("--plot needs matplotlib: pip install 'acp-notebook[plot]'")
-    for flag, module in (("--export-atif", "atif"), ("--export-inspect", "inspect_ai")):
-        if getattr(args, flag[2:].replace("-", "_")) and importlib.util.find_spec(module) is None:
-            raise ValueError(f"{flag} needs the {module} package: pip install 'acp-notebook[eval]'")
-    if (args.export_atif or args.export_inspect) and not args.out:
-        raise ValueError("--export-atif and --export-inspect read the trials' recordings: add --out DIR")
-
-
-def _report(result: Any, args: argparse.Namespace) -> None:
-    summary = result.summary()
-    comparisons = [result.compare(a, b) for a, b in args.compare]
-    if args.plot:
-        result.plot().savefig(args.plot)
-    if args.as_json:
-        print(json.dumps({"summary": list(summary), "comparisons": [c.to_dict() for c in comparisons],
-                          "out": args.out, "stopped": result.metadata.get("stopped")}, indent=1))
-        return
-    columns = _term.width()
-    print(summary.text(columns))
-    print()
-    for comparison in comparisons:
-        print(_term.wrap(str(comparison), columns))
-    failed = len(result.failed)
-    line = f"{len(result)} trials: {len(result) - failed} ok, {failed} failed"
-    if result.metadata.get("skipped"):
-        line += f" ({result.metadata['skipped']} resumed from {args.out})"
-    if args.out:
-        line += f"; results in {args.out}"
-    print(_term.wrap(line, columns))
-    if result.metadata.get("stopped"):
-        print(_term.wrap(f"stopped early: {result.metadata['stopped']}; run the same command with a larger "
-                         "--budget to go on", columns))
-    for row in result.failed[:5]:
-        print(_term.wrap(f"  {row['model']} sample {row['sample_id']} repeat {row['repeat']}: {row['error']}",
-                         columns, indent="    "))
-    if failed > 5:
-        print(f"  ... {failed - 5} more (see the error column)")
-    if args.plot:
-        print(f"plot saved to {args.plot}")
-
-
-def show_main(argv: Sequence[str]) -> int:
-    """`acp-notebook sweep show RUN_DIR [ROW]`: one trial's conversation, tool calls, scores and diff."""
+def _show_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="acp-notebook sweep show", description="Show one trial of a sweep's run directory: the prompt, the "
                                                     "agent's steps and tool calls, the scores and the workspace diff.")
     parser.add_argument("run", metavar="RUN_DIR", help="a sweep's run directory (--out DIR)")
     parser.add_argument("row", metavar="ROW", nargs="?", default="0",
                         help="the row's number (0 is the first) or a trial id (a unique prefix will do); default 0")
+    return parser
+
+
+def show_main(argv: Sequence[str]) -> int:
+    """`acp-notebook sweep show RUN_DIR [ROW]`: one trial's conversation, tool calls, scores and diff."""
+    parser = _show_parser()
     args = parser.parse_args(list(argv))
-    from .result import load_run
+    # The sweep's modules (the client, the trials, the results: over a second) load once the line is read.
+    from .cli_run import show
 
-    try:
-        result = load_run(args.run)
-        result.show(int(args.row) if args.row.isdigit() else args.row)
-    except (ValueError, KeyError, IndexError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-        if isinstance(exc, IndexError):
-            message = f"no row {args.row}: the run has {len(result.rows)} rows (0-{len(result.rows) - 1})"
-        parser.error(str(message))
-    return 0
-
-
-def _export(result: Any, args: argparse.Namespace) -> None:
-    if args.export_atif:
-        written = result.export_atif(args.export_atif)
-        print(f"ATIF trajectories: {len(written)} file(s) in {args.export_atif}")
-    if args.export_inspect:
-        written = result.export_inspect(args.export_inspect)
-        print(f"Inspect eval logs: {', '.join(str(p) for p in written)}")
+    return show(args, parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -319,31 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.models and args.agent != "oracle":
         parser.error("the following arguments are required: --model/-m (unless --agent oracle)")
+    # The sweep's machinery (the client, the trials, Ray's executor: over a second) loads only now: `--help` and
+    # usage errors answer at once.
+    from .cli_run import run
 
-    from ..errors import AcpError
-    from .runner import prepare, run_blocking
-    from .hints import CLI
-    from .progress import NullProgress, TextProgress
-
-    progress = NullProgress() if args.no_progress else TextProgress(sys.stderr)
-    try:
-        _check_outputs(args)
-        options = _sweep_arguments(args)
-        state, bar = prepare(options.pop("dataset"), options.pop("models"), syntax=CLI, progress=progress, **options)
-    except (OSError, ValueError, TypeError) as exc:
-        parser.error(str(exc))
-    except AcpError as exc:  # the sandbox cannot be made here (bwrap missing or refused)
-        print(f"acp-notebook sweep: {exc.in_terms_of('cli')}", file=sys.stderr)
-        return 1
-    try:
-        result = run_blocking(state, bar)
-    except (AcpError, ImportError, RuntimeError) as exc:  # RuntimeError: a Ray cluster out of reach
-        print(f"acp-notebook sweep: {exc.in_terms_of('cli') if isinstance(exc, AcpError) else exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nacp-notebook sweep: interrupted" + (f"; finished trials are in {args.out}, run the same command "
-                                                     "again to go on" if args.out else ""), file=sys.stderr)
-        return 130
-    _report(result, args)
-    _export(result, args)
-    return 1 if len(result) and not result.ok else 0
+    return run(args, parser)

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any, TextIO, Union
 
+from ..widgets._html import widget_bundle
+
 __all__ = ["NullProgress", "Progress", "TextProgress", "WidgetProgress", "make_progress"]
 
 
@@ -177,6 +179,8 @@ class WidgetProgress(Progress):
 
     def __init__(self) -> None:
         super().__init__()
+        # ipywidgets (and IPython's display below) only for a bar drawn in a notebook: a sweep run from a
+        # terminal never loads them.
         import ipywidgets as widgets
 
         self.bar = widgets.IntProgress(value=0, min=0, max=1, description="sweep", bar_style="info",
@@ -188,7 +192,7 @@ class WidgetProgress(Progress):
     def start(self, total: int, skipped: int = 0) -> None:
         super().start(total, skipped)
         if self.live is None:
-            from ..widgets.display import LiveDisplay
+            from ..widgets.display import LiveDisplay  # IPython's display machinery: see __init__
 
             self.live = LiveDisplay(self._bundle)
             self.live.show()
@@ -197,8 +201,7 @@ class WidgetProgress(Progress):
         return [self.describe(), self.models_line(), self.timing()]
 
     def _bundle(self, final: bool, reason: str) -> Any:
-        from ..widgets._html import widget_bundle
-        from ..widgets.display import Bundle
+        from ..widgets.display import Bundle  # IPython's display machinery: see __init__
 
         text = self.summary() if final else " · ".join(p for p in self._lines() if p)
         forms = {"text/plain": text, "text/html": f'<div class="acpnb-sweep-progress">{escape(text)}</div>'}
@@ -222,7 +225,7 @@ class WidgetProgress(Progress):
         super().close()
         if self.live is not None:
             self.live.finalize()
-            from ..widgets.display import close_widget_tree
+            from ..widgets.display import close_widget_tree  # IPython's display machinery: see __init__
 
             close_widget_tree(self.box)
 
@@ -233,6 +236,7 @@ ProgressLike = Union[bool, str, Progress, None]
 def in_notebook() -> bool:
     """True inside a Jupyter kernel (where widgets can render), False in a terminal IPython or plain Python."""
     try:
+        # Asked by every sweep, in a terminal too: IPython is loaded only to ask it.
         from IPython import get_ipython
     except ImportError:
         return False

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import math
 import os
 import shutil
@@ -44,8 +45,6 @@ def _import_ray():
 
 def ray_installed() -> bool:
     """Whether Ray can be imported, without importing it (that takes seconds)."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec("ray") is not None
     except (ImportError, ValueError):

@@ -22,6 +22,7 @@ import time
 import types
 import warnings
 from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Union
 
@@ -63,8 +64,6 @@ MAX_BACKOFF_S = 60.0
 
 
 def _package_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in ("acp-notebook", "agent-client-protocol", "ray"):
         try:

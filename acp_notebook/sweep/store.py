@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._protocol import parse_bool_word
+from ..record import write_recording
 from .columns import (
     BOOL_COLUMNS,
     FLOAT_COLUMNS,
@@ -70,8 +71,6 @@ def write_trajectory(run_dir: Path, trial_id: str, trajectory: Mapping[str, Any]
     ``trajectory`` is what ``record.session_recording`` gathered. Kept to this one function so the
     trajectory format can change in one place.
     """
-    from ..record import write_recording
-
     relative = f"{TRAJECTORIES_DIR}/{trial_id}.acp.jsonl"
     target = run_dir / relative
     target.parent.mkdir(parents=True, exist_ok=True)

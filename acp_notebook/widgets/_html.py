@@ -404,6 +404,8 @@ def _markdown_renderer() -> Any:
     global _renderer
     if _renderer is None:
         try:
+            # mistune on the first Markdown reply only: the many modules that draw HTML from here (session
+            # tables, saved forms, the sweep's views) and the processes that import them never need it.
             import mistune
         except ImportError:
             _renderer = False

@@ -43,6 +43,13 @@ Threads and ordering:
   is guarded by a module lock; it is written by the kernel thread (show) and by whichever
   thread finalizes.
 
+The registry of open displays (``_open``) is one per process, on purpose: it stands for the outputs
+this kernel process has shown and not yet made static, and the kernel's exit (magic.py's exit hook)
+and ``post_run_cell`` must reach every one of them, whoever made it (the magics of any shell, a
+sweep's progress bar, an inspector displayed from plain Python). An entry lives from ``show()`` to
+``finalize()``; the registry is empty before anything is shown, and importing this module changes
+no state outside it.
+
 A terminal IPython prints every display as text: there, updates are skipped (they would
 print again, from a background thread, into whatever runs then).
 """
@@ -62,6 +69,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
+
+from IPython import get_ipython
+from IPython.core.displaypub import DisplayPublisher
+from IPython.display import display
 
 from . import render_thread
 
@@ -115,6 +126,7 @@ def kernel_id() -> str | None:
     if "ipykernel.kernelapp" not in sys.modules:
         return None
     try:
+        # Only once the kernel app is loaded (checked above): ipykernel is no dependency, and see the docstring.
         from ipykernel.connect import get_connection_file
 
         name = Path(get_connection_file()).stem
@@ -158,8 +170,6 @@ def _can_update(shell: Any) -> bool:
     """False for the terminal's publisher, which prints every update instead of replacing an output."""
     if shell is None:
         return False
-    from IPython.core.displaypub import DisplayPublisher
-
     return type(shell.display_pub) is not DisplayPublisher
 
 
@@ -190,9 +200,6 @@ class LiveDisplay:
     def show(self) -> None:
         """Display the output in the running cell (kernel thread). An output finalized before it was
         shown (a turn that ended at once) is shown in its static form."""
-        from IPython import get_ipython
-        from IPython.display import display
-
         with self._sending:
             self.shell = get_ipython()
             with self._flags:

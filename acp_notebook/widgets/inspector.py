@@ -28,6 +28,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from .. import _loop, _schema
+from .._explain import METHODS, UPDATES
 from ..frames import Analyzer, FrameRow, analyze, capabilities, check_rows
 from ._frames_html import capabilities_html, frames_markdown, frames_text, table_html
 from ._html import MUTED, widget_bundle
@@ -60,8 +61,6 @@ def method_filter(name: str) -> tuple[str, str]:
     session/update kind (``plan``) stands for session/update of that kind; an extension method (``_x``) is
     kept as given, since its frames may still come; a typo of a known name (``session/promt``) filters by
     that name, and the note says so; anything else is kept as given, with a note."""
-    from .._explain import METHODS, UPDATES
-
     if name in UPDATES:
         return UPDATE_PREFIX + name, ""
     if name in METHODS or name.startswith(("_", UPDATE_PREFIX)):

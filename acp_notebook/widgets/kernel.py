@@ -23,7 +23,7 @@ from typing import Any
 
 from .._visible import visible
 from ..kernel_tools.tools import names_kernel_tool
-from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS
+from ._html import BORDER, FG, MONO, MUTED, TOOL_STATUS_COLORS, md_escape
 from .cardstyle import status_classes
 
 __all__ = ["card_state", "code_html", "kernel_call_html", "kernel_call_markdown", "kernel_call_text", "kernel_decisions",
@@ -64,6 +64,7 @@ HELD_NOTE = ("This code did not stop when it was interrupted and still holds the
 def _highlighter() -> Any:
     """(highlight, lexer, formatter) from pygments (IPython's dependency), or None where it is missing."""
     try:
+        # pygments (with its lexer tables) on the first code shown, not with every view that imports this module.
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
@@ -197,8 +198,6 @@ def kernel_call_text(call: Any, decisions: Sequence[str] = (), *, below: bool = 
 
 def kernel_call_markdown(call: Any, decisions: Sequence[str] = (), *, below: bool = True) -> str:
     """The call as Markdown: code and outputs in fenced blocks (images named, not embedded)."""
-    from ._html import md_escape
-
     words = STATUS_WORDS.get(call.status, (call.status, ""))[0]
     parts = [f"**{md_escape(_title(call))}** (kernel, {md_escape(words)})"]
     if call.explanation:
