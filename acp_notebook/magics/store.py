@@ -18,6 +18,14 @@ Threads: ``open_store()`` runs on the kernel thread (its warning lands in the ce
 caused it). Writes are queued to one writer thread of the store's own, so neither the kernel
 thread nor the background loop (which reports title and option changes) waits on the disk;
 reads (``%acp resume``) run on the kernel thread. One lock orders every use of the connection.
+
+One store per file per process (``_stores``, by path), on purpose: each holds the file's SQLite connection and
+its writer thread, and every user in the process (the magics of each shell, ``acpnb.resume``, a later
+``%load_ext`` after an unload) must share them, so that writes to one file stay in one queue and a file that
+cannot be used warns once per kernel, not once per caller. An entry is made by the first ``open_store()`` for
+its path (never at import) and lives as long as the process; its writer (a one-thread executor) is finished
+at interpreter exit, after which the last writes run inline. A changed ``$ACPNB_STATE_DIR`` gives a new path,
+hence its own entry.
 """
 
 from __future__ import annotations
