@@ -1,7 +1,7 @@
 """Nothing is left behind: no process (of any agent's whole process group), thread or file descriptor.
 
-A fresh interpreter runs 50 start/use/close cycles of a subprocess agent, of an agent in memory,
-and of the proxy with its agent, and counts what is left: processes in any group an agent or a
+A fresh interpreter runs 50 start/use/close cycles of a subprocess agent and of an agent in memory,
+and 20 of the proxy with its agent, and counts what is left: processes in any group an agent or a
 proxy's backend led, this interpreter's threads and open file descriptors. It then starts a proxy
 and an agent whose tool call left a grandchild running, and exits without closing them: the
 atexit hook must end all of it. ``%acp stop`` and kernel shutdown are checked in a real kernel.
@@ -26,6 +26,9 @@ from tests.processes import wait_gone
 
 FAULT_AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "fault_agent.py")]
 CYCLES = 50
+# A proxy cycle starts two processes (the proxy, its agent) and costs about 7 agent cycles: fewer of them keep the
+# test within about 15 s on an idle 2-core machine, and the client's side of a cycle is the agent cycle's.
+PROXY_CYCLES = 20
 
 CENSUS = textwrap.dedent(
     """
@@ -34,7 +37,7 @@ CENSUS = textwrap.dedent(
     from acp_notebook.demo.agent import DemoAgent
 
     AGENT = json.loads(sys.argv[1])
-    CYCLES = int(sys.argv[2])
+    CYCLES, PROXY_CYCLES = int(sys.argv[2]), int(sys.argv[3])
     groups = []  # every process group an agent or a proxy's backend led
 
     def census():
@@ -66,8 +69,8 @@ CENSUS = textwrap.dedent(
     for cycle in (agent_cycle, memory_cycle, proxy_cycle):  # the loop thread and its pipes exist from here on
         cycle()
     before = census()
-    for cycle in (agent_cycle, memory_cycle, proxy_cycle):
-        for _ in range(CYCLES):
+    for cycle, count in ((agent_cycle, CYCLES), (memory_cycle, CYCLES), (proxy_cycle, PROXY_CYCLES)):
+        for _ in range(count):
             cycle()
     after = census()
 
@@ -104,12 +107,13 @@ def group_members(groups: set[int]) -> list[str]:
 @pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_fifty_cycles_of_an_agent_a_memory_agent_and_the_proxy_leave_nothing(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", CENSUS, json.dumps([*FAULT_AGENT, "normal"]), str(CYCLES)],
+    done = subprocess.run([sys.executable, "-c", CENSUS, json.dumps([*FAULT_AGENT, "normal"]), str(CYCLES),
+                           str(PROXY_CYCLES)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["after"] == report["before"], "threads or file descriptors were left behind"
-    assert len(report["groups"]) == 3 * (CYCLES + 1)
+    assert len(report["groups"]) == (CYCLES + 1) + 2 * (PROXY_CYCLES + 1)  # an agent's; a proxy's and its agent's
     abandoned = report["abandoned"]
     for pid in abandoned:
         assert wait_gone(pid, 15), f"process {pid} outlived the interpreter"
