@@ -9,7 +9,9 @@ from ._protocol import client_version
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imported when first read
     from .cellagent import CellAgent
-    from .client import Agent, PermissionRequest, Session, areplay, astart, current, replay, start
+    from .client import Agent, PermissionRequest, Session, areplay, current, replay
+    from .starting import astart, start
+    from .widgets.inspector import ProtocolInspector
     from .errors import (
         AcpError,
         AcpTimeoutError,
@@ -47,6 +49,7 @@ __all__ = [
     "PermissionDenied",
     "PermissionRequest",
     "ProtocolError",
+    "ProtocolInspector",
     "ReplayMismatch",
     "RpcError",
     "Session",
@@ -81,8 +84,8 @@ del sweep
 # Where each public name lives. `import acp_notebook` imports none of these modules (nor the SDK):
 # the demo agent's process and a notebook that only loads the extension pay for what they use.
 __getattr__, __dir__ = lazy_names(__name__, globals(), {
-    **dict.fromkeys(("Agent", "PermissionRequest", "Session", "areplay", "astart", "current", "replay", "start"),
-                    ".client"),
+    **dict.fromkeys(("Agent", "PermissionRequest", "Session", "areplay", "current", "replay"), ".client"),
+    **dict.fromkeys(("astart", "start"), ".starting"),
     **dict.fromkeys(("AcpError", "AcpTimeoutError", "AgentClosedError", "AgentExitedError", "AgentStartError",
                      "CapabilityError", "ConfigOptionError", "PermissionDenied", "ProtocolError", "ReplayMismatch",
                      "RpcError"), ".errors"),
@@ -92,6 +95,7 @@ __getattr__, __dir__ = lazy_names(__name__, globals(), {
     **dict.fromkeys(("ToolCall", "Turn"), ".turn"),
     **dict.fromkeys(("abranch_sweep", "branch_sweep"), ".branch_sweep"),
     "CellAgent": ".cellagent",
+    "ProtocolInspector": ".widgets.inspector",
     "resume": ".magics.entry",
     "start_proxy": ".proxy",
     "__version__": client_version,

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ._permission import answer_permission, policy_in_force
 from ._protocol import COMPACTION_UPDATES, INTERNAL_ERROR, INVALID_PARAMS
-from .connection import files
+from .connection import AgentConnection, files
 from .connection.checks import update_problem
 from .elicitation import ElicitationPolicy, ElicitationRequest
 from .elicitation import decide as decide_elicitation
@@ -42,11 +42,10 @@ class RequestHost(Protocol):
     """What the agent's updates and requests are answered with: the agent (client.py's ``Agent``) as read here."""
 
     session_table: SessionTable[Session]
+    connection: AgentConnection
     fs: bool
     notebook_writes: bool
     elicitation: ElicitationPolicy
-
-    def opening_session(self) -> bool: ...
 
 
 class SessionUpdates:
@@ -93,7 +92,8 @@ class SessionUpdates:
     def _hold(self, session_id: Any, update: dict[str, Any]) -> str:
         """An update for a session we do not know: kept if a session/new, load or resume is on its way
         (agents may stream before answering), else ignored."""
-        if not self._host.opening_session() or not isinstance(session_id, str):
+        opening = self._host.connection.router.awaiting(*OPENING_METHODS)
+        if not opening or not isinstance(session_id, str):
             return "ignored: unknown session"
         self._host.session_table.hold(session_id, update)
         return "held: its session is being opened"

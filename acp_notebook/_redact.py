@@ -60,6 +60,15 @@ class Redactor:
         self.secrets = tuple((name, value) for name, value in secrets if len(value) >= MIN_SECRET_LENGTH)
         self._values = tuple(value for _, value in self.secrets)
 
+    def add(self, secrets: Iterable[tuple[str, str]]) -> None:
+        """Mask these too, from now on (a session's kernel-tools token, known only once the session opens). The
+        sets are replaced, never changed in place: a reader on another thread sees the old ones or the new."""
+        added = tuple((name, value) for name, value in secrets if len(value) >= MIN_SECRET_LENGTH
+                      and value not in self._values)
+        if added:
+            self.secrets = self.secrets + added
+            self._values = self._values + tuple(value for _, value in added)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Redactor:
         return cls(secret_values(env))

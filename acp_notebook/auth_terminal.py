@@ -14,12 +14,11 @@ zero means the login worked, and an ACP v1 client then reconnects to the agent (
   group (Cancel ends the group: whatever the login started ends with it). Its output is decoded, stripped of
   terminal escapes and made visible (``TerminalText``) before anyone sees it; whether the terminal echoes is
   followed, so a view can ask for secrets in a password field.
-- ``arelaunch(agent)``: the same agent started again (the reconnect), with every setting it was started with.
+- The reconnect after a login (the same agent started again as it was) is starting.py's ``arelaunch``.
 
 Threads: ``TerminalLogin`` reads the terminal on a thread of its own (``acpnb-login``), which calls
 ``on_output`` / ``on_echo`` and resolves ``done`` (a concurrent Future of the ``LoginOutcome``); ``write``
-and ``cancel`` may be called from any thread (the kernel thread, from a view's comm handlers). ``arelaunch``
-runs on the background loop.
+and ``cancel`` may be called from any thread (the kernel thread, from a view's comm handlers).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ from ._redact import Redactor, is_secret_name
 from ._visible import visible
 from .errors import AcpError
 
-__all__ = ["LoginCommand", "LoginOutcome", "TerminalLogin", "TerminalText", "arelaunch", "is_terminal_method",
+__all__ = ["LoginCommand", "LoginOutcome", "TerminalLogin", "TerminalText", "is_terminal_method",
            "login_command", "shown_command"]
 
 # The terminal's size as the login sees it (TIOCSWINSZ): wide enough for a URL on one line.
@@ -309,20 +308,3 @@ def _set_size(fd: int) -> None:
 
     with contextlib.suppress(OSError):
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
-
-
-# --- the reconnect ----------------------------------------------------------------------------------
-async def arelaunch(agent: Any, *, name: str | None = None) -> Any:
-    """``agent`` started again as it was started (program, working directory, environment, policies, sandbox,
-    recording, system prompt): ACP v1's reconnect after a terminal login. The old agent is left as it is."""
-    from .client import astart
-
-    recorder = getattr(agent.log, "recorder", None)
-    return await astart(
-        agent.spec, cwd=agent.cwd, env=dict(agent.extra_env) or None, timeout=agent.timeout,
-        permission=agent.permission, inherit_env=agent.inherit_env, fs=agent.fs, name=name or agent.name,
-        record=getattr(recorder, "path", None), elicitation=agent.elicitation,
-        permission_timeout=agent.permission_timeout, notebook_writes=agent.notebook_writes,
-        kernel_tools=agent.kernel_tools, sandbox=getattr(agent, "sandbox", None),
-        network=getattr(agent, "network", True), system_prompt=agent.system_prompt,
-        system_prompt_mode=agent.system_prompt_mode)

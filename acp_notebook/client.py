@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import _loop
-from ._inbound import OPENING_METHODS, AgentRequests, SessionUpdates
+from ._inbound import AgentRequests, SessionUpdates
 from ._facade import twins
 from ._framelog import LOG_LIMIT, LOG_LIMIT_BYTES, FrameLog  # noqa: F401 - the limits are read here too
 from ._permission import PermissionPolicy, PermissionRequest
@@ -51,7 +51,7 @@ from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
 from .elicitation import ElicitationPolicy
 from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError
-from .kernel_link import close_links, resolve_policy, servers_with_kernel
+from .extensions import SessionExtension, close_links, servers_with
 from .launch import AgentSpec, SpecLike, environment, spec_of
 from .record.format import Recorder
 from .session import (
@@ -59,7 +59,7 @@ from .session import (
     agent_deadline,
     delete_session,
     not_a_directory,
-    open_kernel_link,
+    open_session_links,
     open_session,
     require_capability,
     session_directory,
@@ -114,7 +114,7 @@ class Agent:
         elicitation: ElicitationPolicy = "decline",
         permission_timeout: float | None = None,
         notebook_writes: bool = False,
-        kernel_tools: str | None = None,
+        extensions: Sequence[SessionExtension] = (),
         sandbox: str | None = None,
         network: bool = True,
         system_prompt: str | Callable[[Agent], str | None] | None = None,
@@ -127,8 +127,8 @@ class Agent:
         # one (session.system_prompt_params): text, or a function of the agent giving the text when a session opens.
         self.system_prompt = system_prompt
         self.system_prompt_mode = system_prompt_mode
-        # The kernel tools' policy for this agent's sessions (kernel_link.py): "ask", "read-only", "allow", "off".
-        self._kernel_tools = resolve_policy(kernel_tools, api="acpnb.start")
+        # What serves each of its sessions beside the protocol (extensions.py): the notebook's kernel tools, say.
+        self.extensions: list[SessionExtension] = list(extensions)
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
         if (problem := not_a_directory(self.cwd)) is not None:
             # Checked here: the spawn's own error would blame the program ("cannot run 'python'").
@@ -159,7 +159,7 @@ class Agent:
         # Secret values the agent gets some other way than its environment (the proxy's agents' keys, which
         # travel on its command line): masked like the environment's.
         self.extra_secrets: list[tuple[str, str]] = []
-        # Kept so the agent can be started again as it was (auth_terminal.arelaunch, after a terminal login).
+        # Kept so the agent can be started again as it was (starting.arelaunch, after a terminal login).
         self.sandbox, self.network = sandbox, network
         launched = self.spec
         if sandbox is not None or not network:  # acp_notebook/sandbox.py: the same spec, run under bwrap
@@ -209,7 +209,7 @@ class Agent:
                                  stderr_tail=self.stderr_tail(20))
         for session in self.session_table.sessions():
             session.agent_gone(error)
-        await close_links([session.kernel_tools for session in self.session_table.sessions()])
+        await close_links([link for session in self.session_table.sessions() for link in session.links.values()])
 
     async def _close(self) -> None:
         """Close every session and end the agent (its whole process group). Safe to call twice."""
@@ -219,7 +219,7 @@ class Agent:
         error = AgentClosedError(f"agent '{self.name}' was closed")
         for session in self.session_table.sessions():
             session.agent_gone(error)
-        await close_links([session.kernel_tools for session in self.session_table.sessions()])
+        await close_links([link for session in self.session_table.sessions() for link in session.links.values()])
         await self.connection.close()
         self.log.stop_recording()
 
@@ -238,22 +238,28 @@ class Agent:
         await self.aclose()
 
     # --- introspection ---------------------------------------------------
+    def extension(self, name: str) -> SessionExtension | None:
+        """The installed extension named ``name`` (``"kernel"``: the notebook's kernel tools), or None."""
+        return next((e for e in self.extensions if e.name == name), None)
+
     @property
     def kernel_tools(self) -> str:
-        """The policy of the MCP server ``kernel`` offered to this agent's sessions: "ask", "read-only",
-        "allow" or "off". A change applies at once to the open sessions' tools; under "off" they refuse every call
-        and keep their connection, so switching back on works again in the same session. A session opened under
-        "off" has no server: it gets tools when it is opened again (``load_session`` / ``resume_session``, or a
-        new session) under another policy."""
-        return self._kernel_tools
+        """The policy of the MCP server ``kernel`` offered to this agent's sessions: "ask", "read-only", "allow" or
+        "off" ("off" also when the kernel tools are not installed: an Agent made without ``acpnb.start``). A
+        change applies at once to the open sessions' tools; under "off" they refuse every call and keep their
+        connection, so switching back on works again in the same session. A session opened under "off" has no
+        server: it gets tools when it is opened again (``load_session`` / ``resume_session``, or a new session)
+        under another policy. The policy lives on the extension (kernel_link.py's ``KernelToolsExtension``)."""
+        extension = self.extension("kernel")
+        return "off" if extension is None else str(getattr(extension, "policy"))
 
     @kernel_tools.setter
     def kernel_tools(self, value: str) -> None:
-        policy = resolve_policy(value, api="agent.kernel_tools = ")
-        self._kernel_tools = policy
-        for session in self.session_table.sessions():
-            if session.kernel_tools is not None:
-                session.kernel_tools.policy = policy  # "off" refuses every call from now on; the connection stays
+        extension = self.extension("kernel")
+        if extension is None:
+            raise ValueError(f"agent.kernel_tools = {value!r}: agent '{self.name}' was made without the kernel tools "
+                             "(acpnb.start installs them; Agent(extensions=[KernelToolsExtension(...)]) does too)")
+        setattr(extension, "policy", value)
 
     # What the agent said about itself in initialize, and how its process is: read from the connection, the
     # one place each is kept.
@@ -292,15 +298,6 @@ class Agent:
         """What masks this agent's secrets (its environment's secret values) in logs, recordings, attachments."""
         return self._redactor
 
-    def mask(self, secrets: Sequence[tuple[str, str]]) -> None:
-        """Mask these (name, value) secrets too, from now on, wherever this agent's frames and output are written
-        down (a session's kernel-tools token, say)."""
-        self._redactor = Redactor([*self._redactor.secrets, *secrets])
-
-    def opening_session(self) -> bool:
-        """Whether a session/new, load, resume or fork of this agent's is waiting for its answer."""
-        return self.connection.awaiting(*OPENING_METHODS)
-
     def stderr_tail(self, lines: int = 20) -> list[str]:
         return self.connection.stderr_tail(lines)
 
@@ -337,13 +334,6 @@ class Agent:
     def __repr__(self) -> str:
         version = self.info.get("version", "?")
         return f"<acp Agent {self.name!r} {self.info.get('name', '')} {version} {self.status}>"
-
-    def inspector(self, *, method: str | None = None, session_id: str | None = None) -> Any:
-        """The protocol inspector widget over this agent's frames, showing only those of ``method`` and of
-        ``session_id`` when given."""
-        from .widgets.inspector import ProtocolInspector
-
-        return ProtocolInspector(self, method=method, session_id=session_id)
 
     # --- frames, in wire order (loop thread) -------------------------------
     def _on_frame(self, direction: str, msg: dict[str, Any], note: str | None) -> None:
@@ -449,20 +439,21 @@ class Agent:
                       permission: PermissionPolicy | None) -> Session:
         require_capability(self, "loadSession" if method == "session/load" else "resume", method)
         root = session_directory(cwd, self.cwd)
-        link = await open_kernel_link(self)  # a fresh channel: the one a session had here before is closed below
+        links = await open_session_links(self)  # fresh ones: those a session had here before are closed below
         # The state and session exist before the request, so the history the agent replays lands in them.
         table = self.session_table
         state = table.state_for(session_id)
         session = Session(self, session_id, state, root, [], permission)
         before = table.add(session)
-        session.adopt_kernel_tools(link)
 
         def reopened(answer: dict[str, Any]) -> str | None:
             if isinstance(answer.get("result"), dict):
                 return apply_session_result(state, answer["result"])
             return None
 
-        servers, _ = servers_with_kernel((), link.entry if link is not None else None)
+        servers, offered, unused = servers_with((), links)
+        await close_links(unused)
+        session.adopt_links(offered)
         params: dict[str, Any] = {"sessionId": session_id, "cwd": root, "mcpServers": servers}
         try:
             if (prompt := system_prompt_params(self)) is not None:
@@ -472,10 +463,10 @@ class Agent:
             table.forget(session_id, session)
             if before is not None:
                 table.add(before)
-            await close_links([link])
+            await close_links(offered)
             raise
         if before is not None and before is not session:
-            await close_links([before.kernel_tools])
+            await close_links(list(before.links.values()))
         return session
 
     async def _load_session(self, session_id: str, cwd: str | os.PathLike[str] | None = None, *,
@@ -551,7 +542,7 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
                  inherit_env: bool = True, fs: bool = True, name: str | None = None,
                  record: str | os.PathLike[str] | None = None, permission_timeout: float | None = None,
                  notebook_writes: bool = False, elicitation: ElicitationPolicy = "decline",
-                 kernel_tools: str | None = None, sandbox: str | None = None, network: bool = True,
+                 extensions: Sequence[SessionExtension] = (), sandbox: str | None = None, network: bool = True,
                  system_prompt: str | Callable[[Agent], str | None] | None = None,
                  system_prompt_mode: str = "append") -> Agent:
     """Start an agent: a registered name ("demo", "claude"...), a command line, an argv list, or an agent
@@ -561,9 +552,8 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
     frame to that file (secrets masked), for ``acpnb.replay``. The agent reads and writes files only in its
     sessions' directories, and never replaces a notebook unless ``notebook_writes=True``. ``elicitation``
     answers the agent's forms: "decline", "cancel", a dict of answers or a callable (see acp_notebook.elicitation).
-    ``kernel_tools``: the policy of the MCP server ``kernel`` every session is offered ("ask", "read-only",
-    "allow", "off"); None is "ask" in a Jupyter kernel, where "ask" is answered by ``permission`` (in a
-    ``%%acp`` cell: Allow / Reject buttons), and "off" in plain Python. ``sandbox="bwrap"`` runs the agent's
+    ``extensions`` serve each session beside the protocol (acp_notebook.extensions; ``acpnb.start`` adds the
+    notebook's kernel tools). ``sandbox="bwrap"`` runs the agent's
     process under bubblewrap, writable only in ``cwd``, /tmp and its own state folders (``network=False``: no
     network either); see acp_notebook/sandbox.py. ``system_prompt``: instructions for the agent, sent when each
     session opens where the agent takes a system prompt (unstable ACP; not sent to others), joined to its own
@@ -572,17 +562,18 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
     agent = Agent(spec, cwd=cwd, env=env, timeout=timeout, permission=permission, inherit_env=inherit_env,
                   elicitation=elicitation,
                   fs=fs, name=name, record=record, permission_timeout=permission_timeout,
-                  notebook_writes=notebook_writes, kernel_tools=kernel_tools, sandbox=sandbox, network=network,
+                  notebook_writes=notebook_writes, extensions=extensions, sandbox=sandbox, network=network,
                   system_prompt=system_prompt, system_prompt_mode=system_prompt_mode)
     return await agent.connect()
 
 
-def _start_deadline(*args: Any, timeout: float | None = DEFAULT_TIMEOUT_S, **kwargs: Any) -> float:
+def start_deadline(*args: Any, timeout: float | None = DEFAULT_TIMEOUT_S, **kwargs: Any) -> float:
     # initialize has `timeout`; spawning and tearing down a failed start get a margin
     return (DEFAULT_TIMEOUT_S if timeout is None else timeout) + 10
 
 
-start, astart = twins(_start, what="starting the agent", default_timeout=_start_deadline, core_takes_timeout=True)
+start, astart = twins(_start, what="starting the agent", default_timeout=start_deadline, core_takes_timeout=True)
+start_core = _start  # the coroutine itself, for a layer that starts agents its own way (starting.py)
 
 
 async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
@@ -598,11 +589,11 @@ async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
     transport = ReplayTransport(path, speed=speed, cwd=root)
     # No kernel tools: the recorded agent's tool calls are in the recording, it never calls them here.
     agent = Agent(transport, cwd=root, timeout=timeout, permission=permission, fs=fs, elicitation=elicitation,
-                  name=name or transport.recording.agent_name, kernel_tools="off")
+                  name=name or transport.recording.agent_name)
     return await agent.connect()
 
 
-replay, areplay = twins(_replay, what="starting the replay", default_timeout=_start_deadline, core_takes_timeout=True)
+replay, areplay = twins(_replay, what="starting the replay", default_timeout=start_deadline, core_takes_timeout=True)
 
 
 class SessionScope(Protocol):

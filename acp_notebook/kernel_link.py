@@ -7,9 +7,12 @@ The server itself (channel, bridge, tools, policy enforcement) is ``acp_notebook
 - ``resolve_policy`` turns what ``acpnb.start(kernel_tools=...)`` was given into a policy: None means
   "ask" inside a Jupyter kernel and "off" in plain Python (a script has no notebook to show a question
   in, and its namespace is not a user's live work).
-- ``KernelLink.open(agent)`` starts one ``KernelTools`` (its own private channel) for a session about
-  to be opened and returns it with its ``mcpServers`` entry; the session adopts it once the agent has
-  answered (``bind``), and closes it when it closes or its agent goes.
+- ``KernelToolsExtension`` is the kernel tools as a session extension (extensions.py), installed on an
+  agent by ``acpnb.start`` (starting.py) and the %acp magics: it holds the policy, and for each session
+  about to be opened (unless the policy is "off") starts one ``KernelLink``: a ``KernelTools`` with its
+  own private channel and its ``mcpServers`` entry. The session adopts the link once the agent has
+  answered (``bind``), tells it of each answered turn (the "never connected" notice, kernel_tools/
+  connect.py), and closes it when it closes or its agent goes.
 - ``run_code`` under "ask" becomes a permission request answered by the running turn's permission
   policy (the turn's, the session's, then the agent's): in a ``%%acp`` cell that is the Allow / Reject
   prompt of ACP permission requests, or ``AcpMagics.permission`` = "allow" / "deny" for unattended
@@ -32,18 +35,19 @@ import itertools
 import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._permission import PermissionRequest, decide_permission
 from ._redact import secret_values
-from .kernel_tools.policy import POLICIES, parse_policy
+from .extensions import close_links
+from .kernel_tools import KernelTools
+from .kernel_tools.connect import note_answer
+from .kernel_tools.policy import OFF_REFUSAL, POLICIES, READ_ONLY_REFUSAL, parse_policy
+from .session import Session, SessionHost
 from .turn import KernelCall
 
-if TYPE_CHECKING:
-    from .client import Agent, Session
-
-__all__ = ["KERNEL_SERVER_NAME", "KernelLink", "close_links", "entry_secrets", "in_ipython_kernel",
-           "kernel_entry", "resolve_policy", "result_text", "servers_with_kernel"]
+__all__ = ["KERNEL_SERVER_NAME", "KernelLink", "KernelToolsExtension", "close_links", "entry_secrets",
+           "in_ipython_kernel", "kernel_entry", "resolve_policy", "result_text", "servers_with_kernel"]
 
 logger = logging.getLogger(__name__)
 
@@ -125,12 +129,44 @@ def servers_with_kernel(user_servers: Sequence[Mapping[str, Any]], entry: Mappin
     return [*servers, dict(entry)], True
 
 
+class KernelToolsExtension:
+    """The kernel tools as a session extension: the policy, and a ``KernelLink`` for each session opened under a
+    policy other than "off". Changing ``policy`` applies at once to the links of open sessions."""
+
+    name = KERNEL_SERVER_NAME
+
+    def __init__(self, policy: str | None = None, *, api: str = "acpnb.start") -> None:
+        self._policy = resolve_policy(policy, api=api)
+        self._links: list[KernelLink] = []  # the open ones (closed links leave on the next change)
+
+    @property
+    def policy(self) -> str:
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: str) -> None:
+        """Any thread; "off" keeps the open links' channels (every call is refused), so switching back on works."""
+        self._policy = resolve_policy(value, api="agent.kernel_tools = ")
+        self._links = [link for link in self._links if not link.closed]
+        for link in self._links:
+            link.policy = self._policy
+
+    async def open(self, agent: SessionHost) -> KernelLink | None:
+        """A started link for a session ``agent`` is about to open; None when the policy is "off"."""
+        if self._policy == "off":
+            return None
+        link = KernelLink(agent, self._policy)
+        link.entry = dict(await link.tools.start())
+        self._links.append(link)
+        return link
+
+
 class KernelLink:
     """One session's kernel tools: the ``KernelTools`` with its channel, and what its calls did."""
 
-    def __init__(self, agent: Agent, policy: str) -> None:
-        from .kernel_tools import KernelTools
+    name = KERNEL_SERVER_NAME
 
+    def __init__(self, agent: SessionHost, policy: str) -> None:
         self.agent = agent
         self.session: Session | None = None
         self.entry: dict[str, Any] | None = None
@@ -141,17 +177,16 @@ class KernelLink:
         self.closed = False
         self._policy_observers: list[Callable[[str], None]] = []
 
-    @classmethod
-    async def open(cls, agent: Agent) -> KernelLink | None:
-        """A started link for a session ``agent`` is about to open; None when the policy is "off"."""
-        if agent.kernel_tools == "off":
-            return None
-        link = cls(agent, agent.kernel_tools)
-        link.entry = dict(await link.tools.start())
-        return link
-
     def bind(self, session: Session) -> None:
         self.session = session
+
+    def secrets(self) -> list[tuple[str, str]]:
+        """The token in its entry, to be masked wherever frames are written down."""
+        return entry_secrets(self.entry) if self.entry is not None else []
+
+    def turn_answered(self, session: Session, turn: Any, result: Mapping[str, Any]) -> None:
+        """A turn of its session ended with the agent's answer: say once if the agent never connected."""
+        note_answer(session, turn, dict(result))
 
     @property
     def policy(self) -> str:
@@ -252,8 +287,6 @@ class KernelLink:
 
     def _apply(self, kind: str, call: KernelCall, event: Any) -> None:
         """One event of ``call``: its status, decision, outputs and error as the kernel saw them."""
-        from .kernel_tools.policy import OFF_REFUSAL, READ_ONLY_REFUSAL
-
         error = str(event.error or "")
         if kind == "tool_call":
             policy = self.policy
@@ -302,12 +335,4 @@ class KernelLink:
         if not any(known is call for known in self.calls):
             self.calls.append(call)
             del self.calls[:-CALLS_KEPT]
-
-
-async def close_links(links: Sequence[KernelLink | None]) -> None:
-    """Close several links at once (a closing agent's sessions); failures are logged, never raised."""
-    results = await asyncio.gather(*(link.close() for link in links if link is not None), return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            logger.warning("closing a kernel tools channel failed: %s", result)
 

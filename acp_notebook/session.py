@@ -6,7 +6,8 @@ from any thread: it queues the turn under the session's lock and hands it to the
 
 Opening a session is here too (``open_session``, ``open_fork``), so that ``Session.fork`` needs nothing
 of client.py: the agent is known here only as a ``SessionHost`` (what a session reads and calls of it).
-Extensions (kernel_link.py's kernel tools) are started and closed with the sessions they serve.
+Session extensions (extensions.py; the notebook's kernel tools are one) are opened before a session opens,
+told of each answered turn, and closed with the session.
 
 Threads: ``turns``, ``_running``, ``closed``, the session's ``SessionState`` and its turns are mutated
 only on the background loop thread (``_last_queued`` under ``_queue_lock``, from any thread). The
@@ -19,6 +20,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import difflib
+import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -44,15 +46,16 @@ from .errors import (
     RpcError,
     data_details,
 )
-from .kernel_link import KernelLink, close_links, entry_secrets, servers_with_kernel
-from .kernel_tools.connect import note_answer
+from .extensions import SessionExtension, SessionLink, close_links, open_links, servers_with
 from .session_results import apply_session_result, state_applier
 from .session_table import SessionTable
 from .state import ConfigOption, ConfigOptions, SessionState
 from .turn import Turn
 
 __all__ = ["Session", "SessionHost", "agent_deadline", "not_a_directory", "open_fork", "open_session",
-           "require_capability", "session_directory"]
+           "open_session_links", "require_capability", "session_directory"]
+
+logger = logging.getLogger(__name__)
 
 # The blocking/awaitable twins wait this much longer than the agent's request deadline, so that a
 # request nobody answers fails with the connection's error (which names the method and any stray
@@ -70,7 +73,7 @@ class SessionHost(Protocol):
     permission: PermissionPolicy
     permission_timeout: float | None
     elicitation: ElicitationPolicy
-    kernel_tools: str
+    extensions: list[SessionExtension]
     system_prompt: str | Callable[[Any], str | None] | None
     system_prompt_mode: str
     session_table: SessionTable[Session]
@@ -83,8 +86,6 @@ class SessionHost(Protocol):
 
     @property
     def status(self) -> str: ...
-
-    def mask(self, secrets: Sequence[tuple[str, str]]) -> None: ...
 
 
 def agent_deadline(agent: SessionHost, *_: Any, **__: Any) -> float | None:
@@ -117,8 +118,8 @@ class Session:
         self._queue_lock = threading.Lock()
         self._last_queued: Turn | None = None  # the latest turn made by start_turn / prompt
         self.decisions = PendingDecisions()  # permission requests and kernel calls waiting on a decision
-        # The session's kernel tools (kernel_link.KernelLink): None when its agent offered none.
-        self.kernel_tools: KernelLink | None = None
+        # What the agent's extensions opened for this session, by name (extensions.py), closed with it.
+        self.links: dict[str, SessionLink] = {}
         self.forked_from: str | None = None  # the id of the session this one was forked from (session/fork)
         self.system_prompt: dict[str, Any] | None = None  # the systemPrompt sent when it opened (mode, content)
         # Branches (branching.py): take a Checkpoint before each prompt (turn.checkpoint); the Branch of a
@@ -137,11 +138,24 @@ class Session:
         """The turn whose prompt is on the wire, or None (read on any thread; changed on the loop)."""
         return self._running
 
-    def adopt_kernel_tools(self, link: KernelLink | None) -> None:
-        """Serve this session with ``link`` (its kernel tools; None: it has none), closed when the session closes."""
-        self.kernel_tools = link
-        if link is not None:
+    @property
+    def kernel_tools(self) -> Any:
+        """This session's kernel tools (kernel_link.py's ``KernelLink``: the link of the extension named "kernel"),
+        or None when it was offered none."""
+        return self.links.get("kernel")
+
+    def adopt_links(self, links: Sequence[SessionLink]) -> None:
+        """Serve this session with ``links`` (what the extensions opened for it), closed when the session closes."""
+        self.links = {link.name: link for link in links}
+        for link in links:
             link.bind(self)
+
+    def _tell_links(self, turn: Turn, result: Mapping[str, Any]) -> None:
+        for link in list(self.links.values()):
+            try:
+                link.turn_answered(self, turn, result)
+            except Exception:  # noqa: BLE001 - an extension's failure must not keep the turn from ending
+                logger.exception("session extension %r failed on an answered turn", link.name)
 
     # --- state -----------------------------------------------------------
     @property
@@ -384,7 +398,7 @@ class Session:
 
         def answered(answer: dict[str, Any]) -> None:
             if isinstance(answer.get("result"), dict):
-                note_answer(self, turn, answer["result"])  # an agent that never connected to its kernel tools
+                self._tell_links(turn, answer["result"])  # before finish: what they add is in the turn's views
                 turn.finish(answer["result"], self.state.model)
             elif isinstance(answer.get("error"), dict) and answer["error"].get("code") == REQUEST_CANCELLED:
                 # An agent that ended the turn by cancelling its handler (some SDKs do on $/cancel_request) says
@@ -439,7 +453,7 @@ class Session:
             await connection.request("session/close", {"sessionId": self.id})
         self.closed = True
         self.agent.session_table.forget(self.id, self)
-        await close_links([self.kernel_tools])
+        await close_links(list(self.links.values()))
 
     close, aclose = twins(_close, what="session/close", default_timeout=_session_timeout)
 
@@ -520,24 +534,26 @@ def system_prompt_params(agent: SessionHost) -> dict[str, Any] | None:
     return {"mode": agent.system_prompt_mode, "content": [{"type": "text", "text": str(wanted)}]}
 
 
-async def open_kernel_link(agent: SessionHost) -> KernelLink | None:
-    """A started KernelLink for a session about to open (None under "off"); its token is masked from here on
-    wherever frames are written down (the log, recordings, the inspector)."""
-    link = await KernelLink.open(agent)
-    if link is not None and link.entry is not None:
-        agent.mask(entry_secrets(link.entry))
-    return link
+async def open_session_links(agent: SessionHost) -> list[SessionLink]:
+    """The agent's extensions' links for a session about to open; their secrets (a kernel-tools token) are masked
+    from here on wherever frames are written down (the log, recordings, the inspector)."""
+    links = await open_links(agent, agent.extensions)
+    for link in links:
+        agent.redactor.add(link.secrets())
+    return links
 
 
 async def open_session(agent: SessionHost, method: str, lead: dict[str, Any], tail: dict[str, Any],
                        extra: Sequence[str], permission: PermissionPolicy | None,
                        mcp_servers: Sequence[Mapping[str, Any]] = (), kernel_tools: bool = True) -> Session:
-    """session/new or session/fork: the request (``lead``, the MCP servers with the notebook's ``kernel``,
-    ``tail``, the system prompt where the agent takes one), and the Session its answer opens, with its kernel
-    tools (none with ``kernel_tools=False``: a branch's checkpoint, never prompted itself)."""
-    prompt = system_prompt_params(agent)  # before the kernel link: a refused mode leaves nothing to close
-    link = await open_kernel_link(agent) if kernel_tools else None
-    servers, offered = servers_with_kernel(mcp_servers, link.entry if link is not None else None)
+    """session/new or session/fork: the request (``lead``, the MCP servers with the extensions' entries (the
+    notebook's ``kernel``), ``tail``, the system prompt where the agent takes one), and the Session its answer
+    opens, served by its extensions' links (none with ``kernel_tools=False``: a branch's checkpoint, never
+    prompted itself)."""
+    prompt = system_prompt_params(agent)  # before the links: a refused mode leaves nothing to close
+    links = await open_session_links(agent) if kernel_tools else []
+    servers, offered, unused = servers_with(mcp_servers, links)
+    await close_links(unused)
     params: dict[str, Any] = {**lead, "mcpServers": servers, **tail}
     if prompt is not None:
         params["systemPrompt"] = prompt
@@ -554,14 +570,12 @@ async def open_session(agent: SessionHost, method: str, lead: dict[str, Any], ta
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
             raise ProtocolError(f"agent '{agent.name}' answered {method} without a sessionId: {result!r}")
     except BaseException:
-        await close_links([link])
+        await close_links(offered)
         raise
     session = Session(agent, result["sessionId"], table.state_for(result["sessionId"]), lead["cwd"], extra,
                       permission)
     session.system_prompt = prompt
-    session.adopt_kernel_tools(link if offered else None)
-    if not offered:
-        await close_links([link])
+    session.adopt_links(offered)
     table.add(session)
     return session
 

@@ -23,7 +23,8 @@ from IPython.utils.capture import capture_output
 import acp_notebook as acpnb
 from acp_notebook import _loop
 from acp_notebook._redact import Redactor
-from acp_notebook.auth_terminal import TerminalLogin, TerminalText, arelaunch, login_command, shown_command
+from acp_notebook.auth_terminal import TerminalLogin, TerminalText, login_command, shown_command
+from acp_notebook.starting import arelaunch
 from acp_notebook.magics import login as login_magics
 from acp_notebook.magics import commands as commands_magics
 from tests.test_magics import magics_of, run, shell  # noqa: F401 - fixture

@@ -70,7 +70,7 @@ def test_the_table_has_headers_pairs_explanations_and_a_session_dropdown(demo):
     first, second = demo.new_session(), demo.new_session()
     first.set("model", "smart")
     second.prompt("hi")
-    inspector = demo.inspector()
+    inspector = ProtocolInspector(demo)
     try:
         html = inspector.table.value
         for header in ("time", "direction", "method / update", "session", "round trip", "summary"):
@@ -159,7 +159,7 @@ def test_a_bad_frame_given_by_hand_is_marked_without_any_agent():
 
 def test_without_jsonschema_the_inspector_says_how_to_turn_checks_on(demo, monkeypatch):
     monkeypatch.setattr(_schema, "available", lambda: False)
-    inspector = demo.inspector()
+    inspector = ProtocolInspector(demo)
     try:
         assert "schema checks are off: pip install 'acp-notebook[schema]'" in inspector.status.value
         assert "schema \u2717" not in inspector.table.value

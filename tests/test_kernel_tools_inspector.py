@@ -121,7 +121,7 @@ def test_a_live_inspector_names_the_policy_in_force_and_never_the_token(tmp_path
                      timeout=30) as agent:
         session = agent.new_session()
         token = {e["name"]: e["value"] for e in session.kernel_tools.entry["env"]}["ACPNB_KERNEL_TOKEN"]
-        inspector = agent.inspector()
+        inspector = ProtocolInspector(agent)
         static = inspector._static()
         inspector.close()
         assert "Policy in force: read-only: the reading tools answer; run_code is refused." in static["text/html"]

@@ -70,56 +70,20 @@ _OUTSIDE = "pending: outside this round's files; move to module level or give th
 _BRANCHES = 'pending: branches hang on Session; to go with the session table of the core split'
 
 PENDING_CYCLE_EDGES: dict[tuple[str, str], str] = {
-    ('acp_notebook/_inbound.py', 'acp_notebook/client.py'): _CORE,
-    ('acp_notebook/_inbound.py', 'acp_notebook/session.py'): _CORE,
-    ('acp_notebook/_permission.py', 'acp_notebook/session.py'): _CORE,
-    ('acp_notebook/auth_terminal.py', 'acp_notebook/client.py'): 'pending: the terminal login restarts the agent through client.astart; to become a hook',
-    ('acp_notebook/branch_sweep.py', 'acp_notebook/client.py'): _BRANCHES,
-    ('acp_notebook/branch_sweep.py', 'acp_notebook/session.py'): _BRANCHES,
-    ('acp_notebook/branch_sweep.py', 'acp_notebook/widgets/branches.py'): _BRANCHES,
-    ('acp_notebook/branching.py', 'acp_notebook/session.py'): _BRANCHES,
-    ('acp_notebook/kernel_link.py', 'acp_notebook/_permission.py'): _CORE,
-    ('acp_notebook/kernel_link.py', 'acp_notebook/client.py'): _CORE,
     ('acp_notebook/kernel_tools/secrets.py', 'acp_notebook/kernel_tools/answers.py'): _KERNEL_TOOLS,
-    ('acp_notebook/session.py', 'acp_notebook/branch_sweep.py'): _CORE,
-    ('acp_notebook/session.py', 'acp_notebook/branching.py'): _CORE,
-    ('acp_notebook/session.py', 'acp_notebook/client.py'): _CORE,
-    ('acp_notebook/widgets/branches.py', 'acp_notebook/branching.py'): _WIDGETS,
 }
 
 PENDING_REACH_INS: dict[tuple[str, str], str] = {
-    ('acp_notebook/_inbound.py', '_odd_values_note'): _CORE,
-    ('acp_notebook/_inbound.py', '_running'): _CORE,
-    ('acp_notebook/_inbound.py', '_sessions'): _CORE,
-    ('acp_notebook/_permission.py', '_pending_permissions'): _CORE,
-    ('acp_notebook/_permission.py', '_running'): _CORE,
-    ('acp_notebook/client.py', '_adopt_kernel_tools'): _CORE,
-    ('acp_notebook/client.py', '_agent_gone'): _CORE,
-    ('acp_notebook/client.py', '_agent_timeout'): _CORE,
-    ('acp_notebook/client.py', '_apply_session_result'): _CORE,
-    ('acp_notebook/client.py', '_start'): _CORE,
-    ('acp_notebook/client.py', '_state_applier'): _CORE,
-    ('acp_notebook/proxy/launcher.py', '_start'): "pending: Agent has no public start once extra_secrets are set (client.py, another engineer's)",
-    ('acp_notebook/session.py', '_data_details'): "pending: session.py should import errors.data_details (another engineer's)",
-    ('acp_notebook/session.py', '_delete_session'): _CORE,
-    ('acp_notebook/session.py', '_sessions'): _CORE,
-    ('acp_notebook/session.py', '_updates'): _CORE,
 }
 
 PENDING_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
-    ('acp_notebook/_inbound.py', 'acp.exceptions'): _CORE,
     ('acp_notebook/_protocol.py', 'importlib.metadata'): 'kept in client_version: importlib.metadata takes longer to import than acp_notebook itself (about 60 ms against 14 here), and not every process sends a version',
-    ('acp_notebook/auth_terminal.py', '.client'): _OUTSIDE,
     ('acp_notebook/auth_terminal.py', 'fcntl'): _OUTSIDE,
     ('acp_notebook/auth_terminal.py', 'termios'): _OUTSIDE,
     ('acp_notebook/branch_sweep.py', '.sweep.scorers'): _BRANCHES,
     ('acp_notebook/branch_sweep.py', '.widgets.branches'): _BRANCHES,
     ('acp_notebook/client.py', '.record'): _CORE,
     ('acp_notebook/client.py', '.sandbox'): _CORE,
-    ('acp_notebook/client.py', '.widgets.inspector'): _CORE,
-    ('acp_notebook/kernel_link.py', '._permission'): _CORE,
-    ('acp_notebook/kernel_link.py', '.kernel_tools'): _CORE,
-    ('acp_notebook/kernel_link.py', '.kernel_tools.policy'): _CORE,
     ('acp_notebook/kernel_tools/__init__.py', '.'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/namespace.py', 'numpy'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/namespace.py', 'pandas'): _KERNEL_TOOLS,
@@ -132,9 +96,6 @@ PENDING_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ('acp_notebook/kernel_tools/server.py', 'mcp.server.lowlevel'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/server.py', 'mcp.server.stdio'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/server.py', 'mcp.types'): _KERNEL_TOOLS,
-    ('acp_notebook/session.py', '.branch_sweep'): _CORE,
-    ('acp_notebook/session.py', '.branching'): _CORE,
-    ('acp_notebook/session.py', '.client'): _CORE,
 }
 
 DEPENDENCY_PRIVATES: dict[tuple[str, str], str] = {

@@ -48,7 +48,7 @@ def everything_about(agent: acpnb.Agent, session: acpnb.Session) -> dict[str, An
         "tool calls": [(c.title, c.raw_input, c.raw_output, c.content) for c in turn.tool_calls],
         "turn updates": turn.updates,
         "session title": session.title,
-        "inspector": agent.inspector()._static(),
+        "inspector": acpnb.ProtocolInspector(agent)._static(),
     }
 
 

@@ -49,7 +49,7 @@ def test_public_names_resolve_to_the_same_objects_whatever_was_imported_first():
         import acp_notebook.sweep.runner
         from acp_notebook.sweep.store import RunStore
         from acp_notebook import *
-        from acp_notebook.client import start as client_start
+        from acp_notebook.starting import start as client_start
         print(json.dumps({"sweep": acpnb.sweep.__module__, "star_sweep": sweep.__module__,
                           "same_start": start is client_start, "dir_has": all(n in dir(acpnb) for n in acpnb.__all__)}))
     """)

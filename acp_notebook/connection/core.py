@@ -196,10 +196,6 @@ class AgentConnection:
     def protocol_version(self) -> int | None:
         return self.init_result.get("protocolVersion")
 
-    def awaiting(self, *methods: str) -> bool:
-        """Whether a request of one of ``methods`` is sent and not answered yet."""
-        return any(request.method in methods for request in self.router.outstanding.values())
-
     def supports(self, capability: str) -> bool:
         """``load`` (loadSession) or a ``sessionCapabilities`` entry (list, close, resume, delete...)."""
         caps = self.capabilities

@@ -81,6 +81,10 @@ class ReplyRouter:
         finally:
             _next_applier.reset(token)
 
+    def awaiting(self, *methods: str) -> bool:
+        """Whether a request of one of ``methods`` is sent and not answered yet."""
+        return any(request.method in methods for request in self.outstanding.values())
+
     def strays_since(self, since: float) -> list[str]:
         """Answers that matched no request, received after ``since`` (time.monotonic()): a timeout
         error quotes them, since an agent that answers with a wrong id looks like one that is silent."""

@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ..client import PermissionRequest, Session, replay
-from ..client import start as start_agent
+from ..starting import start as start_agent
 from ..errors import AcpError, RpcError
 from ..launch import auth_hint
 from ..proxy import start_proxy

@@ -23,7 +23,8 @@ import weakref
 from typing import Any
 
 from .. import _loop
-from ..auth_terminal import LoginOutcome, TerminalLogin, arelaunch, is_terminal_method, login_command
+from ..auth_terminal import LoginOutcome, TerminalLogin, is_terminal_method, login_command
+from ..starting import arelaunch
 from ..errors import AcpError, RpcError
 from ..widgets.terminal import TerminalLoginView
 from .registry import AgentEntry

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..client import Agent, Session
-from ..client import start as start_agent
+from ..starting import start as start_agent
 from ..errors import AcpError, AgentStartError, CapabilityError, RpcError
 from ..proxy import start_proxy
 from .records import SessionRecord, latest_records, notebook_path, read_notebook_records

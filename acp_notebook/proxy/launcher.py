@@ -17,6 +17,7 @@ from typing import Any, Union
 from .._facade import twins
 from .._redact import secret_values
 from ..client import Agent
+from ..kernel_link import KernelToolsExtension
 from ..launch import AgentSpec, SpecLike, registered, unknown_agent
 from .specs import encode_agent_env, encode_spec
 
@@ -107,7 +108,10 @@ async def _start_proxy(agents: AgentsLike, *, probe_timeout: float | None = None
     command = proxy_command(agents, probe_timeout=probe_timeout, start_timeout=start_timeout, trace=trace)
     # The agents' own env (keys) reaches the proxy in its environment, never on its command line.
     start_kwargs["env"] = {**(start_kwargs.get("env") or {}), **proxy_environment(agents)}
-    agent = Agent(command, **start_kwargs)
+    # The notebook's kernel tools, as acpnb.start installs them (starting.py), and any other session extensions.
+    extensions = [KernelToolsExtension(start_kwargs.pop("kernel_tools", None), api="acpnb.start_proxy"),
+                  *start_kwargs.pop("extensions", ())]
+    agent = Agent(command, extensions=extensions, **start_kwargs)
     # An agent may repeat its key (an error, a log line) and the proxy passes it on: the client masks these
     # values wherever it shows them (the log, errors), as it masks its own environment's.
     agent.extra_secrets = [pair for _, spec in _agent_pairs(agents) for pair in secret_values(_env_of(spec))]
