@@ -541,6 +541,70 @@ def test_each_pending_function_import_is_still_there(found_function_imports: dic
     assert not stale, "fixed; delete from PENDING_FUNCTION_IMPORTS: " + ", ".join(stale)
 
 
+# The protocol layer (issue 34, point 3) and what it must never reach, by any import, directly or through ours.
+PROTOCOL_LAYER = ("acp_notebook.connection", "acp_notebook.client", "acp_notebook.session", "acp_notebook.turn",
+                  "acp_notebook.state", "acp_notebook._inbound", "acp_notebook._permission",
+                  "acp_notebook.extensions", "acp_notebook.session_table", "acp_notebook.session_results")
+NOT_BELOW_PROTOCOL = ("acp_notebook.widgets", "acp_notebook.magics", "acp_notebook.kernel_tools",
+                      "acp_notebook.kernel_link", "acp_notebook.starting", "IPython", "ipykernel", "ipywidgets")
+# (protocol-layer file, module it reaches) -> why it still does. Shrink-only, like the tables above.
+PENDING_PROTOCOL_REACH: dict[tuple[str, str], str] = {
+    ("acp_notebook/client.py", "acp_notebook.kernel_tools.channel"): "pending: Agent(sandbox=) wraps the spec with "
+    "sandbox.py, which names the kernel tools' channel folder; the wrapping belongs in starting.py",
+}
+
+
+def _in(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+def protocol_reach(graph: Graph) -> dict[tuple[str, str], list[str]]:
+    """(protocol-layer module, forbidden module) -> the import path that reaches it (every kind of import counts)."""
+    edges: dict[str, set[str]] = {name: set() for name in graph.modules}
+    for imp in graph.imports:
+        edges[imp.source].add(imp.target)
+    found: dict[tuple[str, str], list[str]] = {}
+    for start in (name for name in graph.modules if _in(name, PROTOCOL_LAYER)):
+        paths = {start: [start]}
+        queue = [start]
+        while queue:
+            current = queue.pop(0)
+            for target in sorted(edges.get(current, ())):
+                if target in paths:
+                    continue
+                paths[target] = [*paths[current], target]
+                if _in(target, NOT_BELOW_PROTOCOL):
+                    found.setdefault((start, target), paths[target])
+                elif target in graph.modules:
+                    queue.append(target)
+    return found
+
+
+def test_the_protocol_layer_reaches_no_jupyter_layer(graph: Graph):
+    found = protocol_reach(graph)
+    first = {}
+    for (start, target), path in found.items():  # one entry per (file, first forbidden module on the way)
+        first.setdefault((graph.file(start), path[-1]), path)
+    new = {key: path for key, path in first.items() if key not in PENDING_PROTOCOL_REACH}
+    assert not new, "the protocol layer imports what is above it: " + "; ".join(
+        f"{file} reaches {target} via {' -> '.join(path)}" for (file, target), path in sorted(new.items()))
+    stale = [key for key in PENDING_PROTOCOL_REACH if key not in first]
+    assert not stale, f"fixed; delete from PENDING_PROTOCOL_REACH: {stale}"
+
+
+def test_a_reach_through_another_module_is_found(tmp_path: Path):
+    package = tmp_path / "acp_notebook"
+    (package / "widgets").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "widgets" / "__init__.py").write_text("")
+    (package / "widgets" / "view.py").write_text("")
+    (package / "helper.py").write_text("def f():\n    from .widgets import view\n")
+    (package / "client.py").write_text("from . import helper\n")
+    found = protocol_reach(Graph.of(read_modules(package)))
+    assert [path for (start, _), path in found.items() if start == "acp_notebook.client"] == [
+        ["acp_notebook.client", "acp_notebook.helper", "acp_notebook.widgets.view"]]
+
+
 def test_every_reason_is_given():
     for table in (PENDING_CYCLE_EDGES, PENDING_REACH_INS, PENDING_FUNCTION_IMPORTS, DEPENDENCY_PRIVATES):
         for key, reason in table.items():
