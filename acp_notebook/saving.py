@@ -56,7 +56,7 @@ REQUESTS_FOLDER = "acp-notebook-requests"
 STATE_HTML = re.compile(r'(<div class="acpnb-request-state" data-acpnb-request="([0-9a-f]{12})"[^>]*>)(.*?)(</div>)',
                         re.S)
 STATE_TEXT = re.compile(r"\(waiting for your answer\)\. Asked by ([^\n]*?)\. "
-                        r"Request ([0-9a-f]{12}): reopened\?[^\n]*?Interrupt\.")
+                        r"Request ([0-9a-f]{12}): reopened\?[^\n]*?Interrupt withdraws it\.")
 HEADER_HTML = re.compile(r'<span class="acpnb-status acpnb-status-waiting"([^>]*)>waiting</span>')
 HEADER_TEXT = re.compile(r"^(.*) · waiting( · |$)", re.M)  # the first line's "title · model · status · extra"
 CARD_ASKING = "waiting for you"  # a kernel call's status while its approval is asked (widgets/kernel.py)
@@ -167,7 +167,8 @@ def _settle_header(data: MutableMapping[str, Any], outcomes: dict[str, str | Non
     status = "not answered" if all(said == GONE for said in outcomes.values()) else status
     badge = f'<span class="acpnb-status acpnb-status-{status.replace(" ", "-")}"'
     if isinstance(data.get("text/html"), str):
-        data["text/html"] = HEADER_HTML.sub(lambda m: f"{badge}{m.group(1)}>{status}</span>", data["text/html"], count=1)
+        data["text/html"] = HEADER_HTML.sub(lambda m: f"{badge}{m.group(1)}>{status}</span>", data["text/html"],
+                                            count=1)
     for mime in ("text/markdown", "text/plain"):
         if isinstance(data.get(mime), str):
             data[mime] = HEADER_TEXT.sub(lambda m: f"{m.group(1)} · {status}{m.group(2)}", data[mime], count=1)

@@ -26,7 +26,8 @@ from acp_notebook.widgets import permission
 from acp_notebook.widgets._html import HeaderInfo
 from acp_notebook.widgets.static import LIVE_WORDS, TurnSnapshot, turn_forms
 
-RUN_CALL = {"toolCallId": "kc-1", "title": "Run code in your kernel", "kind": "execute", "rawInput": {"code": "y = x + 1"}}
+RUN_CALL = {"toolCallId": "kc-1", "title": "Run code in your kernel", "kind": "execute",
+            "rawInput": {"code": "y = x + 1"}}
 
 
 @pytest.fixture
@@ -55,7 +56,8 @@ def ask(made: list[permission.PermissionPrompt], code: str = "y = x + 1") -> per
 def turn_output(*waiting: permission.PermissionPrompt) -> dict[str, Any]:
     """A %%acp turn's output as saved while its requests wait (the turn view's saved forms)."""
     header = HeaderInfo(title="Sales", agent="demo", model="fast", status="waiting", extra=LIVE_WORDS)
-    card = ("Run code in your kernel [kernel, waiting for you]", "**Run code in your kernel** (kernel, waiting for you)",
+    card = ("Run code in your kernel [kernel, waiting for you]",
+            "**Run code in your kernel** (kernel, waiting for you)",
             '<div class="acpnb-kernel-call"><span>waiting for you</span></div>')
     forms = turn_forms(TurnSnapshot(header=header, kernel=[card],
                                     pending=[(p.pending_text(), p.static_html()) for p in waiting]))
@@ -108,7 +110,8 @@ def test_a_saved_request_that_was_answered_says_its_outcome_header_and_card_incl
     prompt.choose("allow")
     data = saved(output, folder=in_a_kernel)
     assert "waiting" not in json.dumps(data).lower()
-    assert "You chose: Allow." in data["text/html"] and f"(request {prompt.key}: You chose: Allow)" in data["text/plain"]
+    assert "You chose: Allow." in data["text/html"]
+    assert f"(request {prompt.key}: You chose: Allow)" in data["text/plain"]
     assert data["text/plain"].startswith("Sales · model: fast · answered · ")
     assert "acpnb-status-answered" in data["text/html"] and "settled after this was saved" in data["text/markdown"]
 

@@ -1,7 +1,8 @@
 """A request that waits while the notebook is saved, answered from a new client with ``%acp pending``.
 
 In a real kernel driven over the Jupyter protocol: the demo agent's ``run_code`` waits for Allow; the
-notebook is saved (through the server's pre-save hook, saving.py) and says it waits; a second client
+notebook is saved (through the server's pre-save hook, saving.py) and says it waits, with the terminal
+command that answers it (which lists it, run here); a second client
 connects to the same kernel, as a reloaded page does, and (on a subshell: the main shell is still running
 the ``%%acp`` cell) lists the request and answers it with ``%acp pending``; the turn ends and the code
 ran; the notebook saved again from what the reopened frontend holds no longer says "waiting" anywhere.
@@ -13,7 +14,10 @@ import copy
 import json
 import os
 import queue
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -136,9 +140,15 @@ def kernel(tmp_path, monkeypatch) -> Iterator[tuple[Any, Path]]:
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))  # the kernel and the save hook share it
-    manager, client = jupyter_client.manager.start_new_kernel(kernel_name="python3", cwd=str(tmp_path),
-                                                              env=dict(os.environ))
+    # Its connection file where Jupyter Server puts one (kernel-ID.json in the runtime directory): the terminal
+    # command finds the kernel there.
+    manager = jupyter_client.KernelManager(kernel_name="python3",
+                                           connection_file=str(runtime / f"kernel-{uuid.uuid4()}.json"))
+    manager.start_kernel(cwd=str(tmp_path), env=dict(os.environ))
+    client = manager.client()
+    client.start_channels()
     try:
+        client.wait_for_ready(timeout=CELL_TIMEOUT)
         yield Client(client, manager), runtime
     finally:
         client.stop_channels()
@@ -159,6 +169,11 @@ def test_a_request_saved_while_it_waits_is_answered_from_a_new_client_and_the_fi
     assert WIDGET_MIME not in turn_output["data"]
     assert "Waiting for an answer: Allow | Reject" in turn_output["data"]["text/html"]
     assert "answer with %acp pending" in turn_output["data"]["text/plain"]
+    command = f"python -m acp_notebook.magics.pending --kernel {kernel_id[:8]} allow "
+    assert command in turn_output["data"]["text/plain"]  # a terminal's way in, spelled out
+    listed = subprocess.run([sys.executable, "-m", "acp_notebook.magics.pending", "--kernel", kernel_id[:8]],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert listed.returncode == 0 and "1. agent 'demo'" in listed.stdout, listed
 
     # A new client of the same kernel (a reloaded page), on a subshell: the main shell still runs the cell.
     # Its own client and session (manager.client() would share the first one's, and so its socket identity).

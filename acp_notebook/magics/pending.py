@@ -10,14 +10,22 @@ cancel) it turns into its outcome, so a saved notebook does not say it waits. ``
 ``%acp pending reject N`` answer request N (its number as listed, or its id) in one line.
 
 While a ``%%acp`` cell awaits its turn the kernel's main shell runs no other cell; a subshell does
-(JupyterLab: New Subshell Console for Notebook, on the notebook's context menu). So this command runs on
-whichever shell thread executes it (the main one, or a subshell's): it reads the process-wide table of
-waiting prompts (widgets/permission.py, under its lock) and answers through the prompt's ``choose``
-(under the prompt's lock); it changes nothing of the magics.
+(JupyterLab: New Subshell Console for Notebook, on the notebook's context menu, offered once JupyterLab
+has the kernel's kernel_info, which a page reloaded during the cell never gets until the cell ends). So
+the same answer has a command line, for a terminal: ``python -m acp_notebook.magics.pending --kernel ID
+allow KEY`` connects to the kernel (its connection file under Jupyter's runtime directory), opens a
+subshell and answers there (``main``); the saved output of a waiting request spells it out.
+
+Threads: this command runs on whichever shell thread executes it (the main one, or a subshell's): it
+reads the process-wide table of waiting prompts (widgets/permission.py, under its lock) and answers
+through the prompt's ``choose`` (under the prompt's lock); it changes nothing of the magics.
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
+import sys
 import time
 from collections.abc import Sequence
 from html import escape
@@ -30,7 +38,7 @@ from ..widgets._html import widget_bundle
 from ..widgets.display import ENDED, Bundle, LiveDisplay
 from ..widgets.permission import PermissionPrompt, waiting_prompts
 
-__all__ = ["run_pending"]
+__all__ = ["command_text", "main", "run_pending"]
 
 ANSWERS = {"allow": ("allow_once", "allow_always"), "reject": ("reject_once", "reject_always")}
 MIN_KEY_PREFIX = 4  # hex digits of a request's id that name it
@@ -124,3 +132,76 @@ def run_pending(command: Any) -> None:
     if command.request is None:
         raise UsageError(f"%acp pending {command.answer} N: name the request (its number in %acp pending, or its id)")
     print(answer(command.request, command.answer))
+
+
+def command_text(answer_with: str | None = None, which: str | None = None) -> str:
+    """What ``%acp pending [allow|reject N]`` says, as text (the command line's answer; any shell thread)."""
+    if answer_with is None:
+        return listing_text(waiting_prompts())
+    return answer(str(which), answer_with)
+
+
+# --- the command line: a terminal's way in while the notebook's main shell is busy ------------------------------
+KERNEL_WAIT_S = 30.0  # seconds each step with the kernel may take (its control and subshell answer while a cell runs)
+
+
+def _control(client: Any, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+    request = client.session.msg(msg_type, content)
+    client.control_channel.send(request)
+    while True:
+        reply = client.get_control_msg(timeout=KERNEL_WAIT_S)
+        if reply["parent_header"].get("msg_id") == request["header"]["msg_id"]:
+            return reply["content"]
+
+
+def ask_kernel(kernel: str, answer_with: str | None, which: str | None) -> tuple[bool, str]:
+    """Run ``command_text`` on a new subshell of kernel ``kernel`` (an id, a unique part of one, or a connection
+    file); (whether it answered, its text or error). The answer comes back in the reply (``user_expressions``),
+    not on iopub, which a client that has just connected may miss."""
+    # Deferred: jupyter_client (zmq) is needed by this command line only, not by the magics.
+    from jupyter_client import BlockingKernelClient, find_connection_file
+
+    client = BlockingKernelClient(connection_file=find_connection_file(kernel))
+    client.load_connection_file()
+    client.start_channels()
+    subshell = None
+    try:
+        subshell = _control(client, "create_subshell_request", {}).get("subshell_id")
+        if subshell is None:
+            return False, "this kernel has no subshells (ipykernel >= 7 has them)"
+        call = f"__import__('acp_notebook.magics.pending', fromlist=['_']).command_text({answer_with!r}, {which!r})"
+        request = client.session.msg("execute_request", {"code": "", "silent": True, "store_history": False,
+                                                         "user_expressions": {"said": call}, "allow_stdin": False})
+        request["header"]["subshell_id"] = subshell
+        client.shell_channel.send(request)
+        while True:
+            reply = client.get_shell_msg(timeout=KERNEL_WAIT_S)
+            if reply["parent_header"].get("msg_id") == request["header"]["msg_id"]:
+                break
+        said = reply["content"].get("user_expressions", {}).get("said", {})
+        if said.get("status") != "ok":
+            return False, f"{said.get('ename', 'Error')}: {said.get('evalue', reply['content'])}"
+        return True, str(ast.literal_eval(said["data"]["text/plain"]))  # the text's repr, as IPython shows a str
+    finally:
+        if subshell is not None:
+            _control(client, "delete_subshell_request", {"subshell_id": subshell})
+        client.stop_channels()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m acp_notebook.magics.pending --kernel ID [allow|reject N]``: list or answer from a terminal."""
+    parser = argparse.ArgumentParser(prog="python -m acp_notebook.magics.pending",
+                                     description="List or answer the permission requests a Jupyter kernel waits on.")
+    parser.add_argument("--kernel", required=True, help="the kernel's id (a unique part will do) or connection file")
+    parser.add_argument("answer", nargs="?", choices=sorted(ANSWERS), metavar="allow|reject")
+    parser.add_argument("request", nargs="?", metavar="N", help="the request's number as listed, or its id")
+    args = parser.parse_args(argv)
+    if args.answer is not None and args.request is None:
+        parser.error("name the request to answer (its number as listed, or its id)")
+    answered, text = ask_kernel(args.kernel, args.answer, args.request)
+    print(text, file=sys.stdout if answered else sys.stderr)
+    return 0 if answered else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

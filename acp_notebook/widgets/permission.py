@@ -71,9 +71,11 @@ STATE_CLASS = "acpnb-request-state"
 REQUESTS_FOLDER = "acp-notebook-requests"  # under jupyter_runtime_dir(); the same name in saving.py
 KEY_LENGTH = 12  # hex digits of a request's key
 # Said while a request waits: a reopened notebook has no buttons, and while the cell that asked runs the main shell
-# runs no other cell, so the one-line answer is run on a kernel subshell; an interrupt withdraws the request.
-PENDING_HINT = ("reopened? answer with %acp pending (on a kernel subshell while this cell runs), or withdraw with "
-                "Kernel > Interrupt")
+# runs no other cell (nor can a reloaded JupyterLab open a subshell console: it learns of subshells from a
+# kernel_info that waits behind the cell), so the one-line answer runs on a kernel subshell, from a terminal
+# (magics/pending.py's command line); an interrupt withdraws the request.
+TERMINAL_COMMAND = "python -m acp_notebook.magics.pending"
+SHORT_KERNEL = 8  # characters of the kernel's id the command line is given (a unique prefix will do)
 
 _registry_lock = threading.Lock()
 _waiting: dict[str, PermissionPrompt] = {}
@@ -250,6 +252,13 @@ class PermissionPrompt:
     def waiting(self) -> bool:
         return not self.future.done()
 
+    def pending_hint(self) -> str:
+        """How to answer the request once its buttons are gone (saving.py's pattern ends at its last words)."""
+        kernel = kernel_id()
+        terminal = (f"in a terminal: {TERMINAL_COMMAND} --kernel {kernel[:SHORT_KERNEL]} allow {self.key} "
+                    f"(or reject {self.key}); " if kernel else "")
+        return f"reopened? answer with %acp pending on a kernel subshell, or {terminal}Kernel > Interrupt withdraws it"
+
     @property
     def title(self) -> str:
         """The request's title as shown (hidden characters spelled out)."""
@@ -301,7 +310,8 @@ class PermissionPrompt:
         element marked with the request's key, which the save hook brings up to date: saving.py)."""
         names = visible(" | ".join(str(o.get("name") or o.get("optionId")) for o in self.options))
         with self._lock:
-            outcome = self.decision if self.future.done() else f"Waiting for an answer: {names} ({PENDING_HINT})."
+            waiting = f"Waiting for an answer: {names} ({self.pending_hint()})."
+            outcome = self.decision if self.future.done() else waiting
         return (f'<div class="acpnb-permission" style="border:1px solid {BORDER};padding:6px 10px;margin:4px 0">'
                 f'{describe_request(self.tool_call, self.asker)}<div class="{STATE_CLASS}" data-acpnb-request='
                 f'"{self.key}" style="color:{MUTED};font-size:0.9em">{escape(outcome)}</div></div>')
@@ -311,7 +321,7 @@ class PermissionPrompt:
         save hook puts the outcome in once the request is settled, saving.py)."""
         title, code = _request_text(self.tool_call)
         lines = [f"The agent asks permission: {visible(title)} (waiting for your answer). Asked by {self.asker}. "
-                 f"Request {self.key}: {PENDING_HINT}."]
+                 f"Request {self.key}: {self.pending_hint()}."]
         if code:
             lines.extend(f"    {line}" for line in visible(code).splitlines())
         if request_has_hidden(self.tool_call):

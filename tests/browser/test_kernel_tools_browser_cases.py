@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
+import subprocess
+import sys
 import time
 from typing import Any
-
-import jupyter_client
-
-from tests.test_pending_kernel import Client, Outputs
 
 from .jupyterlab import JupyterLabServer, LabPage, screenshot_dir, write_notebook
 from .test_kernel_tools_browser import run_without_waiting
@@ -117,23 +117,18 @@ def test_an_inspected_figure_shows_as_an_image_in_one_card(lab_page: LabPage,
     lab_page.screenshot(screenshot_dir() / "kernel-tools-figure.png", of=lab_page.cell(2))
 
 
-def _second_client(server: JupyterLabServer, name: str) -> Client:
-    """A second client of the notebook's kernel (its connection file, a session of its own), on a subshell."""
-    (session,) = [s for s in server.api("GET", "sessions") if s["path"] == name]
-    connection = server.root_dir.parent / "runtime" / f"kernel-{session['kernel']['id']}.json"
-    client = jupyter_client.BlockingKernelClient(connection_file=str(connection))
-    client.load_connection_file()
-    client.start_channels()
-    second = Client(client, None)
-    second.open_subshell()
-    second.wait_for_iopub()
-    return second
+def _terminal(server: JupyterLabServer, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command line a person runs in a terminal of this JupyterLab (its runtime directory, where the kernels'
+    connection files are)."""
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(server.root_dir.parent / "runtime")}
+    return subprocess.run([sys.executable, "-m", "acp_notebook.magics.pending", *args], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
 
 
 def test_reopened_while_allow_waits_is_answered_with_acp_pending(lab_page: LabPage,
                                                                  jupyterlab_server: JupyterLabServer) -> None:
     name = "reopen_waiting.ipynb"
-    _ask_to_run(lab_page, jupyterlab_server, name)
+    _ask_to_run(lab_page, jupyterlab_server, name, ("print(y)",))
     first = saved(lab_page, jupyterlab_server, name)
     assert "Waiting for an answer: Allow | Reject" in json.dumps(first)
 
@@ -144,20 +139,21 @@ def test_reopened_while_allow_waits_is_answered_with_acp_pending(lab_page: LabPa
     assert turn.locator(".acpnb-permission-option").count() == 0  # no buttons: the widget view is gone
     lab_page.screenshot(screenshot_dir() / "kernel-tools-reopened-waiting.png", of=lab_page.cell(2))
 
-    # The reloaded page cannot run a cell (the main shell runs the %%acp cell) nor learn that the kernel has
-    # subshells (its kernel_info waits behind that cell too): the answer comes from a client that can.
-    second = _second_client(jupyterlab_server, name)
-    try:
-        outputs = Outputs()
-        _, listed = second.execute_on_subshell("%acp pending", outputs)
-        assert "1. agent 'demo'" in listed.stdout and "y = x + 1" in listed.stdout
-        _, answered = second.execute_on_subshell("%acp pending allow 1", outputs)
-        assert "You chose: Allow." in answered.stdout, answered.errors
-        lab_page.wait_for_kernel_idle()  # the turn finished, and the page hears the kernel again
-        _, check = second.execute_on_subshell("print(y)", outputs)
-        assert check.stdout.strip() == "42"  # the code the agent asked to run ran in the kernel
-    finally:
-        second.client.stop_channels()
+    # The reloaded page can run no cell (the main shell runs the %%acp cell) nor open a subshell console (its
+    # kernel_info waits behind that cell too): the saved output spells out a terminal's command, as it is run here.
+    command = re.search(r"python -m acp_notebook\.magics\.pending --kernel (\S+) allow ([0-9a-f]{12})",
+                        turn.inner_text())
+    assert command is not None, turn.inner_text()
+    listed = _terminal(jupyterlab_server, "--kernel", command.group(1))
+    assert listed.returncode == 0 and "1. agent 'demo'" in listed.stdout and "y = x + 1" in listed.stdout, listed
+    answered = _terminal(jupyterlab_server, "--kernel", command.group(1), "allow", command.group(2))
+    assert answered.returncode == 0 and "You chose: Allow." in answered.stdout, answered
+    again = _terminal(jupyterlab_server, "--kernel", command.group(1), "allow", command.group(2))
+    assert again.returncode == 1 and "no waiting request" in again.stderr, again  # settled: not answered twice
+
+    lab_page.wait_for_kernel_idle()  # the turn finished, and the page hears the kernel again
+    lab_page.run_cell(3)
+    lab_page.wait_for_text("42", exact=True, within=lab_page.output(3))  # the code the agent asked to run ran
     again = saved(lab_page, jupyterlab_server, name)
     text = json.dumps(again)
     assert "waiting" not in text.lower(), text
