@@ -8,6 +8,7 @@ import io
 import re
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ def frames(draw):
     return pd.DataFrame({f"{i}:{name}": draw(column) for i, name in enumerate(names)})
 
 
+@pytest.mark.slow  # 40 frames up to every cap, each rendered: over 20 s on a loaded machine
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(frames(), st.booleans())
 # Every cap at once (rows, columns, bytes, long cells), and a header longer than the byte cap on its own.
@@ -59,6 +61,7 @@ JSON_LIKE = st.recursive(
     max_leaves=400)
 
 
+@pytest.mark.slow  # 80 nested values up to the caps: about 11 s on a loaded machine
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(JSON_LIKE)
 def test_any_data_stays_within_the_caps(value):

@@ -104,7 +104,8 @@ ONE_ANSWER = [sys.executable, "-c", "import sys; sys.stdin.readline(); "
               "print('{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":1}}', flush=True)"]
 
 
-@pytest.mark.parametrize("relay", ["relay.py", "sdk_relay.py"])
+# The SDK's relay builds the SDK's schema models in a process of its own: about 10 s a case on a loaded machine.
+@pytest.mark.parametrize("relay", ["relay.py", pytest.param("sdk_relay.py", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("gone", ["client", "agent"])
 def test_a_relay_ends_when_its_client_or_agent_does(relay: str, gone: str) -> None:
     """The client closing the relay's stdin ends the relay and its agent, and an agent that exits ends the

@@ -455,6 +455,7 @@ _loop.run_sync(tools.close(), 30)
 """
 
 
+@pytest.mark.slow  # a script starting the demo agent and the kernel tools: about 12 s on a loaded machine
 def test_outside_ipython_the_tools_serve_main_while_the_script_waits_in_our_call(tmp_path: Path) -> None:
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)

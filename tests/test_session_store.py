@@ -170,6 +170,7 @@ def test_resume_after_a_restart_keeps_the_title_twice(shell, state):
         assert row.record.title == "Otters"
 
 
+@pytest.mark.slow  # two agent starts and a turn around a shell restart: about 11 s on a loaded machine
 def test_resume_puts_back_the_options_the_agent_lost(shell, state):
     with capture_output():
         run(shell, f"%acp start --name forgetful -- {sys.executable} {AGENTS}/forgetful_agent.py")

@@ -58,6 +58,7 @@ def test_prompts_across_models_with_a_results_file_and_resume(tmp_path):
     assert resumed.stderr == "" and len(SweepResult.load(tmp_path / "r.csv")) == 6
 
 
+@pytest.mark.slow  # 80 trials, then resumed, through the CLI: over 20 s on a loaded machine
 def test_a_dataset_with_scorers_a_comparison_a_plot_and_a_run_directory(tmp_path):
     arithmetic.write_dataset(tmp_path / "tasks.jsonl")
     done = run("--dataset", "tasks.jsonl", "--template", arithmetic.TEMPLATE, "--model", "demo:fast", "--model",
@@ -89,6 +90,7 @@ def test_through_the_proxy_with_agent(tmp_path):
     assert sorted(r["confirmed_model"] for r in rows) == ["a:fast", "a:fast", "b:smart", "b:smart"]
 
 
+@pytest.mark.slow  # the trial is retried with backoff before it counts as failed: about 10 s loaded
 def test_every_trial_failing_exits_1_and_prints_the_errors(tmp_path):
     done = run("--register", f"stubborn={shlex.join(STUBBORN)}", "--model", "stubborn:smart", "--prompt", "hi",
                "--no-progress", cwd=tmp_path)

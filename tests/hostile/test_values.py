@@ -644,6 +644,7 @@ _NESTED = st.recursive(_HIDDEN, lambda inner: st.one_of(
     max_leaves=12)
 
 
+@pytest.mark.slow  # 100 nestings, each shown every way: about 20 s on a loaded machine
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(_NESTED)
 def test_a_secret_anywhere_in_any_nesting_never_shows(value: Any) -> None:
