@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import queue
 import sys
 import time
 from collections.abc import Sequence
@@ -198,7 +199,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.answer is not None and args.request is None:
         parser.error("name the request to answer (its number as listed, or its id)")
-    answered, text = ask_kernel(args.kernel, args.answer, args.request)
+    try:
+        answered, text = ask_kernel(args.kernel, args.answer, args.request)
+    except OSError as error:  # no such kernel (find_connection_file)
+        answered, text = False, f"kernel {args.kernel!r}: {error}"
+    except queue.Empty:
+        answered, text = False, f"kernel {args.kernel!r} did not answer within {KERNEL_WAIT_S:g} s"
     print(text, file=sys.stdout if answered else sys.stderr)
     return 0 if answered else 1
 
