@@ -115,8 +115,7 @@ class Agent:
         permission_timeout: float | None = None,
         notebook_writes: bool = False,
         extensions: Sequence[SessionExtension] = (),
-        sandbox: str | None = None,
-        network: bool = True,
+        wrap: Callable[[Any, str, Mapping[str, str]], Any] | None = None,
         system_prompt: str | Callable[[Agent], str | None] | None = None,
         system_prompt_mode: str = "append",
     ) -> None:
@@ -159,13 +158,12 @@ class Agent:
         # Secret values the agent gets some other way than its environment (the proxy's agents' keys, which
         # travel on its command line): masked like the environment's.
         self.extra_secrets: list[tuple[str, str]] = []
-        # Kept so the agent can be started again as it was (starting.arelaunch, after a terminal login).
-        self.sandbox, self.network = sandbox, network
+        # What the spec runs as, given the agent's working directory and environment (starting.py: a bubblewrap
+        # sandbox, sandbox.SandboxWrap); kept so the agent can be started again the same way.
+        self.wrap = wrap
         launched = self.spec
-        if sandbox is not None or not network:  # acp_notebook/sandbox.py: the same spec, run under bwrap
-            from .sandbox import sandboxed_launch
-
-            launched = sandboxed_launch(self.spec, sandbox, network=network, cwd=self.cwd, env=self.extra_env)
+        if wrap is not None:
+            launched = wrap(self.spec, self.cwd, self.extra_env)
         resolved, transport, self._agent_env = transport_for(launched, cwd=self.cwd, env=self.extra_env,
                                                              inherit_env=self.inherit_env)
         self.name = name or resolved
@@ -542,7 +540,8 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
                  inherit_env: bool = True, fs: bool = True, name: str | None = None,
                  record: str | os.PathLike[str] | None = None, permission_timeout: float | None = None,
                  notebook_writes: bool = False, elicitation: ElicitationPolicy = "decline",
-                 extensions: Sequence[SessionExtension] = (), sandbox: str | None = None, network: bool = True,
+                 extensions: Sequence[SessionExtension] = (),
+                 wrap: Callable[[Any, str, Mapping[str, str]], Any] | None = None,
                  system_prompt: str | Callable[[Agent], str | None] | None = None,
                  system_prompt_mode: str = "append") -> Agent:
     """Start an agent: a registered name ("demo", "claude"...), a command line, an argv list, or an agent
@@ -553,16 +552,15 @@ async def _start(spec: SpecLike | Any, *, cwd: str | os.PathLike[str] | None = N
     sessions' directories, and never replaces a notebook unless ``notebook_writes=True``. ``elicitation``
     answers the agent's forms: "decline", "cancel", a dict of answers or a callable (see acp_notebook.elicitation).
     ``extensions`` serve each session beside the protocol (acp_notebook.extensions; ``acpnb.start`` adds the
-    notebook's kernel tools). ``sandbox="bwrap"`` runs the agent's
-    process under bubblewrap, writable only in ``cwd``, /tmp and its own state folders (``network=False``: no
-    network either); see acp_notebook/sandbox.py. ``system_prompt``: instructions for the agent, sent when each
+    notebook's kernel tools). ``wrap(spec, cwd, env)`` gives what actually runs (``acpnb.start``'s
+    ``sandbox=`` is one: acp_notebook/sandbox.py). ``system_prompt``: instructions for the agent, sent when each
     session opens where the agent takes a system prompt (unstable ACP; not sent to others), joined to its own
     in ``system_prompt_mode`` "append", or replacing them in "override" where the agent offers that (else a
     CapabilityError); ``session.system_prompt`` shows what was sent."""
     agent = Agent(spec, cwd=cwd, env=env, timeout=timeout, permission=permission, inherit_env=inherit_env,
                   elicitation=elicitation,
                   fs=fs, name=name, record=record, permission_timeout=permission_timeout,
-                  notebook_writes=notebook_writes, extensions=extensions, sandbox=sandbox, network=network,
+                  notebook_writes=notebook_writes, extensions=extensions, wrap=wrap,
                   system_prompt=system_prompt, system_prompt_mode=system_prompt_mode)
     return await agent.connect()
 

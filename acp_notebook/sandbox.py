@@ -27,7 +27,7 @@ from .errors import AcpError
 from .kernel_tools.channel import channel_root
 from .launch import AgentSpec, resolve_spec, spec_of
 
-__all__ = ["HIDDEN", "SANDBOXES", "Sandbox", "SandboxUnavailable", "agent_sandbox", "check_bwrap", "make_sandbox",
+__all__ = ["HIDDEN", "SANDBOXES", "Sandbox", "SandboxUnavailable", "SandboxWrap", "agent_sandbox", "check_bwrap", "make_sandbox",
            "sandboxed_launch", "state_paths", "wrap_spec"]
 
 # "bwrap": a sandbox per process; in a sweep, one sandboxed agent process per concurrency slot, writable only in
@@ -283,6 +283,18 @@ def wrap_spec(spec: Any, sandbox: Sandbox, *, cwd: str, env: Mapping[str, str] |
     if base is None:
         return AgentSpec(name=name, command=command, env=extra_env)
     return replace(base, command=command, npm_package=None, args=(), cache_paths=())
+
+
+@dataclass(frozen=True)
+class SandboxWrap:
+    """``Agent(wrap=...)`` for ``acpnb.start(sandbox=..., network=...)``: the agent's spec run under bubblewrap, its
+    working directory writable (``sandboxed_launch``). Kept on the agent, so a relaunch is sandboxed alike."""
+
+    sandbox: str | None
+    network: bool = True
+
+    def __call__(self, spec: Any, cwd: str, env: Mapping[str, str] | None) -> Any:
+        return sandboxed_launch(spec, self.sandbox, network=self.network, cwd=cwd, env=env)
 
 
 def sandboxed_launch(spec: Any, sandbox: Any, *, network: bool, cwd: str, env: Mapping[str, str] | None) -> Any:

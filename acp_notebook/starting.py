@@ -23,6 +23,7 @@ from ._facade import twins
 from .client import Agent
 from .extensions import SessionExtension
 from .kernel_link import KernelToolsExtension
+from .sandbox import SandboxWrap
 
 __all__ = ["arelaunch", "astart", "start"]
 
@@ -30,22 +31,28 @@ _KERNEL_TOOLS_DOC = (
     "``kernel_tools``: the policy of the MCP server ``kernel`` every session is offered (\"ask\", \"read-only\", "
     "\"allow\", \"off\"); None is \"ask\" in a Jupyter kernel, where \"ask\" is answered by ``permission`` (in a "
     "``%%acp`` cell: Allow / Reject buttons), and \"off\" in plain Python. ``extensions``: more session extensions "
-    "(acp_notebook.extensions).")
+    "(acp_notebook.extensions). ``sandbox=\"bwrap\"`` runs the agent's process under bubblewrap, writable only in "
+    "``cwd``, /tmp and its own state folders (``network=False``: no network either); see acp_notebook/sandbox.py.")
 
 
 async def _start(spec: Any, *, kernel_tools: str | None = None, extensions: Sequence[SessionExtension] = (),
-                 **options: Any) -> Agent:
+                 sandbox: str | None = None, network: bool = True, **options: Any) -> Agent:
     installed = [KernelToolsExtension(kernel_tools, api="acpnb.start"), *extensions]
-    return await client.start_core(spec, extensions=installed, **options)
+    wrap = SandboxWrap(sandbox, network) if sandbox is not None or not network else None
+    return await client.start_core(spec, extensions=installed, wrap=wrap, **options)
 
 
 def _signature() -> inspect.Signature:
     core = inspect.signature(client.start_core)
+    keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = []
     for parameter in core.parameters.values():
         if parameter.name == "extensions":
-            parameters.append(inspect.Parameter("kernel_tools", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                                annotation="str | None"))
+            parameters.append(inspect.Parameter("kernel_tools", keyword, default=None, annotation="str | None"))
+        if parameter.name == "wrap":  # sandbox= and network= are how this layer wraps the spec
+            parameters.append(inspect.Parameter("sandbox", keyword, default=None, annotation="str | None"))
+            parameters.append(inspect.Parameter("network", keyword, default=True, annotation="bool"))
+            continue
         parameters.append(parameter)
     return core.replace(parameters=parameters)
 
@@ -68,6 +75,6 @@ async def arelaunch(agent: Any, *, name: str | None = None) -> Any:
         record=getattr(recorder, "path", None), elicitation=agent.elicitation,
         permission_timeout=agent.permission_timeout, notebook_writes=agent.notebook_writes,
         kernel_tools=agent.kernel_tools, extensions=[e for e in agent.extensions if e.name != "kernel"],
-        sandbox=getattr(agent, "sandbox", None),
-        network=getattr(agent, "network", True), system_prompt=agent.system_prompt,
+        sandbox=getattr(agent.wrap, "sandbox", None), network=getattr(agent.wrap, "network", True),
+        system_prompt=agent.system_prompt,
         system_prompt_mode=agent.system_prompt_mode)

@@ -83,7 +83,6 @@ PENDING_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ('acp_notebook/branch_sweep.py', '.sweep.scorers'): _BRANCHES,
     ('acp_notebook/branch_sweep.py', '.widgets.branches'): _BRANCHES,
     ('acp_notebook/client.py', '.record'): _CORE,
-    ('acp_notebook/client.py', '.sandbox'): _CORE,
     ('acp_notebook/kernel_tools/__init__.py', '.'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/namespace.py', 'numpy'): _KERNEL_TOOLS,
     ('acp_notebook/kernel_tools/namespace.py', 'pandas'): _KERNEL_TOOLS,
@@ -549,8 +548,6 @@ NOT_BELOW_PROTOCOL = ("acp_notebook.widgets", "acp_notebook.magics", "acp_notebo
                       "acp_notebook.kernel_link", "acp_notebook.starting", "IPython", "ipykernel", "ipywidgets")
 # (protocol-layer file, module it reaches) -> why it still does. Shrink-only, like the tables above.
 PENDING_PROTOCOL_REACH: dict[tuple[str, str], str] = {
-    ("acp_notebook/client.py", "acp_notebook.kernel_tools.channel"): "pending: Agent(sandbox=) wraps the spec with "
-    "sandbox.py, which names the kernel tools' channel folder; the wrapping belongs in starting.py",
 }
 
 
