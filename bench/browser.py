@@ -12,14 +12,17 @@ driven by Playwright (the browser tests' harness, tests/browser/jupyterlab.py: a
    of replies) are run in a kernel (nbclient) and the notebook is saved through JupyterLab's contents API (so it
    is signed, as a notebook saved in JupyterLab is, and our pre-save hook runs), without the widget state
    nbclient collects (JupyterLab saves none by default). Each round opens it in a fresh
-   browser context and times, from the navigation's start: the first turn's output shown, and the last turn's
-   output shown after a jump to the end of the notebook. Target: under 3 s. The floor, opened in the same rounds
-   (alternating), is a notebook of one such turn: what JupyterLab itself takes to start and show a notebook on
-   this machine. Both with JupyterLab's default windowing ("contentVisibility": off-screen cells are attached but
-   skipped by the browser) and with every cell drawn ("none", what the browser tests use).
+   browser context and times, from the navigation's start: the notebook shown, the first turn's output shown, and
+   the last cell shown after a jump to the end of the notebook (for the long notebook, its last turn's output).
+   Target: under 3 s. Opened in the same rounds (the order rotating), what JupyterLab takes without us: an empty
+   notebook (one empty cell), the same long notebook with its outputs cleared (its 202 cells, none of our output),
+   and a notebook of one turn. What is ours is the long notebook's time less that of the same cells without their
+   outputs (and, beside it, less the empty notebook's). Both with JupyterLab's default windowing
+   ("contentVisibility": off-screen cells are attached but skipped by the browser) and with every cell drawn
+   ("none", what the browser tests use). ``--only-reopen`` skips the typing part.
 
 Usage: python bench/browser.py [--keys 150] [--key-gap 0.1] [--turns 200] [--turn-chars 10000] [--rounds 3]
-       [--json FILE]
+       [--only-reopen] [--json FILE]
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ from tests.browser.jupyterlab import (  # noqa: E402 - the browser tests' harnes
 STREAM_NOTEBOOK = "typing.ipynb"
 LONG_NOTEBOOK = "long.ipynb"
 SHORT_NOTEBOOK = "short.ipynb"
+EMPTY_NOTEBOOK = "empty.ipynb"
+BARE_NOTEBOOK = "bare.ipynb"  # the long notebook's cells without their outputs
+# label -> notebook, in the order of the results
+OPENED = {"long": LONG_NOTEBOOK, "bare": BARE_NOTEBOOK, "empty": EMPTY_NOTEBOOK, "floor": SHORT_NOTEBOOK}
 WINDOWING = ("contentVisibility", "none")
 STREAM_PROMPT = "%%acp\nchunks=4000 size=50 reply=20"
 START, STREAM, TYPE_HERE = 0, 1, 2
@@ -138,26 +145,62 @@ def _long_notebook(server: Any, turns: int, turn_chars: int, name: str = LONG_NO
     # nbclient keeps every widget model it saw in the notebook's metadata (hundreds of kB for a few turns); JupyterLab
     # saves none unless told to, and a notebook saved there is what is reopened.
     notebook.metadata.pop("widgets", None)
+    size = _save(server, notebook, name)
+    outputs = sum(len(json.dumps(cell.get("outputs", []))) for cell in notebook.cells)
+    return {"turns": turns, "reply_chars_per_turn": chunks * 50, "file_bytes": size, "output_bytes": outputs,
+            "ran_s": ran_s, "notebook": notebook}
+
+
+def _save(server: Any, notebook: Any, name: str) -> int:
+    """Save ``notebook`` through the server's contents API (signed, the pre-save hook run); its size on disk."""
+    import nbformat
+
     content = json.loads(nbformat.writes(notebook))
     server.api("PUT", f"contents/{name}", {"type": "notebook", "format": "json", "content": content}, timeout=120)
-    size = (server.root_dir / name).stat().st_size
-    return {"turns": turns, "reply_chars_per_turn": chunks * 50, "file_bytes": size, "ran_s": ran_s}
+    return (server.root_dir / name).stat().st_size
+
+
+def _baselines(server: Any, long: Any) -> dict[str, int]:
+    """The notebooks JupyterLab opens without us: an empty one, and the long one with its outputs cleared."""
+    import copy
+
+    import nbformat
+
+    empty = nbformat.v4.new_notebook()
+    empty.metadata["kernelspec"] = dict(long.metadata["kernelspec"])
+    empty.cells = [nbformat.v4.new_code_cell("")]
+    bare = copy.deepcopy(long)
+    for cell in bare.cells:
+        cell.outputs, cell.execution_count = [], None
+    return {"empty_file_bytes": _save(server, empty, EMPTY_NOTEBOOK),
+            "bare_file_bytes": _save(server, bare, BARE_NOTEBOOK)}
 
 
 def _open_once(chromium: Any, server: Any, name: str) -> dict[str, float]:
-    """Open ``name`` in a fresh context: seconds to its first turn's output, and to its last after a jump there."""
+    """Open ``name`` in a fresh context: seconds to the notebook shown, to its first turn's output (the first cell, for
+    a notebook without turns), and to its last cell after a jump there (its last turn's output, where it has one)."""
     context = chromium.new_context(viewport={"width": 1280, "height": 800})
     try:
         lab = LabPage(context.new_page(), server)
         started = time.monotonic()
         lab.open_notebook(name, wait_for_kernel=False)
-        lab.wait_for_selector(".acpnb-turn", within=lab.output(1), timeout=60)
+        shown = time.monotonic() - started
+        cells = lab.notebook.locator(".jp-Notebook-cell")
+        turns = name in (LONG_NOTEBOOK, SHORT_NOTEBOOK)
+        first_cell = 1 if turns else 0
+        if turns:
+            lab.wait_for_selector(".acpnb-turn", within=lab.output(1), timeout=60)
+        else:
+            lab.cell(0).locator(".jp-InputArea").first.wait_for(state="visible", timeout=60_000)
         first = time.monotonic() - started
-        lab.cell(1).locator(".jp-InputPrompt").click()  # select a cell (command mode) ...
+        lab.cell(first_cell).locator(".jp-InputPrompt").click()  # select a cell (command mode) ...
         lab.page.keyboard.press("Control+End")  # ... and jump to the last one, scrolled into view
-        last_turn = lab.cell(lab.notebook.locator(".jp-Notebook-cell").count() - 2)
-        last_turn.locator(".acpnb-turn").first.wait_for(state="visible", timeout=60_000)
-        return {"first_output_s": first, "last_output_s": time.monotonic() - started}
+        count = cells.count()
+        if turns:
+            lab.cell(count - 2).locator(".acpnb-turn").first.wait_for(state="visible", timeout=60_000)
+        else:
+            lab.cell(count - 1).locator(".jp-InputArea").first.wait_for(state="visible", timeout=60_000)
+        return {"shown_s": shown, "first_output_s": first, "last_output_s": time.monotonic() - started}
     finally:
         context.close()
         server.shutdown_all_kernels()
@@ -177,24 +220,28 @@ def _set_windowing(server: Any, mode: str) -> None:
 
 
 def reopen(chromium: Any, server: Any, rounds: int) -> dict[str, Any]:
-    """The long notebook and the floor, alternating, ``rounds`` times each, per windowing mode."""
+    """The long notebook and the notebooks without us, the order rotating, ``rounds`` times each, per windowing
+    mode; what is ours (see the module docstring)."""
     found: dict[str, Any] = {}
+    names = list(OPENED.values())
     for mode in WINDOWING:
         _set_windowing(server, mode)
-        times: dict[str, list[dict[str, float]]] = {LONG_NOTEBOOK: [], SHORT_NOTEBOOK: []}
+        _open_once(chromium, server, EMPTY_NOTEBOOK)  # warm-up: the server's and the browser's caches
+        times: dict[str, list[dict[str, float]]] = {name: [] for name in names}
         for index in range(rounds):
-            order = (LONG_NOTEBOOK, SHORT_NOTEBOOK) if index % 2 == 0 else (SHORT_NOTEBOOK, LONG_NOTEBOOK)
-            for name in order:
+            for name in names[index % len(names):] + names[:index % len(names)]:
                 times[name].append(_open_once(chromium, server, name))
-        found[mode] = {
-            label: {"rounds": times[name],
-                    "first_output_median_s": statistics.median(t["first_output_s"] for t in times[name]),
-                    "last_output_median_s": statistics.median(t["last_output_s"] for t in times[name])}
-            for label, name in (("long", LONG_NOTEBOOK), ("floor", SHORT_NOTEBOOK))}
+        found[mode] = {label: {"rounds": times[name],
+                               **{f"{key}_median_s": statistics.median(t[f"{key}_s"] for t in times[name])
+                                  for key in ("shown", "first_output", "last_output")}}
+                       for label, name in OPENED.items()}
+        last = {label: found[mode][label]["last_output_median_s"] for label in OPENED}
+        found[mode]["ours_s"] = last["long"] - last["bare"]  # the outputs: what the same cells cost with them
+        found[mode]["beyond_empty_s"] = last["long"] - last["empty"]
     return found
 
 
-def run(keys: int, gap: float, turns: int, turn_chars: int, rounds: int) -> dict[str, Any]:
+def run(keys: int, gap: float, turns: int, turn_chars: int, rounds: int, only_reopen: bool = False) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     if not CHROMIUM_PATH.exists():
@@ -204,18 +251,22 @@ def run(keys: int, gap: float, turns: int, turn_chars: int, rounds: int) -> dict
             start_jupyterlab(Path(base)) as server, sync_playwright() as playwright:
         chromium = launch_chromium(playwright)
         try:
-            context = chromium.new_context(viewport={"width": 1280, "height": 800})
-            try:
-                typing = keystrokes(LabPage(context.new_page(), server), server.root_dir, keys, gap)
-            finally:
-                context.close()
-                server.shutdown_all_kernels()
+            typing = None
+            if not only_reopen:
+                context = chromium.new_context(viewport={"width": 1280, "height": 800})
+                try:
+                    typing = keystrokes(LabPage(context.new_page(), server), server.root_dir, keys, gap)
+                finally:
+                    context.close()
+                    server.shutdown_all_kernels()
             made = _long_notebook(server, turns, turn_chars)
+            baselines = _baselines(server, made.pop("notebook"))
             floor = _long_notebook(server, 1, turn_chars, SHORT_NOTEBOOK)
+            floor.pop("notebook")
             opened = reopen(chromium, server, rounds)
         finally:
             chromium.close()
-    return {"keystrokes": typing, "long_notebook": made, "floor_notebook": floor, "reopen": opened,
+    return {"keystrokes": typing, "long_notebook": {**made, **baselines}, "floor_notebook": floor, "reopen": opened,
             "load": meter.done()}
 
 
@@ -226,9 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--turn-chars", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3, help="times the long notebook is opened")
+    parser.add_argument("--only-reopen", action="store_true", help="skip the keys typed while a reply streams")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
-    emit(run(args.keys, args.key_gap, args.turns, args.turn_chars, args.rounds), args.json)
+    emit(run(args.keys, args.key_gap, args.turns, args.turn_chars, args.rounds, args.only_reopen), args.json)
     return 0
 
 

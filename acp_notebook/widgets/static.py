@@ -219,8 +219,10 @@ def turn_forms(snapshot: TurnSnapshot) -> dict[str, str]:
     notes += "".join(html for _, html in snapshot.forms)
     events = events_html(snapshot.notices, snapshot.compactions)
     compaction = snapshot.compactions[-1] if snapshot.compactions else None
-    reply = (f'<div class="acpnb-reply" style="padding:0 4px">{markdown_html(visible(snapshot.text))}</div>'
-             if snapshot.text else "")
+    # MathJax leaves the reply alone (as the live view does): a reopened notebook does not scan every reply for
+    # math, which cost JupyterLab about half a second for 2 MB of replies, nor make "$5 and $10" a formula.
+    reply = (f'<div class="acpnb-reply" style="padding:0 4px"><div class="mathjax_ignore tex2jax_ignore">'
+             f"{markdown_html(visible(snapshot.text))}</div></div>" if snapshot.text else "")
     html = (
         f'<div class="acpnb-turn acpnb-static" style="{BOX_STYLE}">{header_html(snapshot.header)}{snapshot.branch[1]}'
         f"{attached_html(snapshot.attachments)}{_thoughts_html(snapshot.thoughts)}{plan_html(snapshot.plan)}{tools}{events}{notes}"
