@@ -43,7 +43,8 @@ demo: install
 
 # pytest-xdist workers for the whole suite. Its tests wait on kernels, JupyterLab, agents and the model server
 # about a third of the time: on a 2-core machine three workers, with the SDK 1.x line running beside them, keep
-# both cores busy. tests/conftest.py keeps each module (and the browser package) on one worker.
+# both cores busy. tests/conftest.py keeps each module (and the browser package, and the modules that start Ray) on
+# one worker, and hands the longest of those units out first.
 TEST_WORKERS ?= 3
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
