@@ -1,7 +1,10 @@
-"""Permission requests: what a policy receives (``PermissionRequest``), which policy answers a request
-(``policy_in_force``: the turn's, then the session's, then the agent's, for permissions, forms and
-kernel calls alike), how a policy ("allow", "deny" or a callable) becomes an option id, and the answer to
-the agent's ``session/request_permission``.
+"""Requests a permission policy decides: what a policy receives (``PermissionRequest``, the agent's
+``session/request_permission``; ``KernelApproval``, a kernel-tools ``run_code`` under the "ask" policy),
+which policy answers a request (``policy_in_force``: the turn's, then the session's, then the agent's, for
+permissions, forms and kernel calls alike), how a policy ("allow", "deny" or a callable) becomes an option
+id (``decide_permission``, written once for both kinds of request), and the answer to the agent's
+``session/request_permission``. A callable policy tells the two apart by type or by ``request.kind``
+("permission" or "kernel").
 
 A session is known here only as an ``AskingSession`` (what is read of it), so this module does not import
 session.py. Threads: everything here runs on the background loop thread: ``decide_permission`` opens and
@@ -18,13 +21,14 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, Union
+from typing import Any, ClassVar, Protocol, TypeVar, Union
 
 from .connection.checks import update_problem
-from .turn import PermissionRecord, Turn
+from .turn import KernelCall, PermissionRecord, Turn
 
-__all__ = ["PERMISSION_META_KEY", "AskingSession", "PendingDecisions", "PermissionPolicy", "PermissionRequest",
-           "PermissionWithdrawn", "answer_permission", "decide_permission", "policy_in_force"]
+__all__ = ["KERNEL_APPROVAL_TITLE", "PERMISSION_META_KEY", "AskingSession", "DecidedRequest", "KernelApproval",
+           "PendingDecisions", "PermissionPolicy", "PermissionRequest", "PermissionWithdrawn", "answer_permission",
+           "decide_permission", "policy_in_force"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,17 +88,13 @@ class AskingSession(Protocol):
 PERMISSION_META_KEY = "acp-notebook/permission"
 
 
-@dataclass(frozen=True)
-class PermissionRequest:
-    """What a permission policy callable receives; ``turn`` is the running turn, if any."""
+class _Options:
+    """What both kinds of request share: the options a policy picks one of, by id."""
 
-    session: AskingSession
-    tool_call: dict[str, Any]
     options: list[dict[str, Any]]
-    raw: dict[str, Any]
-    turn: Turn | None = None
 
     def option_for(self, *kinds: str) -> str | None:
+        """The id of the first option of one of ``kinds`` (``allow_once``, ``reject_once``...), in the order given."""
         for kind in kinds:
             for option in self.options:
                 if option.get("kind") == kind:
@@ -102,7 +102,51 @@ class PermissionRequest:
         return None
 
 
-PermissionPolicy = Union[str, Callable[[PermissionRequest], Any]]
+@dataclass(frozen=True)
+class PermissionRequest(_Options):
+    """The agent's ``session/request_permission``, as a permission policy callable receives it; ``turn`` is the
+    running turn, if any. ``kind`` is "permission" (a ``KernelApproval``'s is "kernel")."""
+
+    kind: ClassVar[str] = "permission"
+
+    session: AskingSession
+    tool_call: dict[str, Any]
+    options: list[dict[str, Any]]
+    raw: dict[str, Any]
+    turn: Turn | None = None
+
+    @property
+    def title(self) -> str:
+        """What the agent says it wants to do (its tool call's title); may be empty."""
+        return str(self.tool_call.get("title") or "")
+
+
+KERNEL_APPROVAL_TITLE = "Run code in your kernel"
+
+
+@dataclass(frozen=True)
+class KernelApproval(_Options):
+    """A kernel-tools ``run_code`` asking to run ``code`` in the user's kernel (policy "ask"), as a permission
+    policy callable receives it: not an ACP permission request, the agent did not send one. ``call`` is the
+    kernel's record of the call (``turn.kernel_calls``); ``turn`` the running turn. ``options`` are of the ACP
+    permission option kinds (allow_once, reject_once), so "allow" and "deny" policies answer it as they answer
+    a permission request. ``kind`` is "kernel"."""
+
+    kind: ClassVar[str] = "kernel"
+
+    session: AskingSession
+    turn: Turn | None
+    call: KernelCall
+    code: str
+    options: list[dict[str, Any]]
+
+    @property
+    def title(self) -> str:
+        return KERNEL_APPROVAL_TITLE
+
+
+DecidedRequest = Union[PermissionRequest, KernelApproval]
+PermissionPolicy = Union[str, Callable[[DecidedRequest], Any]]
 
 
 async def answer_permission(session: AskingSession, params: dict[str, Any]) -> dict[str, Any]:
@@ -128,10 +172,11 @@ async def answer_permission(session: AskingSession, params: dict[str, Any]) -> d
     return answer
 
 
-async def decide_permission(session: AskingSession, request: PermissionRequest) -> tuple[str | None, str]:
-    """The option id the policy chose (the turn's, the session's or the agent's), or None for "cancelled":
-    the turn was cancelled, the agent went, or nobody decided within the agent's ``permission_timeout``,
-    which the second item then says (else it is ""). Loop thread."""
+async def decide_permission(session: AskingSession, request: DecidedRequest) -> tuple[str | None, str]:
+    """The option id the policy chose for ``request`` (a permission request or a kernel approval; the policy is
+    the turn's, the session's or the agent's), or None for "cancelled": the turn was cancelled, the agent went,
+    or nobody decided within the agent's ``permission_timeout``, which the second item then says (else it is "").
+    Loop thread."""
     turn = request.turn
     policy = policy_in_force(turn.permission if turn is not None else None, session.permission,
                              session.agent.permission)
@@ -159,7 +204,7 @@ class PermissionWithdrawn(Exception):
     its text says why ("the turn was cancelled", "the agent cancelled its request")."""
 
 
-async def _apply_policy(policy: PermissionPolicy, request: PermissionRequest,
+async def _apply_policy(policy: PermissionPolicy, request: DecidedRequest,
                         why: list[str] | None = None) -> str | None:
     """Turn a policy ("allow", "deny", or a callable) into an option id, or None for 'cancelled'. Cancelled while
     a callable's concurrent Future waits, that Future gets PermissionWithdrawn(``why[0]``): a prompt behind it

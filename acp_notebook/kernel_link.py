@@ -13,11 +13,12 @@ The server itself (channel, bridge, tools, policy enforcement) is ``acp_notebook
   own private channel and its ``mcpServers`` entry. The session adopts the link once the agent has
   answered (``bind``), tells it of each answered turn (the "never connected" notice, kernel_tools/
   connect.py), and closes it when it closes or its agent goes.
-- ``run_code`` under "ask" becomes a permission request answered by the running turn's permission
-  policy (the turn's, the session's, then the agent's): in a ``%%acp`` cell that is the Allow / Reject
-  prompt of ACP permission requests, or ``AcpMagics.permission`` = "allow" / "deny" for unattended
-  runs. With no turn running (a background ``session.prompt`` from code is still a turn; an agent
-  acting between turns is not) nobody can be asked and the call is refused, saying so.
+- ``run_code`` under "ask" becomes a ``KernelApproval`` (_permission.py: its own request type, not an
+  ACP permission request) decided by the running turn's permission policy (the turn's, the session's,
+  then the agent's) as permission requests are: in a ``%%acp`` cell that is an Allow / Reject prompt
+  showing the code, or ``AcpMagics.permission`` = "allow" / "deny" for unattended runs. With no turn
+  running (a background ``session.prompt`` from code is still a turn; an agent acting between turns is
+  not) nobody can be asked and the call is refused, saying so.
 - Every event of the tools becomes a ``KernelCall`` on the running turn (``turn.kernel_calls``),
   which the turn's view shows and saves; between turns they are kept on the link (``link.calls``). A
   run_code whose code outlived its stop is "held" (it holds the kernel) until its real end is reported.
@@ -37,7 +38,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._permission import PermissionRequest, decide_permission
+from ._permission import KernelApproval, decide_permission
 from ._redact import secret_values
 from .extensions import close_links
 from .kernel_tools import KernelTools
@@ -52,8 +53,8 @@ __all__ = ["KERNEL_SERVER_NAME", "KernelLink", "KernelToolsExtension", "close_li
 logger = logging.getLogger(__name__)
 
 KERNEL_SERVER_NAME = "kernel"
-# The options of a run_code question: the kinds of ACP permission options, so the prompt looks and is
-# answered like one (a policy "allow" picks allow_once, "deny" reject_once).
+# The options of a run_code approval: of the kinds of ACP permission options, so a policy "allow" picks
+# allow_once and "deny" reject_once, as for a permission request.
 RUN_OPTIONS = ({"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                {"optionId": "reject", "name": "Reject", "kind": "reject_once"})
 # How a question nobody answered ends: the turn was cancelled (or its agent went), or the agent took its call back.
@@ -247,12 +248,9 @@ class KernelLink:
             self._note(call, status="refused", decision=f"refused: {why}")
             return why
         self._note(call, status="asking")
-        tool_call = {"toolCallId": call.id, "title": "Run code in your kernel", "kind": "execute",
-                     "rawInput": {"code": code}}
-        permission = PermissionRequest(session, tool_call, [dict(o) for o in RUN_OPTIONS],
-                                       {"sessionId": session.id, "toolCall": tool_call}, turn)
+        approval = KernelApproval(session, turn, call, code, [dict(o) for o in RUN_OPTIONS])
         try:
-            chosen, reason = await decide_permission(session, permission)
+            chosen, reason = await decide_permission(session, approval)
         except asyncio.CancelledError:  # the agent cancelled its call (notifications/cancelled) while it was asked
             self._note(call, status="withdrawn", decision=WITHDRAWN_BY_AGENT)
             raise

@@ -179,7 +179,7 @@ class Runner:
         if mode == "ask":
             # Nobody to ask: e.g. session.prompt() in code. Not a warning: from this thread it would
             # print into whichever cell runs now.
-            logger.info("permission request outside a %%acp cell: rejected (%s)", request.tool_call.get("title"))
+            logger.info("permission request outside a %%acp cell: rejected (%s)", request.title)
             return "deny"
         return str(mode)
 

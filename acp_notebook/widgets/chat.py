@@ -244,7 +244,8 @@ class TurnView:
         # The forms in the order they came: a FormPrompt, or (text, HTML) of one a policy answered.
         self._form_items: list[FormPrompt | tuple[str, str]] = []
         self._seen: set[int] = set()  # ids of the permission and form records already noted
-        self._decisions: dict[str, list[str]] = {}
+        self._decisions: dict[str, list[str]] = {}  # the agent's tool call id -> its permission lines
+        self._kernel_decisions: dict[str, list[str]] = {}  # kernel call id -> its approval's lines (a KernelApproval)
         self._tool_times: dict[str, list[float]] = {}  # call id -> [first seen, ended] (perf_counter)
         self._paired: dict[str, str] = {}  # kernel call id -> the agent's tool call id: one card (kernel.py)
         self._widgets_closed = False
@@ -489,7 +490,7 @@ class TurnView:
 
     def _kernel_forms(self, call: Any) -> tuple[str, str, str]:
         """(text, Markdown, HTML) of one kernel call; under the lock."""
-        decisions = kernel_decisions(call, self._decisions, self.permission_note)
+        decisions = kernel_decisions(call, self._kernel_decisions, self.permission_note)
         below = call.id in self._placed
         return (kernel_call_text(call, decisions, below=below), kernel_call_markdown(call, decisions, below=below),
                 kernel_call_html(call, decisions, below=below))
@@ -576,8 +577,12 @@ class TurnView:
             self.permissions.children = (*self.permissions.children, prompt.widget)
 
         def settled(_future: concurrent.futures.Future[str | None]) -> None:
+            # A kernel approval's answer goes to its kernel call's card; a permission's to the agent's tool call.
+            kernel = prompt.kernel_call
+            decisions, key = ((self._kernel_decisions, kernel.id) if kernel is not None
+                              else (self._decisions, prompt.call_id))
             with self._lock:
-                self._decisions.setdefault(prompt.call_id, []).append(f"permission: {prompt.decision}")
+                decisions.setdefault(key, []).append(f"permission: {prompt.decision}")
             self._throttle.request()
 
         prompt.future.add_done_callback(settled)
@@ -651,9 +656,7 @@ class TurnView:
 
     def _unmatched_decisions(self) -> list[str]:
         calls = self.turn.tool_calls_by_id
-        kernel = {call.id for call in list(self.turn.kernel_calls)}
-        return [d for call_id, ds in self._decisions.items() if call_id not in calls and call_id not in kernel
-                for d in ds]
+        return [d for call_id, ds in self._decisions.items() if call_id not in calls for d in ds]
 
     def render(self) -> None:
         """Bring every widget up to date with the turn (any thread; cheap when nothing changed: each section sends

@@ -1,5 +1,8 @@
-"""Permission requests in a turn's view: PermissionPrompt (buttons resolving a concurrent Future) and
-PermissionAsker (the per-turn policy that turns each request into a prompt in the turn's view).
+"""Permission requests in a turn's view: PermissionPrompt (buttons resolving a concurrent Future),
+KernelApprovalPrompt (the same for a kernel-tools run_code under "ask": it shows the code to run and
+names the kernel call it decides, ``kernel_call``) and PermissionAsker (the per-turn policy that turns
+each request into a prompt in the turn's view: the prompt's class follows the request's type,
+``PermissionRequest`` or ``KernelApproval``).
 
 A request that waits is findable without its view (``waiting_prompts``; ``%acp pending`` lists and answers
 them: a notebook reopened on a kernel whose request still waits has no buttons left). Each prompt has a
@@ -45,6 +48,7 @@ import ipywidgets as widgets
 from jupyter_core.paths import jupyter_runtime_dir
 
 from .. import _loop
+from .._permission import KernelApproval
 from .._protocol import split_agent_model
 from .._visible import has_hidden, visible
 from ._html import BORDER, FG, MUTED
@@ -52,7 +56,8 @@ from .comms import handled_in_order
 from .display import kernel_id
 from .kernel import code_html
 
-__all__ = ["PermissionAsker", "PermissionPrompt", "asker_label", "describe_request", "waiting_prompts"]
+__all__ = ["KernelApprovalPrompt", "PermissionAsker", "PermissionPrompt", "asker_label", "describe_kernel_approval",
+           "describe_request", "waiting_prompts"]
 
 BUTTON_STYLES: dict[str, str] = {
     "allow_once": "success",
@@ -190,6 +195,15 @@ def describe_request(tool_call: Mapping[str, Any], asker: str = "The agent") -> 
             f"{kind_text}</div>{where}{hidden}{shown}")
 
 
+def describe_kernel_approval(code: str, asker: str = "The agent") -> str:
+    """Who asks to run which code in the user's kernel (a kernel-tools run_code), in HTML: the code highlighted,
+    shown through ``visible``, with the note when it holds hidden characters."""
+    hidden = (f'<div class="acpnb-hidden-characters" style="color:#c62828;font-size:0.9em">{escape(HIDDEN_NOTE)}</div>'
+              if has_hidden(code) else "")
+    return (f'<div style="color:{FG}"><b>{escape(visible(asker))} asks to run code in your kernel:</b></div>'
+            f"{hidden}{code_html(code)}")
+
+
 class PermissionPrompt:
     """Shows the agent's options as buttons; ``future`` resolves to the clicked option id.
 
@@ -197,6 +211,9 @@ class PermissionPrompt:
     the session cancels the future), and to ``fallback`` when nobody answered within
     ``timeout`` seconds (unattended runs).
     """
+
+    kind_class = ""  # an extra CSS class of the prompt's box (a subclass's kind of request)
+    kernel_call: Any = None  # the KernelCall a kernel approval decides; None for an ACP permission request
 
     def __init__(self, tool_call: Mapping[str, Any], options: list[Mapping[str, Any]], *,
                  timeout: float | None = None, fallback: str | None = None, asker: str = "The agent") -> None:
@@ -209,7 +226,7 @@ class PermissionPrompt:
         self.future.set_running_or_notify_cancel()
         self._lock = threading.RLock()  # re-entered: resolving the future runs _settled in the same thread
         self.decision: str = ""
-        self.label = widgets.HTML(describe_request(self.tool_call, asker))
+        self.label = widgets.HTML(self._describe())
         self.buttons: list[widgets.Button] = []
         for option in self.options:
             button = widgets.Button(description=visible(str(option.get("name") or option.get("optionId"))),
@@ -227,6 +244,8 @@ class PermissionPrompt:
             layout=widgets.Layout(border=f"1px solid {BORDER}", padding="6px 10px", margin="4px 0"),
         )
         self.widget.add_class("acpnb-permission")
+        if self.kind_class:
+            self.widget.add_class(self.kind_class)
         with _registry_lock:
             _waiting[self.key] = self
         _write_state(self.key, {"state": "waiting"})
@@ -259,15 +278,30 @@ class PermissionPrompt:
                     f"(or reject {self.key}); " if kernel else "")
         return f"reopened? answer with %acp pending on a kernel subshell, or {terminal}Kernel > Interrupt withdraws it"
 
+    # What is asked, as the prompt's forms show it (a KernelApprovalPrompt has no tool call: it overrides these).
+    def _asked(self) -> tuple[str, str]:
+        """(title, code) of the request, as sent."""
+        return _request_text(self.tool_call)
+
+    def _describe(self) -> str:
+        return describe_request(self.tool_call, self.asker)
+
+    def _asks_words(self) -> str:
+        return f"asks permission: {visible(self._asked()[0])}"
+
+    def _has_hidden(self) -> bool:
+        return request_has_hidden(self.tool_call)
+
     @property
     def title(self) -> str:
         """The request's title as shown (hidden characters spelled out)."""
-        return visible(_request_text(self.tool_call)[0])
+        return visible(self._asked()[0])
 
     @property
     def code(self) -> str:
-        """The code the request would run (run_code's ``rawInput.code``), as shown; empty for other requests."""
-        return visible(_request_text(self.tool_call)[1])
+        """The code the request would run (a tool call's ``rawInput.code``, a kernel approval's code), as shown;
+        empty for other requests."""
+        return visible(self._asked()[1])
 
     def _expire(self, timeout: float, fallback: str | None) -> None:
         with self._lock:
@@ -303,6 +337,7 @@ class PermissionPrompt:
 
     @property
     def call_id(self) -> str:
+        """The agent's tool call this request is about ("" when none: a kernel approval has ``kernel_call``)."""
         return str(self.tool_call.get("toolCallId") or "")
 
     def static_html(self) -> str:
@@ -312,21 +347,49 @@ class PermissionPrompt:
         with self._lock:
             waiting = f"Waiting for an answer: {names} ({self.pending_hint()})."
             outcome = self.decision if self.future.done() else waiting
-        return (f'<div class="acpnb-permission" style="border:1px solid {BORDER};padding:6px 10px;margin:4px 0">'
-                f'{describe_request(self.tool_call, self.asker)}<div class="{STATE_CLASS}" data-acpnb-request='
+        classes = f"acpnb-permission {self.kind_class}".strip()
+        return (f'<div class="{classes}" style="border:1px solid {BORDER};padding:6px 10px;margin:4px 0">'
+                f'{self._describe()}<div class="{STATE_CLASS}" data-acpnb-request='
                 f'"{self.key}" style="color:{MUTED};font-size:0.9em">{escape(outcome)}</div></div>')
 
     def pending_text(self) -> str:
         """The prompt waiting for an answer, as the saved notebook's plain text says it (with the request's key: the
         save hook puts the outcome in once the request is settled, saving.py)."""
-        title, code = _request_text(self.tool_call)
-        lines = [f"The agent asks permission: {visible(title)} (waiting for your answer). Asked by {self.asker}. "
+        code = self._asked()[1]
+        lines = [f"The agent {self._asks_words()} (waiting for your answer). Asked by {self.asker}. "
                  f"Request {self.key}: {self.pending_hint()}."]
         if code:
             lines.extend(f"    {line}" for line in visible(code).splitlines())
-        if request_has_hidden(self.tool_call):
+        if self._has_hidden():
             lines.append(HIDDEN_NOTE)
         return "\n".join(lines)
+
+
+class KernelApprovalPrompt(PermissionPrompt):
+    """A kernel-tools run_code waiting for Allow / Reject (a ``KernelApproval``): the code it would run, and the
+    kernel call it decides (``kernel_call``, whose card in the turn's view takes the answer). Waits, is listed by
+    ``%acp pending``, saved and settled as a permission prompt is."""
+
+    kind_class = "acpnb-kernel-approval"
+
+    def __init__(self, approval: KernelApproval, *, timeout: float | None = None, fallback: str | None = None,
+                 asker: str = "The agent") -> None:
+        self.kernel_call = approval.call
+        self.approval_code = approval.code
+        self.approval_title = approval.title
+        super().__init__({}, approval.options, timeout=timeout, fallback=fallback, asker=asker)
+
+    def _asked(self) -> tuple[str, str]:
+        return self.approval_title, self.approval_code
+
+    def _describe(self) -> str:
+        return describe_kernel_approval(self.approval_code, self.asker)
+
+    def _asks_words(self) -> str:
+        return "asks to run code in your kernel"
+
+    def _has_hidden(self) -> bool:
+        return has_hidden(self.approval_code)
 
 
 class ViewAsker(abc.ABC):
@@ -376,9 +439,14 @@ class PermissionAsker(ViewAsker):
     seconds to wait for a click before answering with the reject option."""
 
     def _prompt_for(self, request: Any) -> PermissionPrompt:
+        """A prompt of the request's own kind: a KernelApproval shows the code for the kernel, a PermissionRequest
+        the agent's tool call."""
         reject = request.option_for("reject_once", "reject_always")
+        asker = asker_label(getattr(request, "session", None))
+        if isinstance(request, KernelApproval):
+            return KernelApprovalPrompt(request, timeout=self.timeout, fallback=reject, asker=asker)
         return PermissionPrompt(request.tool_call, request.options, timeout=self.timeout, fallback=reject,
-                                asker=asker_label(getattr(request, "session", None)))
+                                asker=asker)
 
     def _show(self, view: Any, prompt: Any) -> None:
         view.add_prompt(prompt)
