@@ -9,7 +9,8 @@ from ._protocol import client_version
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imported when first read
     from .cellagent import CellAgent
-    from .client import Agent, PermissionRequest, Session, areplay, current, replay
+    from .client import Agent, PermissionRequest, Session, areplay, replay
+    from .current_scope import current
     from .starting import astart, start
     from .widgets.inspector import ProtocolInspector
     from .errors import (
@@ -84,7 +85,8 @@ del sweep
 # Where each public name lives. `import acp_notebook` imports none of these modules (nor the SDK):
 # the demo agent's process and a notebook that only loads the extension pay for what they use.
 __getattr__, __dir__ = lazy_names(__name__, globals(), {
-    **dict.fromkeys(("Agent", "PermissionRequest", "Session", "areplay", "current", "replay"), ".client"),
+    **dict.fromkeys(("Agent", "PermissionRequest", "Session", "areplay", "replay"), ".client"),
+    "current": ".current_scope",
     **dict.fromkeys(("astart", "start"), ".starting"),
     **dict.fromkeys(("AcpError", "AcpTimeoutError", "AgentClosedError", "AgentExitedError", "AgentStartError",
                      "CapabilityError", "ConfigOptionError", "PermissionDenied", "ProtocolError", "ReplayMismatch",

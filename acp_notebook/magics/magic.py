@@ -6,8 +6,15 @@ needs: the magic function, the ``%config AcpMagics.*`` traits, the input transfo
 hooks that keep saved outputs true (``post_run_cell`` publishes stale outputs while the cell
 is still the kernel's current request; at interpreter exit every output becomes static).
 
-Each shell the extension is loaded in has its own AcpMagics (``_registered``, by shell), and so its
-own agents and current session: ``acpnb.current()`` asks the running shell's (see client.py).
+Each shell the extension is loaded in has its own AcpMagics, and so its own agents and current
+session: ``acpnb.current()`` asks the running shell's (current_scope.py's CurrentSession, told how to find
+it with ``follow_shells`` at load).
+
+Process-wide: ``_registered``, the AcpMagics of each shell by ``id(shell)``. One per process because
+IPython's extension hooks and the exit hook are process-wide too: they get a shell (or none) and find
+its magics here. An entry is added when the extension loads in a shell and removed when it unloads;
+the dict lives as long as the interpreter (its exit hook is registered with the first entry and
+unregistered with the last). Changed only on the kernel thread.
 
 Threads: IPython calls everything here on the kernel thread; the exit hook runs on the main
 thread at interpreter exit, while the background loop still runs (its own exit hook was
@@ -28,7 +35,7 @@ from traitlets import CaselessStrEnum, Dict, Float, TraitError, Unicode, Union, 
 from traitlets.config import Configurable
 
 from .. import _loop
-from ..client import current_session
+from ..current_scope import process_current
 from ..errors import AcpError
 from ..kernel_tools.policy import POLICIES, parse_policy
 from ..widgets.display import finalize_all, flush_all
@@ -332,7 +339,7 @@ def load_ipython_extension(ipython: Any) -> None:
         _zmq_exits_after_us()
         atexit.register(_at_exit)
     _registered[id(ipython)] = magics
-    current_session.follow_shells(_agents_of_running_shell)
+    process_current().follow_shells(_agents_of_running_shell)
 
 
 def _flush_after_cell(_result: Any = None) -> None:

@@ -5,7 +5,7 @@ Every record is also written at once to the local session store (store.py), and 
 the session's title or option values change, so a later kernel can resume it unsaved.
 
 One NotebookAgents per IPython shell (its AcpMagics' Runner holds it): its current agent's session
-is what ``acpnb.current()`` answers in that shell (``current_session``; client.py asks it).
+is what ``acpnb.current()`` answers in that shell (``current_session``; current_scope.py's CurrentSession asks it).
 A stopped agent is dropped whole (its frame log, turns and panels can be freed): what later
 cells still show of it, its sessions' last titles, is in their records, which outlive it.
 
