@@ -1,9 +1,11 @@
 """Agent specs and the registry of known agents: name -> how to run it, which env vars it reads.
 
-Process-wide: ``registry``, the one AgentRegistry of the process (what ``acpnb.start("name")``, the magics,
-the proxy's launcher and sweeps resolve names with). It is built at import from the built-in specs, plain
-data (no file, environment or interpreter state is read or changed then); ``register`` adds to it for the
-rest of the process; tests undo theirs with ``registry.overlay()``. Mutated on the caller's thread (the
+Process-wide: ``_registry``, the one AgentRegistry of the process (what ``acpnb.start("name")``, the magics,
+the proxy's launcher and sweeps resolve names with; ``launch.registry`` and ``agent_registry()`` read it).
+One per process because agent names are: a name registered anywhere starts the same agent everywhere.
+It is built from the built-in specs on first use, not at import (under ``_building``, a lock, so two
+threads asking first share one); ``register`` adds to it for the rest of the process; tests undo theirs
+with ``registry.overlay()``. It lives until the interpreter exits. Mutated on the caller's thread (the
 kernel's, or a script's), read from any.
 """
 
@@ -16,6 +18,7 @@ import platform
 import shlex
 import shutil
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from html import escape
@@ -30,8 +33,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = ["AgentRegistry", "AgentSpec", "AgentStatus", "AgentTable", "agents", "agent_cache_dir", "auth_hint",
-           "auto_auth_method", "register", "registry", "resolve_spec", "spec_for_agent_info", "spec_of",
-           "trust_workspace_env", "unknown_agent", "user_agents_file"]
+           "agent_registry", "auto_auth_method", "register", "registry", "resolve_spec", "spec_for_agent_info",
+           "spec_of", "trust_workspace_env", "unknown_agent", "user_agents_file"]
 
 
 @dataclass(frozen=True)
@@ -438,7 +441,26 @@ class AgentRegistry:
             self._user_file = user_file
 
 
-registry = AgentRegistry(_builtin())
+_registry: AgentRegistry | None = None
+_building = threading.Lock()
+
+
+def agent_registry() -> AgentRegistry:
+    """The process's AgentRegistry, built from the built-in specs on the first call."""
+    global _registry
+    with _building:
+        if _registry is None:
+            _registry = AgentRegistry(_builtin())
+        return _registry
+
+
+def __getattr__(name: str) -> Any:
+    # ``launch.registry`` stays a readable name (tests: ``with launch.registry.overlay():``) without being
+    # built at import: it is the process's AgentRegistry, built on first read.
+    if name == "registry":
+        return agent_registry()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SpecLike = Union[str, Sequence[str], AgentSpec]
 
@@ -455,7 +477,7 @@ def register(name: str, spec: SpecLike | Mapping[str, Any], *, env: Mapping[str,
     else:
         made = AgentSpec(name=name, command=tuple(_argv(spec)), env=environment(env, where='acpnb.register'),
                          description=description)
-    return registry.add(made)
+    return agent_registry().add(made)
 
 
 def environment(env: Mapping[str, str] | None, *, where: str) -> dict[str, str]:
@@ -534,11 +556,11 @@ def load_user_agents(path: Path | None = None) -> list[str]:
 
 def agents() -> AgentTable:
     """Every registered agent with whether (and how) it can start on this machine."""
-    return AgentTable((name, spec.status()) for name, spec in registry.items())
+    return AgentTable((name, spec.status()) for name, spec in agent_registry().items())
 
 
 def registered(name: str) -> AgentSpec | None:
-    return registry.get(name)
+    return agent_registry().get(name)
 
 
 def resolve_spec(spec: SpecLike, env: Mapping[str, str] | None = None) -> tuple[str, list[str], dict[str, str]]:
@@ -558,7 +580,7 @@ def resolve_spec(spec: SpecLike, env: Mapping[str, str] | None = None) -> tuple[
 def unknown_agent(spec: str, proxy_name: str | None = None) -> AgentStartError:
     """The error for a one-word spec that is neither a registered name nor a program on PATH (``proxy_name``:
     the name it was given in a proxy)."""
-    known = ", ".join(sorted(registry.names()))
+    known = ", ".join(sorted(agent_registry().names()))
     guess = did_you_mean(spec)
     if proxy_name is None:
         message = f"unknown agent {spec!r}{guess}"
@@ -579,7 +601,7 @@ def unknown_agent(spec: str, proxy_name: str | None = None) -> AgentStartError:
 
 def did_you_mean(word: str) -> str:
     """`` (did you mean 'demo'?)`` for the registered name closest to a mistyped one (case aside), else ""."""
-    by_folded = {name.lower(): name for name in registry.names()}
+    by_folded = {name.lower(): name for name in agent_registry().names()}
     close = difflib.get_close_matches(word.strip().lower(), list(by_folded), n=1)
     return f" (did you mean {by_folded[close[0]]!r}?)" if close else ""
 
@@ -599,7 +621,7 @@ def trust_workspace_env(spec: SpecLike) -> dict[str, str]:
     found = spec_of(spec)
     if found is not None and found.trust_env:
         return dict(found.trust_env)
-    having = ", ".join(name for name, each in registry.items() if each.trust_env) or "none"
+    having = ", ".join(name for name, each in agent_registry().items() if each.trust_env) or "none"
     if not spec:
         raise ValueError(f"--trust-workspace: name the agent it is for (agents that have one: {having})")
     shown = spec if isinstance(spec, str) else " ".join(spec) if isinstance(spec, (list, tuple)) else spec.name
@@ -611,8 +633,8 @@ def spec_for_agent_info(name: str | None) -> AgentSpec | None:
     """The registered spec whose agent calls itself ``name`` in its initialize (``agentInfo.name``), or None."""
     if not name:
         return None
-    return next((spec for _key, spec in registry.items() if spec.info_name == name), None)
+    return next((spec for _key, spec in agent_registry().items() if spec.info_name == name), None)
 
 
 def known_names() -> Iterable[str]:
-    return registry.names()
+    return agent_registry().names()
