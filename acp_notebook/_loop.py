@@ -13,12 +13,25 @@ refused with ``KernelHeld`` until it ends.
 Threads: the work queue and each item's state are guarded by locks; items run only on the main
 thread; their outcome is handed to the background loop with ``call_soon_threadsafe``.
 
-Process-wide, on purpose: the background loop and its thread (one per process, so that every
-connection's frames are handled in one order; started by the first call that needs it, never at
-import, ended at interpreter exit by an atexit hook registered at import that does nothing if it
-never started), the kernel-work queue (the kernel thread is one per process),
-and ``switch_interval`` (the interpreter's thread switch interval is process-wide: shortened only
-while turns stream and put back after; importing this module leaves it as it is).
+Process-wide, on purpose (each one per process, none started or changed at import):
+
+- ``_loop`` and ``_thread``: the background loop and its thread. One per process, so that every
+  connection's frames are handled in one order. Started by the first call that needs one
+  (``get_loop``, under ``_lock``), never at import; stopped at interpreter exit by ``_shutdown``, an
+  atexit hook registered at import (so that it runs after the exit hooks of everything imported
+  later, which still need the loop) that does nothing if the loop never started. Set only under
+  ``_lock``, by the thread that starts the loop.
+- ``_shutdown_hooks``: what closes at exit (agents register theirs with ``on_shutdown`` when they
+  start and remove it when they close), from any thread; run once, on the loop, by ``_shutdown``.
+- The kernel-work pump: ``_kernel_work`` (the queue), ``_kernel_waiters`` (the kernel thread's blocking
+  waits to wake), ``_kernel_running`` (the items it has taken, innermost last) and ``_kernel_held`` (work
+  that outlived its stop, until it ends). One per process because the kernel (main) thread is; all four
+  are guarded by ``_kernel_lock``: appended to from the loop thread, taken and emptied on the kernel thread.
+- ``_stopping``: the detached stop tasks, kept (the loop holds only weak references to tasks) until they
+  end; changed on the loop thread only.
+- ``switch_interval``: the interpreter's thread switch interval is process-wide, so its keeper is too;
+  shortened only while turns stream and put back after, on the loop thread (its target is set from the
+  magics' configuration, on the kernel thread); importing this module leaves the interval as it is.
 """
 
 from __future__ import annotations

@@ -27,9 +27,11 @@ Two things in today's Jupyter stack would otherwise lose a person's input:
 Threads: the kernel's main thread only (comm messages and the awaiting cell both run there); the
 awaiting cell is kept under a lock anyway, since it is read from the comm handlers.
 
-Process-wide, on purpose: ``_awaiting``, the cell of this process's one kernel that awaits its turn.
+Process-wide, on purpose: ``_awaiting``, the cell of this process's one kernel that awaits its turn
+(one per process because the kernel is, and ipykernel's comm handlers, which read it, get no cell).
 It is set only inside ``awaiting_cell`` (the ``%%acp`` cell that awaits owns it for that time) and put
-back as it was when that block ends; empty otherwise.
+back as it was when that block ends; empty otherwise, and from import until the first such cell.
+``_lock`` guards it: set on the kernel's main thread, read by the comm handlers.
 """
 
 from __future__ import annotations

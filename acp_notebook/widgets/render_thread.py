@@ -15,8 +15,12 @@ most one render per interval. A callable that raises is logged and the thread go
 Threads: the queue of due callables is guarded by a condition; any thread may add to it, only
 the render thread takes from it.
 
-Process-wide, on purpose: ``_worker``, the one render thread (one, so renders keep their order);
-made at import without starting anything, its thread started by the first render asked for.
+Process-wide, on purpose: ``_worker``, the one render thread (one, so renders keep their order and
+a view never draws on two threads at once). The object is made at import and holds only an empty
+queue and a condition: no thread runs and nothing of the interpreter changes until the first render
+is asked for, which starts its daemon thread (again if that thread ever died). It is never dropped:
+the thread waits for work until the interpreter exits. Any thread adds to its queue; only its own
+thread takes from it.
 """
 
 from __future__ import annotations
