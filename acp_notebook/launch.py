@@ -309,12 +309,12 @@ def _builtin() -> dict[str, AgentSpec]:
     claude = AgentSpec(
         name="claude",
         command=("claude-agent-acp",),
-        npm_package="@zed-industries/claude-agent-acp@0.23.1",
+        npm_package="@agentclientprotocol/claude-agent-acp@0.101.0",
         env=_claude_env(),
         env_vars=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"),
         cache_paths=("node_modules/.bin/claude-agent-acp",),
         description="Claude Code through claude-agent-acp",
-        homepage="https://github.com/zed-industries/claude-agent-acp",
+        homepage="https://github.com/agentclientprotocol/claude-agent-acp",
         # It opens sessions without a key and answers the first prompt "Authentication required".
         key_vars=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"),
         login_files=(".claude/.credentials.json",),
@@ -323,30 +323,29 @@ def _builtin() -> dict[str, AgentSpec]:
         offline_env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
         state_dirs=("~/.claude", "~/.claude.json", "$CLAUDE_CONFIG_DIR", "~/.npm"),
         mcp_connect="start",
-        info_name="@zed-industries/claude-agent-acp",
+        info_name="@agentclientprotocol/claude-agent-acp",
     )
     codex = AgentSpec(
         name="codex",
-        # The native binary of the platform package: the package's node wrapper leaves it running
-        # when it is killed, and the binary does not exit when stdin closes.
+        # A node adapter over `codex app-server` (its @openai/codex dependency), which it ends when
+        # its stdin closes.
         command=("codex-acp",),
-        npm_package="@zed-industries/codex-acp@0.16.0",
+        npm_package="@agentclientprotocol/codex-acp@2.6.0",
         env_vars=("OPENAI_API_KEY", "CODEX_API_KEY"),
-        auth_methods=("openai-api-key", "codex-api-key", "chatgpt"),
-        cache_paths=(f"node_modules/@zed-industries/codex-acp-{_npm_platform()}/bin/codex-acp",
-                     "node_modules/.bin/codex-acp"),
+        auth_methods=("api-key", "chat-gpt"),
+        cache_paths=("node_modules/.bin/codex-acp",),
         description="OpenAI Codex through codex-acp",
-        homepage="https://github.com/zed-industries/codex-acp",
+        homepage="https://github.com/agentclientprotocol/codex-acp",
         # session/new answers "Authentication required" until `authenticate` (or a saved login in
-        # ~/.codex/auth.json); the env_var methods read the key from the agent's environment.
-        auth_env={"CODEX_API_KEY": "codex-api-key", "OPENAI_API_KEY": "openai-api-key"},
+        # ~/.codex/auth.json); its api-key method reads CODEX_API_KEY, else OPENAI_API_KEY.
+        auth_env={"CODEX_API_KEY": "api-key", "OPENAI_API_KEY": "api-key"},
         key_vars=("OPENAI_API_KEY", "CODEX_API_KEY"),
         login_files=(".codex/auth.json",),
         login_hint="set OPENAI_API_KEY or CODEX_API_KEY before starting it (acp-notebook authenticates with "
-                   "the key when codex asks), or log in with ChatGPT (auth method 'chatgpt')",
+                   "the key when codex asks), or log in with ChatGPT (auth method 'chat-gpt')",
         state_dirs=("~/.codex", "$CODEX_HOME", "~/.npm"),
         mcp_connect="start",
-        info_name="codex-acp",
+        info_name="@agentclientprotocol/codex-acp",
     )
     gemini = AgentSpec(
         name="gemini",

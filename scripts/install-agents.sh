@@ -16,11 +16,11 @@ CACHE="${ACP_NOTEBOOK_AGENT_CACHE:-$HOME/.cache/acp-notebook/agents}"
 
 # name | npm package@version | binary, relative to the prefix
 AGENTS=(
-  "claude|@zed-industries/claude-agent-acp@0.23.1|node_modules/.bin/claude-agent-acp"
+  "claude|@agentclientprotocol/claude-agent-acp@0.101.0|node_modules/.bin/claude-agent-acp"
   "opencode|opencode-ai@1.18.33|node_modules/.bin/opencode"
-  # The codex-acp node wrapper spawns the native binary and leaves it orphaned when the
-  # wrapper is killed, so we run the platform package's binary directly.
-  "codex|@zed-industries/codex-acp@0.16.0|node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
+  # codex-acp 2.x is a node adapter over `codex app-server` (from @openai/codex, a dependency);
+  # it ends the app-server when its stdin closes.
+  "codex|@agentclientprotocol/codex-acp@2.6.0|node_modules/.bin/codex-acp"
   "gemini|@google/gemini-cli@0.61.0|node_modules/.bin/gemini"
 )
 

@@ -15,7 +15,7 @@ def test_builtin_agents_are_registered_with_pinned_packages():
     table = acpnb.agents()
     assert list(table)[:5] == ["demo", "claude", "codex", "gemini", "opencode"]
     assert table["demo"].installed and table["demo"].can_start
-    assert table["claude"].spec.npm_package == "@zed-industries/claude-agent-acp@0.23.1"
+    assert table["claude"].spec.npm_package == "@agentclientprotocol/claude-agent-acp@0.101.0"
     assert table["opencode"].spec.npm_package == "opencode-ai@1.18.33"
     assert table["gemini"].spec.command == ("gemini", "--acp")
     assert "ANTHROPIC_API_KEY" in table["claude"].spec.env_vars
@@ -27,7 +27,7 @@ def test_missing_program_falls_back_to_npx_or_says_what_to_install(monkeypatch, 
     monkeypatch.setenv("PATH", str(tmp_path))  # neither the agent nor npx can be found
     with pytest.raises(acpnb.AgentStartError, match="not installed") as info:
         launch.registered("claude").resolve()
-    assert "npm install -g @zed-industries/claude-agent-acp@0.23.1" in info.value.hint
+    assert "npm install -g @agentclientprotocol/claude-agent-acp@0.101.0" in info.value.hint
     fake_npx = tmp_path / "npx"
     fake_npx.write_text("#!/bin/sh\n")
     fake_npx.chmod(0o755)

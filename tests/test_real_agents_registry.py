@@ -19,9 +19,9 @@ from acp_notebook._loop import run_sync
 ROOT = Path(__file__).resolve().parent.parent
 
 PINNED = {
-    "claude": "@zed-industries/claude-agent-acp@0.23.1",
+    "claude": "@agentclientprotocol/claude-agent-acp@0.101.0",
     "opencode": "opencode-ai@1.18.33",
-    "codex": "@zed-industries/codex-acp@0.16.0",
+    "codex": "@agentclientprotocol/codex-acp@2.6.0",
     "gemini": "@google/gemini-cli@0.61.0",
 }
 
@@ -41,10 +41,9 @@ def test_launch_commands_and_auth_of_the_real_agents():
     assert claude.command == ("claude-agent-acp",) and claude.auth_env == {}
     assert opencode.command == ("opencode", "acp") and opencode.args == ("acp",)
     assert gemini.command == ("gemini", "--acp") and gemini.args == ("--acp",)
-    # codex runs as the platform package's native binary, never through the node wrapper.
-    assert codex.cache_paths[0].startswith("node_modules/@zed-industries/codex-acp-")
-    assert codex.cache_paths[0].endswith("/bin/codex-acp")
-    assert codex.auth_env == {"CODEX_API_KEY": "codex-api-key", "OPENAI_API_KEY": "openai-api-key"}
+    # codex-acp 2.x is a node adapter that ends its `codex app-server` when its stdin closes.
+    assert codex.command == ("codex-acp",) and codex.cache_paths == ("node_modules/.bin/codex-acp",)
+    assert codex.auth_env == {"CODEX_API_KEY": "api-key", "OPENAI_API_KEY": "api-key"}
     assert "npm_config_registry" in opencode.offline_env
     assert claude.offline_env == {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
@@ -97,10 +96,10 @@ def test_what_is_missing_key_or_login(monkeypatch, tmp_path):
 
 
 def test_auth_hints_say_what_to_set():
-    methods = [{"id": "chatgpt"}, {"id": "openai-api-key", "type": "env_var"}]
+    methods = [{"id": "api-key"}, {"id": "chat-gpt"}]
     hint = launch.auth_hint(launch.registered("codex"), methods)
     assert hint.startswith("Agent 'codex' needs a key or a login: set OPENAI_API_KEY or CODEX_API_KEY")
-    assert "Its auth methods: chatgpt, openai-api-key" in hint
+    assert "Its auth methods: api-key, chat-gpt" in hint
     assert launch.auth_hint(None, methods).startswith("The agent needs authentication; its auth methods")
     assert launch.auth_hint(None, []) is None
     assert "GEMINI_API_KEY" in launch.auth_hint(launch.registered("gemini"), [])
@@ -108,10 +107,10 @@ def test_auth_hints_say_what_to_set():
 
 def test_auto_auth_picks_the_first_offered_method_whose_key_is_set():
     codex = launch.registered("codex")
-    offered = [{"id": "chatgpt"}, {"id": "codex-api-key"}, {"id": "openai-api-key"}]
-    assert launch.auto_auth_method(codex, offered, {"OPENAI_API_KEY": "k"}) == ("openai-api-key", "OPENAI_API_KEY")
+    offered = [{"id": "api-key"}, {"id": "chat-gpt"}]
+    assert launch.auto_auth_method(codex, offered, {"OPENAI_API_KEY": "k"}) == ("api-key", "OPENAI_API_KEY")
     both = {"OPENAI_API_KEY": "k", "CODEX_API_KEY": "c"}
-    assert launch.auto_auth_method(codex, offered, both) == ("codex-api-key", "CODEX_API_KEY")
+    assert launch.auto_auth_method(codex, offered, both) == ("api-key", "CODEX_API_KEY")
     assert launch.auto_auth_method(codex, offered, {"OPENAI_API_KEY": ""}) is None
     assert launch.auto_auth_method(codex, [{"id": "chatgpt"}], {"OPENAI_API_KEY": "k"}) is None
     assert launch.auto_auth_method(None, offered, {"OPENAI_API_KEY": "k"}) is None
@@ -270,7 +269,7 @@ def test_check_of_agents_that_are_not_installed(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     rows = check_agents(["claude", "codex"])
     assert [(r.installed, r.ok, r.starts, r.pinned) for r in rows] == [
-        (False, False, "not installed", "0.23.1"), (False, False, "not installed", "0.16.0")]
+        (False, False, "not installed", "0.101.0"), (False, False, "not installed", "2.6.0")]
     fake_npx = tmp_path / "npx"
     fake_npx.write_text("#!/bin/sh\nexit 1\n")
     fake_npx.chmod(0o755)
@@ -289,7 +288,7 @@ def test_agents_cli_check_json_and_usage_errors(tmp_path):
     assert demo["ok"] and demo["set_works"] == "yes: model=smart" and not claude["installed"]
     listed = run_cli(env={**env, "COLUMNS": "400"})  # a terminal wide enough for every cell on one line
     assert listed.returncode == 0 and "missing" in listed.stdout.splitlines()[0]
-    assert "the package: Install it with `npm install -g @zed-industries/claude-agent-acp@0.23.1`" in listed.stdout
+    assert "the package: Install it with `npm install -g @agentclientprotocol/claude-agent-acp@0.101.0`" in listed.stdout
     assert run_cli("--check", "nobody").returncode == 2
     mistyped = run_cli("--check", "gemni")
     assert mistyped.returncode == 2 and "unknown agent(s): gemni (did you mean 'gemini'?)" in mistyped.stderr

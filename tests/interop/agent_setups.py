@@ -79,31 +79,32 @@ def _opencode_env(server: ModelServer | None) -> dict[str, str]:
     return {"OPENCODE_CONFIG_CONTENT": json.dumps(opencode_config(server))}
 
 
-def codex_provider_args(server: ModelServer | None) -> list[str]:
-    """A model provider of our own on the model server. Codex asks for no `authenticate` then: the
-    provider reads its key from OPENAI_API_KEY at each request."""
+def codex_config(server: ModelServer | None) -> dict:
+    """CODEX_CONFIG (codex-acp 2.x reads its codex config as JSON from this variable and ignores `-c`
+    arguments): a model provider of our own on the model server. Codex asks for no `authenticate` then:
+    the provider reads its key from OPENAI_API_KEY at each request."""
     if server is None:
-        return []
-    return [
-        "-c", "model_provider=interop",
-        # A model codex has metadata for: it then offers reasoning_effort and does not prefix
-        # every reply with a "Model metadata not found" warning. The server ignores the name.
-        "-c", "model=gpt-5.4",
-        "-c", 'model_providers.interop.name="Interop model server"',
-        "-c", f'model_providers.interop.base_url="{server.url}/v1"',
-        "-c", 'model_providers.interop.wire_api="responses"',
-        "-c", 'model_providers.interop.env_key="OPENAI_API_KEY"',
-    ]
+        return {}
+    return {
+        "model_provider": "interop",
+        # A model codex lists; it has no metadata for it, so each turn starts with a warning notice
+        # (the recordings keep one). The server ignores the name.
+        "model": "gpt-5.4",
+        "model_providers": {"interop": {"name": "Interop model server", "base_url": f"{server.url}/v1",
+                                        "wire_api": "responses", "env_key": "OPENAI_API_KEY"}},
+    }
 
 
-def codex_openai_args(server: ModelServer) -> list[str]:
+def codex_openai_env(server: ModelServer) -> dict[str, str]:
     """Codex's built-in OpenAI provider, moved onto the model server: this one wants `authenticate`
-    (openai-api-key) before session/new, as with a real key against api.openai.com."""
-    return ["-c", f'openai_base_url="{server.url}/v1"', "-c", "model=gpt-5.4"]
+    (api-key) before session/new, as with a real key against api.openai.com."""
+    return {"CODEX_CONFIG": json.dumps({"openai_base_url": f"{server.url}/v1", "model": "gpt-5.4"})}
 
 
 def _codex_env(server: ModelServer | None) -> dict[str, str]:
-    return {} if server is None else {"OPENAI_API_KEY": DUMMY_KEY}
+    if server is None:
+        return {}
+    return {"OPENAI_API_KEY": DUMMY_KEY, "CODEX_CONFIG": json.dumps(codex_config(server))}
 
 
 def _gemini_env(server: ModelServer | None) -> dict[str, str]:
@@ -180,6 +181,6 @@ class AgentSetup:
 AGENTS: dict[str, AgentSetup] = {
     "claude": AgentSetup(name="claude", server_env=_claude_env),
     "opencode": AgentSetup(name="opencode", server_env=_opencode_env),
-    "codex": AgentSetup(name="codex", server_args=codex_provider_args, server_env=_codex_env),
+    "codex": AgentSetup(name="codex", server_env=_codex_env),
     "gemini": AgentSetup(name="gemini", server_env=_gemini_env),
 }
