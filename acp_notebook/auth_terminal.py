@@ -292,7 +292,7 @@ class TerminalLogin:
 
     def _follow_echo(self, master: int) -> None:
         try:
-            import termios
+            import termios  # POSIX only: the module loads on platforms without it
 
             echo = bool(termios.tcgetattr(master)[3] & termios.ECHO)  # the terminal's settings, read on its master
         except OSError:
@@ -303,6 +303,7 @@ class TerminalLogin:
 
 
 def _set_size(fd: int) -> None:
+    # POSIX only: the module loads on platforms without them
     import fcntl
     import termios
 

@@ -70,7 +70,6 @@ _OUTSIDE = "pending: outside this round's files; move to module level or give th
 _BRANCHES = 'pending: branches hang on Session; to go with the session table of the core split'
 
 PENDING_CYCLE_EDGES: dict[tuple[str, str], str] = {
-    ('acp_notebook/kernel_tools/secrets.py', 'acp_notebook/kernel_tools/answers.py'): _KERNEL_TOOLS,
 }
 
 PENDING_REACH_INS: dict[tuple[str, str], str] = {
@@ -78,23 +77,9 @@ PENDING_REACH_INS: dict[tuple[str, str], str] = {
 
 PENDING_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ('acp_notebook/_protocol.py', 'importlib.metadata'): 'kept in client_version: importlib.metadata takes longer to import than acp_notebook itself (about 60 ms against 14 here), and not every process sends a version',
-    ('acp_notebook/auth_terminal.py', 'fcntl'): _OUTSIDE,
-    ('acp_notebook/auth_terminal.py', 'termios'): _OUTSIDE,
     ('acp_notebook/branch_sweep.py', '.sweep.scorers'): _BRANCHES,
     ('acp_notebook/branch_sweep.py', '.widgets.branches'): _BRANCHES,
     ('acp_notebook/client.py', '.record'): _CORE,
-    ('acp_notebook/kernel_tools/__init__.py', '.'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/namespace.py', 'numpy'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/namespace.py', 'pandas'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/runner.py', 'IPython.core.displaypub'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/secrets.py', '.answers'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/server.py', '.._protocol'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/server.py', '.namespace'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/server.py', '.runner'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/server.py', '.structured'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/server.py', 'mcp.server.lowlevel'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/server.py', 'mcp.server.stdio'): _KERNEL_TOOLS,
-    ('acp_notebook/kernel_tools/server.py', 'mcp.types'): _KERNEL_TOOLS,
 }
 
 DEPENDENCY_PRIVATES: dict[tuple[str, str], str] = {

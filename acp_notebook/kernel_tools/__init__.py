@@ -12,16 +12,11 @@ Importing this package is cheap: the MCP SDK is imported when a channel is first
 
 from __future__ import annotations
 
-from typing import Any
-
+from .._lazy import lazy_names
 from .policy import POLICIES, KernelToolEvent, RunRequest, parse_policy
 
 __all__ = ["POLICIES", "KernelToolEvent", "KernelTools", "RunRequest", "parse_policy", "start_kernel_tools"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in ("KernelTools", "start_kernel_tools"):
-        from . import server
-
-        return getattr(server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The server's modules (the tools, the namespace readers, the runner) load when a channel is first made: the
+# bridge's process and the proxy's, which import only the channel, start without them.
+__getattr__, __dir__ = lazy_names(__name__, globals(), dict.fromkeys(("KernelTools", "start_kernel_tools"), ".server"))

@@ -142,11 +142,11 @@ class KernelRedactor:
     def __init__(self, namespace: Mapping[str, Any]) -> None:
         self._namespace = namespace
         self._thread = threading.get_ident()
-        secrets.refresh(namespace, shell_of(namespace))
+        secrets.refresh(namespace, shell_of(namespace), walk=walk_namespace)
 
     def text(self, text: str) -> str:
         if threading.get_ident() == self._thread:
-            secrets.refresh(self._namespace, walk=False)
+            secrets.refresh(self._namespace)
         return MEMORY.redactor().text(text)
 
 
@@ -533,6 +533,11 @@ class _Summary(str):
 def render(value: Any, caps: Caps = Caps()) -> str:
     """``value`` shown by a fresh MaskedView under ``caps``."""
     return MaskedView(caps).render(value)
+
+
+def walk_namespace(roots: list[Any]) -> int:
+    """``secrets.refresh``'s walk of a namespace's top-level values, within the refresh's bounds."""
+    return collect_secrets(roots, nodes=secrets.WALK_NODES, items=secrets.WALK_ITEMS, depth=secrets.WALK_DEPTH)
 
 
 def collect_secrets(roots: Iterable[Any], *, under: tuple[Any, int] | None = None, nodes: int = 2_000,

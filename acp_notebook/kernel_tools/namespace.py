@@ -25,7 +25,7 @@ from typing import Any
 from .._redact import MASK
 from . import secrets
 from .answers import (Answer, Caps, MaskedView, builtin_base, cap_text, current_shell, has_base, is_library, library,
-                      masked_value, namespace_redactor, render, secret_name, shell_of, type_name)
+                      masked_value, namespace_redactor, render, secret_name, shell_of, type_name, walk_namespace)
 from .pictures import picture
 from .secrets import MEMORY, mask_source
 
@@ -138,7 +138,7 @@ def _extent(entry: Mapping[str, Any]) -> str:
 
 
 def list_variables(namespace: Mapping[str, Any], hidden: Any = ()) -> Answer:
-    secrets.refresh(namespace, shell_of(namespace), walk=False)  # shows no value: the memory is fed, not used
+    secrets.refresh(namespace, shell_of(namespace))  # shows no value: the memory is fed, not used
     found = user_variables(namespace, hidden)
     entries = [describe_variable(name, value) for name, value in itertools.islice(found.items(), MAX_LISTED)]
     if not entries:
@@ -214,7 +214,7 @@ def _columns(data: Any) -> list[Any]:
 def _table(data: Any, labels: list[str], secret: list[bool]) -> Any:
     """A frame's head to print: masked secret-named columns and rows, every other cell and label as text
     made by us (pandas would call str() on odd objects), numbers and dates left to pandas."""
-    import pandas as pd
+    import pandas as pd  # only for a DataFrame the user has, so pandas is loaded already
 
     index = data.index
     plain_index = index.dtype.kind in "iufbmM"
@@ -248,7 +248,7 @@ def _plain(values: Any) -> bool:
 def _missing(column: Any) -> Any:
     """Which of a Series' values are missing, from its array: Series.isna() makes a Series named as this one,
     and pandas hashes a Series' name (a user object's __hash__, for a column named by one)."""
-    import pandas as pd
+    import pandas as pd  # only for a DataFrame the user has, so pandas is loaded already
 
     return pd.isna(_array(column))
 
@@ -260,7 +260,7 @@ def _array(column: Any) -> Any:
 
 def _describable(column: Any) -> bool:
     """Whether describe() of the column runs no user code: numbers, dates, plain strings."""
-    import pandas as pd
+    import pandas as pd  # only for a DataFrame the user has, so pandas is loaded already
 
     dtype = column.dtype
     if dtype.kind in "iufcmM" or isinstance(dtype, pd.StringDtype):
@@ -279,8 +279,8 @@ def _secret_rows(index: Any) -> list[bool] | None:
 
 
 def _describe(sample: Any, labels: list[str], secret: list[bool]) -> str:
-    import numpy as np
-    import pandas as pd
+    import numpy as np  # only for an array the user has, so numpy is loaded already
+    import pandas as pd  # only for a DataFrame the user has, so pandas is loaded already
 
     rows = _secret_rows(sample.index)
     columns, kept, left_out = {}, [], []
@@ -339,7 +339,7 @@ def _frame_text(name: str, df: Any, rows: int) -> str:
 
 def _sample(data: Any) -> Any:
     """SAMPLE_ROWS rows picked at random (seeded, in their order): a take of those rows only."""
-    import numpy as np
+    import numpy as np  # only for an array the user has, so numpy is loaded already
 
     rows = np.random.default_rng(0).choice(len(data), size=SAMPLE_ROWS, replace=False)
     rows.sort()
@@ -361,7 +361,7 @@ def _series_text(name: str, series: Any, rows: int) -> str:
 
 
 def _array_text(name: str, array: Any) -> str:
-    import numpy as np
+    import numpy as np  # only for an array the user has, so numpy is loaded already
 
     parts = [f"{name}: numpy.ndarray, shape {'x'.join(map(str, array.shape)) or '()'}, dtype {array.dtype}, "
              f"{human_bytes(array.nbytes)}"]
@@ -395,7 +395,7 @@ def notebook_history(shell: Any, n: int = 10) -> Answer:
     n = max(1, min(int(n), 100))
     inputs = shell.history_manager.input_hist_raw
     outputs = shell.history_manager.output_hist
-    redactor = secrets.refresh(shell.user_ns, shell)
+    redactor = secrets.refresh(shell.user_ns, shell, walk=walk_namespace)
     first = max(1, len(inputs) - n)
     parts = []
     for number in range(first, len(inputs)):

@@ -179,7 +179,7 @@ def _captured(capture: Capture, shell: Any) -> Iterator[None]:
 
 
 def _publisher(capture: Capture, shell: Any) -> Any:
-    from IPython.core.displaypub import CapturingDisplayPublisher
+    from IPython.core.displaypub import CapturingDisplayPublisher  # IPython: only inside a kernel's shell
 
     class Publisher(CapturingDisplayPublisher):
         def publish(self, data: Any, metadata: Any = None, source: Any = None, **_kwargs: Any) -> None:

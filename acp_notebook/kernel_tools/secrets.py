@@ -26,7 +26,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .._redact import MASK, MIN_SECRET_LENGTH, Redactor, secret_values
@@ -184,8 +184,11 @@ HISTORY_CELLS = 500  # cells parsed per refresh (the rest on the next calls)
 SOURCE_CHARS = 100_000  # longer cells are not parsed
 
 
-def refresh(namespace: Mapping[str, Any] | None, shell: Any = None, *, walk: bool = True) -> Redactor:
-    """Feed the memory from the environment, ``namespace`` and ``shell``'s history; its Redactor."""
+def refresh(namespace: Mapping[str, Any] | None, shell: Any = None, *,
+            walk: Callable[[list[Any]], Any] | None = None) -> Redactor:
+    """Feed the memory from the environment, ``namespace`` and ``shell``'s history; its Redactor. ``walk``, when
+    given, looks into the namespace's containers for values under secret-named keys (answers.walk_namespace: the
+    safe object walk lives with the rendering it shares, which imports this module)."""
     for name, value in secret_values(os.environ):
         MEMORY.remember(name, value)
     if namespace is not None:
@@ -204,17 +207,14 @@ def _top_level(namespace: Mapping[str, Any]) -> list[tuple[Any, Any]]:
     return items[:NAMESPACE_NAMES]
 
 
-def _from_namespace(namespace: Mapping[str, Any], walk: bool) -> None:
-    from .answers import collect_secrets  # the safe object walk lives with the rendering it shares
-
+def _from_namespace(namespace: Mapping[str, Any], walk: Callable[[list[Any]], Any] | None) -> None:
     items = _top_level(namespace)
     for name, value in items:
         strength = secret_strength(name)
         if strength:
             MEMORY.remember(name, value, strength)
-    if walk:
-        roots = [value for name, value in items if type(name) is str and not name.startswith("_")]
-        collect_secrets(roots, nodes=WALK_NODES, items=WALK_ITEMS, depth=WALK_DEPTH)
+    if walk is not None:
+        walk([value for name, value in items if type(name) is str and not name.startswith("_")])
 
 
 def _from_history(shell: Any) -> None:

@@ -38,11 +38,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .. import _loop
+from .._protocol import client_version
 from .._visible import visible
 from .answers import Answer, busy_message, current_shell
 from .channel import CHANNEL_ENV, TOKEN_ENV, Channel, LineReader, LineWriter
+from .namespace import inspect_variable, list_variables, notebook_history
 from .policy import OFF_REFUSAL, READ_ONLY_REFUSAL, REJECTED, KernelToolEvent, RunRequest, parse_policy
+from .runner import run_code_here, run_code_tool
 from .secrets import watch
+from .structured import result_parts
 from .tools import TOOLS, ArgumentError, argument
 
 __all__ = ["READ_TIMEOUT_S", "KernelTools", "safe_answer", "start_kernel_tools"]
@@ -141,7 +145,7 @@ class KernelTools:
     async def _serve(self, lines_in: LineReader, lines_out: LineWriter) -> None:
         """Serve MCP on one bridge connection with the SDK's stdio transport."""
         server = await self._mcp_server()
-        from mcp.server.stdio import stdio_server
+        from mcp.server.stdio import stdio_server  # the MCP SDK, loaded when a channel is first used
 
         connection = str(next(self._connections))
         _CONNECTION.set(connection)
@@ -211,7 +215,7 @@ class KernelTools:
                 await asyncio.shield(imported)  # one caller giving up does not cancel the import for the others
             except Exception as exc:  # noqa: BLE001 - said to the bridge turned away, in the panel's words
                 raise RuntimeError(sdk_problem(exc)) from exc
-            from mcp.server.lowlevel import Server
+            from mcp.server.lowlevel import Server  # the MCP SDK: imported off the loop above, bound here
 
             self._server = Server(SERVER_NAME, version=_version(), on_list_tools=self._on_list_tools,
                                   on_call_tool=self._on_call_tool,
@@ -221,7 +225,7 @@ class KernelTools:
         return self._server
 
     async def _on_list_tools(self, _ctx: Any, _params: Any) -> Any:
-        import mcp.types as types
+        import mcp.types as types  # the MCP SDK, loaded when a channel is first used
 
         return types.ListToolsResult(tools=[types.Tool(name=name, description=spec["description"],
                                                        input_schema=spec["input_schema"])
@@ -274,12 +278,10 @@ class KernelTools:
         return lambda event: self._emit(dataclasses.replace(event, call_id=call_id))
 
     async def _tool_list_variables(self, _arguments: dict[str, Any]) -> Answer:
-        from .namespace import list_variables
 
         return await self._read(lambda: list_variables(*self._scope()), "listing the variables")
 
     async def _tool_inspect_variable(self, arguments: dict[str, Any]) -> Answer:
-        from .namespace import inspect_variable
 
         name = argument("inspect_variable", arguments, "name", str)
         rows = argument("inspect_variable", arguments, "rows", int, 10)
@@ -292,7 +294,6 @@ class KernelTools:
         return await self._read(inspect, f"inspecting {name!r}")
 
     async def _tool_notebook_history(self, arguments: dict[str, Any]) -> Answer:
-        from .namespace import current_shell, notebook_history
 
         n = argument("notebook_history", arguments, "n", int, 10)
         return await self._read(lambda: notebook_history(current_shell(), n), "reading the notebook's history")
@@ -306,7 +307,6 @@ class KernelTools:
                            "The user decides whether to run it.")
 
     async def _tool_run_code(self, arguments: dict[str, Any]) -> Answer:
-        from .runner import run_code_here, run_code_tool
 
         code = argument("run_code", arguments, "code", str)
         policy = self.policy
@@ -329,7 +329,6 @@ class KernelTools:
         """The namespace the tools serve and the names hidden from listings (kernel thread)."""
         if self.namespace is not None:
             return self.namespace, ()
-        from .namespace import current_shell
 
         shell = current_shell()
         if shell is not None:
@@ -442,17 +441,13 @@ def safe_answer(answer: Answer) -> Answer:
 
 
 def _version() -> str:
-    from .._protocol import client_version
-
     return client_version()
 
 
 def to_mcp_result(answer: Answer, tool: str | None = None) -> Any:
     """The MCP result of ``tool``'s answer: its text and images, and a ``structuredContent`` object whenever
     that hides no image from the model (structured.py says why each client needs it and what it holds)."""
-    import mcp.types as types
-
-    from .structured import result_parts
+    import mcp.types as types  # the MCP SDK, loaded when a channel is first used
 
     blocks, structured = result_parts(answer, tool)
     content: list[Any] = []
