@@ -19,8 +19,9 @@ Threads: ``Agent.log``, every ``SessionState``, ``Turn`` and the session tables 
 on the background loop thread. Other threads read them: ``Agent.log`` is appended to and trimmed
 from its front there, so readers elsewhere take a snapshot (``list(agent.log)``).
 
-``current()``, ``set_current`` and ``CurrentSession`` are current_scope.py's (re-exported here): the current
-session belongs to the IPython shell that asks, else to one process default made on first use.
+``current()`` (what the %acp magics use) belongs to the IPython shell that asks: ``current_session``
+(a ``CurrentSession``) asks that shell's magics, and keeps one default only for code outside them.
+It keeps no shell's state itself; its default and overrides are set on the kernel thread.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ import contextlib
 import copy
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import _loop
 from ._inbound import AgentRequests, SessionUpdates
@@ -46,15 +47,14 @@ from ._protocol import (
 )
 from ._redact import Redactor, secret_values
 from .auth_terminal import is_terminal_method, shown_command
-from ._lazy import lazy_names
 from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
-from .current_scope import CurrentSession, SessionScope, current, process_current, set_current  # noqa: F401
 from .elicitation import ElicitationPolicy
 from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError
 from .extensions import SessionExtension, close_links, servers_with
 from .launch import AgentSpec, SpecLike, environment, spec_of
 from .record.format import Recorder
+from .remedies import Remedy
 from .session import (
     Session,
     agent_deadline,
@@ -132,8 +132,8 @@ class Agent:
         self.cwd = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
         if (problem := not_a_directory(self.cwd)) is not None:
             # Checked here: the spawn's own error would blame the program ("cannot run 'python'").
-            raise AgentStartError(f"the agent's working directory {problem}", hint="Pass an existing directory "
-                                  "as cwd (%acp start ... --cwd DIR), or create it first.")
+            raise AgentStartError(f"the agent's working directory {problem}",
+                                  remedy=Remedy("existing_directory", {"what": "cwd"}))
         self.extra_env = environment(env, where="acpnb.start")
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT_S  # None: the default, as for every call
         self.permission = permission
@@ -379,16 +379,13 @@ class Agent:
         ids = [m.get("id") for m in self.auth_methods]
         if self.auth_methods and method_id not in ids:
             raise AcpError(f"agent '{self.name}' has no auth method {method_id!r}",
-                           hint=f"Its auth methods are: {', '.join(map(str, ids))}.")
+                           remedy=Remedy("pick_auth_method", {"methods": [str(i) for i in ids]}))
         if is_terminal_method(_auth_method(self.auth_methods, method_id)):
             # ACP: a terminal method is never sent to authenticate. Scripts get the command line to run (the
-            # environment by name only); %acp auth runs it in the cell (magics/login.py).
+            # environment by name only); the magics' auth command runs it in the cell (magics/login.py).
             raise AcpError(f"{method_id!r} is a login you do in a terminal, not through the agent",
-                           hint=f"Run this in a terminal, then start the agent again: "
-                                f"{self.terminal_login_command(method_id)}",
-                           hints={"magic": f"Run this in a terminal, then start the agent again: "
-                                           f"{self.terminal_login_command(method_id)} (in a notebook, %acp auth "
-                                           f"{method_id} runs it in the cell for an agent started as a program)"})
+                           remedy=Remedy("terminal_login", {"method": method_id,
+                                                            "command": self.terminal_login_command(method_id)}))
         return await self.connection.authenticate(method_id)
 
     authenticate, aauthenticate = twins(_authenticate, what="authenticate", default_timeout=agent_deadline)
@@ -400,16 +397,14 @@ class Agent:
         method = _auth_method(self.auth_methods, method_id)
         if not is_terminal_method(method):
             raise AcpError(f"{method_id!r} is not a terminal login of agent '{self.name}'",
-                           hint="agent.auth_methods lists each method's type.",
-                           hints={"magic": "%acp auth lists each method and how to use it."})
+                           remedy=Remedy("list_auth_methods"))
         return shown_command(self.command, method, launch_env_names=sorted(self.extra_env), redactor=self._redactor)
 
     async def _logout(self) -> dict[str, Any]:
         """Log out of the agent (where it offers ``logout``); new sessions then need authentication."""
         if (self.capabilities.get("auth") or {}).get("logout") is None:
             raise CapabilityError(f"agent '{self.name}' does not offer logout",
-                                  hint="agent.capabilities['auth'] shows what it offers.",
-                                  hints={"magic": "%acp log --method initialize shows what the agent offers."})
+                                  remedy=Remedy("show_capabilities", {"part": "auth"}))
         result = await self.connection.request("logout", {})
         return result if isinstance(result, dict) else {}
 
@@ -595,6 +590,61 @@ async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
 replay, areplay = twins(_replay, what="starting the replay", default_timeout=start_deadline, core_takes_timeout=True)
 
 
-# ``current()`` and what it answers live in current_scope.py; kept importable from here. ``current_session`` is the
-# process's CurrentSession, made on first read (current_scope.py), not when this module is imported.
-__getattr__, __dir__ = lazy_names(__name__, globals(), {"current_session": process_current})
+class SessionScope(Protocol):
+    """Who knows a current session: the %acp magics of one IPython shell (magics/registry.py's NotebookAgents)."""
+
+    @property
+    def current_session(self) -> Session | None: ...
+
+
+class CurrentSession:
+    """What ``current()`` answers. In an IPython shell with the %acp magics loaded, that shell's magics' current
+    session: each shell keeps its own, found through the lookup the magics install with ``follow_shells`` (this
+    module never imports IPython). Elsewhere (a plain script, a shell without the magics) one process default,
+    set with ``set``. ``override`` makes every caller get one answer inside a with-block (tests).
+
+    Threads: ``set``, ``follow_shells`` and ``override`` run on the kernel (main) thread; ``get`` on any."""
+
+    def __init__(self) -> None:
+        self._default: Session | None = None
+        self._shell_scope: Callable[[], SessionScope | None] = lambda: None
+        self._overrides: list[Session | None] = []
+
+    def get(self) -> Session | None:
+        if self._overrides:
+            return self._overrides[-1]
+        scope = self._shell_scope()
+        return scope.current_session if scope is not None else self._default
+
+    def set(self, session: Session | None) -> None:
+        """The process default: the answer outside a shell whose magics are loaded."""
+        self._default = session
+
+    def follow_shells(self, scope_of_running_shell: Callable[[], SessionScope | None]) -> None:
+        """Ask ``scope_of_running_shell()`` first: the running shell's magics, or None where there are none."""
+        self._shell_scope = scope_of_running_shell
+
+    @contextlib.contextmanager
+    def override(self, session: Session | None) -> Iterator[None]:
+        """``current()`` is ``session`` (None: there is no current session) inside the block, in every shell."""
+        self._overrides.append(session)
+        try:
+            yield
+        finally:
+            self._overrides.pop()
+
+
+current_session = CurrentSession()
+
+
+def set_current(session: Session | None) -> None:
+    """Make ``session`` what ``current()`` answers outside a shell whose %acp magics are loaded."""
+    current_session.set(session)
+
+
+def current() -> Session:
+    """The Session the %acp magics of this IPython shell are using (elsewhere: the one given to set_current)."""
+    session = current_session.get()
+    if session is None:
+        raise AcpError("no current session", hint="Run `%acp start demo` (or another agent) first.")
+    return session

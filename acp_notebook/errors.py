@@ -1,13 +1,14 @@
 """The AcpError tree, and how its members render in a notebook.
 
-An error's hint is advice in the syntax of where the user is: Python (``acpnb.start([...])``),
-the magics (``%acp start -- python agent.py``) or the command line (``acp-notebook agents``).
-Each error carries its hint for every surface it has one for (``hints``, filled where it is
-raised; a class's default hint has its forms in ``surface_hints``); the surface that shows
-the error picks its own with ``in_terms_of(surface)``, the one place a form is chosen: a copy
-of the error in that surface's terms (what it raises or prints), the error itself unchanged, so
-the same error can be shown on two surfaces. A surface without a form of its own shows the
-Python one. Plain data; any thread.
+An error carries facts: its message and, where something fixes it, a ``remedy`` (remedies.Remedy: an
+action and its arguments, in no surface's syntax). The words for a remedy are written once per surface
+in remedies.py: Python (``acpnb.start([...])``), the magics (``%acp start -- python agent.py``), the
+command line (``acp-notebook agents``). ``hint`` is the Python words, what ``str()`` shows; the
+surface that shows an error asks for its own words with ``hint_for(surface)``, or gets a copy in its
+terms with ``in_terms_of(surface)`` (what it raises or prints). The error itself is never changed,
+so the same error can be shown on two surfaces. ``hint=`` is a plain hint the same on every surface
+("Did you mean 'model'?"); ``hints=`` gives a surface its own words where no remedy fits (launch.py's
+install advice). A surface without words of its own shows the Python ones. Plain data; any thread.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 
 from ._protocol import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from ._term import colour_on
+from .remedies import Remedy, phrase
 
 __all__ = [
     "AcpError",
@@ -29,6 +31,7 @@ __all__ = [
     "PermissionDenied",
     "ProtocolError",
     "ReplayMismatch",
+    "Remedy",
     "RpcError",
     "SURFACES",
     "data_details",
@@ -40,23 +43,28 @@ SURFACES = ("python", "magic", "cli")
 class AcpError(Exception):
     """Base of every error acp-notebook raises on purpose.
 
-    ``hint`` says what the user can do about it. In IPython the error renders as
-    one short block (message + hint) instead of a traceback into asyncio.
+    ``remedy`` says what fixes it, as a fact; ``hint`` says it in Python's words. In IPython the error
+    renders as one short block (message + hint) instead of a traceback into asyncio.
     """
 
     hint: str = ""
-    # The class's default hint in the other surfaces' syntax ({"magic": ..., "cli": ...}).
-    surface_hints: ClassVar[Mapping[str, str]] = {}
+    # What fixes every error of the class unless the raiser says otherwise (remedies.py words it per surface).
+    remedy: Remedy | None = None
 
-    def __init__(self, message: str, *, hint: str | None = None, hints: Mapping[str, str] | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, hints: Mapping[str, str] | None = None,
+                 remedy: Remedy | None = None) -> None:
         super().__init__(message)
         self.message = message
+        if remedy is not None:
+            self.remedy = remedy
+        self.surface = "python"
+        worded = {} if self.remedy is None or hint is not None else \
+            {s: text for s in SURFACES if (text := phrase(self.remedy, s)) is not None}
         if hint is not None:
             self.hint = hint
-        self.surface = "python"
-        self.hints = {"python": self.hint, **(hints or {})}
-        if hint is None:  # the class's default hint: its forms for the other surfaces come with it
-            self.hints = {**self.surface_hints, **self.hints}
+        elif "python" in worded:
+            self.hint = worded["python"]
+        self.hints = {**worded, "python": self.hint, **(hints or {})}
 
     def hint_for(self, surface: str) -> str:
         """The hint in ``surface``'s syntax ("python", "magic", "cli"); the Python form where it has none."""
@@ -82,6 +90,17 @@ class AcpError(Exception):
         copy.hints = {**getattr(self, "hints", {}), current: self.hint}
         copy.hint = self.hint_for(surface)
         copy.surface = surface
+        return copy
+
+    def reworded(self, message: str | None = None, *, hint: str | None = None) -> AcpError:
+        """A copy of this error with another message and/or hint (on every surface: words a surface composed
+        for the copy it shows, e.g. the magics' "%acp set applied a=1, then stopped"). This error is left as it is."""
+        copy = self._copy()
+        if message is not None:
+            copy.message, copy.args = message, (message,)
+        if hint is not None:
+            copy.hint = hint
+            copy.hints = {surface: hint for surface in SURFACES}
         return copy
 
     def _copy(self) -> AcpError:
@@ -117,19 +136,18 @@ class AgentStartError(AcpError):
         stderr_tail: Sequence[str] = (),
         hint: str | None = None,
         hints: Mapping[str, str] | None = None,
+        remedy: Remedy | None = None,
     ) -> None:
         self.command = list(command)
         self.exit_code = exit_code
         self.stderr_tail = list(stderr_tail)
-        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint, hints=hints)
+        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint, hints=hints, remedy=remedy)
 
 
 class AgentExitedError(AcpError):
     """The agent process ended while a request or turn was waiting on it."""
 
-    hint = "Start the agent again with acpnb.start(...); its last stderr lines are above."
-    surface_hints = {"magic": "Start it again with %acp start, then %acp resume reopens its last session.",
-                     "cli": "Run the command again; the agent's last stderr lines are above."}
+    remedy = Remedy("start_again")
 
     def __init__(
         self,
@@ -139,17 +157,17 @@ class AgentExitedError(AcpError):
         stderr_tail: Sequence[str] = (),
         hint: str | None = None,
         hints: Mapping[str, str] | None = None,
+        remedy: Remedy | None = None,
     ) -> None:
         self.exit_code = exit_code
         self.stderr_tail = list(stderr_tail)
-        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint, hints=hints)
+        super().__init__(_with_stderr(message, self.stderr_tail), hint=hint, hints=hints, remedy=remedy)
 
 
 class AgentClosedError(AcpError):
     """The agent or session was closed by the user and cannot be used any more."""
 
-    hint = "Start a new agent with acpnb.start(...) or open a new session."
-    surface_hints = {"magic": "Start it again with %acp start, or open a new session with %acp new."}
+    remedy = Remedy("start_new")
 
 
 class ProtocolError(AcpError):
@@ -160,7 +178,7 @@ class RpcError(AcpError):
     """The agent answered a request with a JSON-RPC error."""
 
     def __init__(self, code: int, message: str, data: Any = None, *, method: str = "", hint: str | None = None,
-                 hints: Mapping[str, str] | None = None):
+                 hints: Mapping[str, str] | None = None, remedy: Remedy | None = None):
         self.code = code
         self.rpc_message = message
         self.data = data
@@ -170,18 +188,11 @@ class RpcError(AcpError):
         details = data_details(data)
         if details:
             text += f" ({details})"
-        hints = dict(hints or {})
-        if hint is None and code == AUTH_REQUIRED:
-            hint = "The agent needs authentication: see agent.auth_methods and call agent.authenticate(method_id)."
-            hints.setdefault("magic", "The agent needs authentication: %acp auth lists its methods, %acp auth METHOD "
-                                      "uses one.")
-            hints.setdefault("cli", "The agent needs a key or a login: acp-notebook agents says which.")
-        if hint is None and code == METHOD_NOT_FOUND:
+        if hint is None and remedy is None:
+            remedy = {AUTH_REQUIRED: Remedy("authenticate"), RESOURCE_NOT_FOUND: Remedy("list_sessions")}.get(code)
+        if hint is None and remedy is None and code == METHOD_NOT_FOUND:
             hint = "This agent does not implement that method."
-        if hint is None and code == RESOURCE_NOT_FOUND:
-            hint = "The agent does not know that session (any more): list them with agent.list_sessions()."
-            hints.setdefault("magic", "The agent does not know that session (any more): %acp sessions lists them.")
-        super().__init__(text, hint=hint, hints=hints)
+        super().__init__(text, hint=hint, hints=hints, remedy=remedy)
 
     @property
     def auth_required(self) -> bool:
@@ -224,10 +235,7 @@ class ReplayMismatch(RpcError):
 class AcpTimeoutError(AcpError, TimeoutError):
     """A request or turn did not finish within its timeout."""
 
-    hint = "Pass a larger timeout=, or check that the agent is still running (agent.log shows the frames)."
-    surface_hints = {"magic": "Give it longer (--timeout SECONDS, or %config AcpMagics.timeout = 120) and check with "
-                              "%acp log that the agent still answers.",
-                     "cli": "Give it longer with --timeout SECONDS."}
+    remedy = Remedy("longer_timeout")
 
 
 class ConfigOptionError(AcpError, ValueError):
@@ -242,11 +250,12 @@ class ConfigOptionError(AcpError, ValueError):
         valid: Sequence[Any] = (),
         hint: str | None = None,
         hints: Mapping[str, str] | None = None,
+        remedy: Remedy | None = None,
     ) -> None:
         self.config_id = config_id
         self.value = value
         self.valid = list(valid)
-        super().__init__(message, hint=hint, hints=hints)
+        super().__init__(message, hint=hint, hints=hints, remedy=remedy)
 
 
 class CapabilityError(AcpError):

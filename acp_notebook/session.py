@@ -47,6 +47,7 @@ from .errors import (
     data_details,
 )
 from .extensions import SessionExtension, SessionLink, close_links, open_links, servers_with
+from .remedies import Remedy
 from .session_results import apply_session_result, state_applier
 from .session_table import SessionTable
 from .state import ConfigOption, ConfigOptions, SessionState
@@ -504,7 +505,7 @@ def session_directory(path: str | os.PathLike[str] | None, default: str, what: s
         return default
     resolved = str(Path(path).resolve())
     if (problem := not_a_directory(resolved)) is not None:
-        raise AcpError(f"the session's {what} {problem}", hint="Pass an existing directory, or create it first.")
+        raise AcpError(f"the session's {what} {problem}", remedy=Remedy("existing_directory", {"what": "session"}))
     return resolved
 
 
@@ -513,8 +514,7 @@ def require_capability(agent: SessionHost, capability: str, method: str) -> None
     if not agent.connection.supports(capability):
         raise CapabilityError(
             f"agent '{agent.name}' does not support {method} (it did not advertise it in initialize)",
-            hint="agent.capabilities shows what this agent offers.",
-            hints={"magic": "%acp log --method initialize shows what the agent offers."},
+            remedy=Remedy("show_capabilities"),
         )
 
 
@@ -529,8 +529,7 @@ def system_prompt_params(agent: SessionHost) -> dict[str, Any] | None:
     if agent.system_prompt_mode not in offered:
         raise CapabilityError(
             f"agent '{agent.name}' does not take a system prompt in {agent.system_prompt_mode!r} mode (it offers "
-            f"{', '.join(offered)})", hint="Use system_prompt_mode='append', which adds to the agent's own "
-            "instructions.", hints={"magic": "%config AcpMagics.system_prompt_mode = 'append'"})
+            f"{', '.join(offered)})", remedy=Remedy("system_prompt_mode", {"mode": "append"}))
     return {"mode": agent.system_prompt_mode, "content": [{"type": "text", "text": str(wanted)}]}
 
 

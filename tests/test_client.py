@@ -359,7 +359,7 @@ def test_start_errors_are_clear(tmp_path):
     # A missing working directory is named as such, not blamed on the program.
     with pytest.raises(acpnb.AgentStartError, match=f"working directory {tmp_path / 'gone'} does not exist") as info:
         acpnb.start("demo", cwd=tmp_path / "gone")
-    assert "--cwd DIR" in info.value.hint
+    assert "as cwd=" in info.value.hint and "--cwd DIR" in info.value.hint_for("magic")
     (tmp_path / "file").write_text("")
     with pytest.raises(acpnb.AgentStartError, match="is not a directory"):
         acpnb.start("demo", cwd=tmp_path / "file")

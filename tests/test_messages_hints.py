@@ -74,13 +74,14 @@ def test_a_command_agent_that_never_answers_is_named_by_its_program_without_npx_
 
 
 def test_npx_agents_get_the_first_start_advice():
-    from acp_notebook.connection.core import _silent_start_hints
+    from acp_notebook.connection.core import _silent_start_remedy
+    from acp_notebook.remedies import phrase
 
-    npx = _silent_start_hints(["/usr/bin/npx", "-y", "@zed-industries/claude-agent-acp"])
-    assert "npx" in npx["hint"] and "%acp start claude --timeout 180" in npx["hints"]["magic"]
-    assert "agents --check NAME --timeout 180" in npx["hints"]["cli"]
-    other = _silent_start_hints(["python", "agent.py"])
-    assert all("npx" not in text for text in [other["hint"], *other["hints"].values()])
+    npx = _silent_start_remedy(["/usr/bin/npx", "-y", "@zed-industries/claude-agent-acp"])
+    assert "npx" in phrase(npx, "python") and "%acp start claude --timeout 180" in phrase(npx, "magic")
+    assert "agents --check NAME --timeout 180" in phrase(npx, "cli")
+    other = _silent_start_remedy(["python", "agent.py"])
+    assert all("npx" not in phrase(other, surface) for surface in errors.SURFACES)
 
 
 @pytest.mark.parametrize("error", [

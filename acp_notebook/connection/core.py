@@ -70,7 +70,8 @@ from ..errors import (
     RpcError,
     data_details,
 )
-from ..launch import AgentSpec, SpecLike, auth_hint, auto_auth_method, resolve_spec, spec_of
+from ..launch import AgentSpec, SpecLike, auto_auth_method, resolve_spec, spec_of, terminal_login_command
+from ..remedies import Remedy
 from .checks import error_problem, frame_problem, init_result_problem, valid_id
 from .routing import Applier, ReplyRouter
 from .transport import EXCERPT_CHARS, DroppedFrame, MemoryTransport, StdioTransport, Transport
@@ -123,19 +124,22 @@ def transport_for(spec: SpecLike | Transport | Any, *, cwd: str, env: Mapping[st
 NPX_RUNNERS = frozenset({"npx", "bunx", "pnpx"})
 
 
-def _silent_start_hints(command: Sequence[str]) -> dict[str, Any]:
-    """The hints of an agent that did not answer initialize: a first npx start is slow (a download);
+def _silent_start_remedy(command: Sequence[str]) -> Remedy:
+    """What to do about an agent that did not answer initialize: a first npx start is slow (a download);
     any other agent may not speak ACP, or may need longer."""
-    if command and os.path.basename(command[0]) in NPX_RUNNERS:
-        return {"hint": "Agents fetched by npx can take long on first start: pass a larger timeout.",
-                "hints": {"magic": "Agents fetched by npx can take long on first start: give it longer with --timeout "
-                                   "SECONDS, e.g. %acp start claude --timeout 180 (before the -- of a command line).",
-                          "cli": "Agents fetched by npx can take long on first start: `acp-notebook agents --check "
-                                 "NAME --timeout 180` lets the download finish once."}}
-    question = "Is it an ACP agent (it must answer initialize on stdin/stdout)? Its stderr, if any, is above."
-    return {"hint": f"{question} A slow one needs a larger timeout=.",
-            "hints": {"magic": f"{question} Give a slow one longer: %acp start --timeout SECONDS -- COMMAND.",
-                      "cli": f"{question} Give a slow one longer with --timeout SECONDS where the command has it."}}
+    return Remedy("slow_start", {"npx": bool(command) and os.path.basename(command[0]) in NPX_RUNNERS})
+
+
+def auth_remedy(spec: AgentSpec | None, auth_methods: Sequence[Mapping[str, Any]], command: Sequence[str]) -> Remedy:
+    """The facts of an "authentication required" answer (remedies.py words them per surface): what the agent's
+    registry entry says it needs, the methods it offered, and its terminal logins as command lines."""
+    methods = [m for m in auth_methods if isinstance(m, Mapping) and m.get("id")]
+    facts: dict[str, Any] = {
+        "methods": [str(m["id"]) for m in methods if m.get("type") != "terminal"],
+        "terminal": [terminal_login_command(command, m) for m in methods if m.get("type") == "terminal"]}
+    if spec is not None and (spec.login_hint or spec.key_vars):
+        facts.update(agent=spec.name, needs=spec.needs_key_message())
+    return Remedy("authenticate", facts)
 
 
 def _sdk_default_environment() -> dict[str, str]:
@@ -285,7 +289,7 @@ class AgentConnection:
                 hint="Is this an ACP agent? Some need a flag (e.g. `gemini --acp`) or a login first.")
         raise AgentStartError(
             f"agent '{self.name}' did not answer initialize within {timeout:g} s",
-            command=self._command(), stderr_tail=self.stderr_tail(), **_silent_start_hints(self._command()))
+            command=self._command(), stderr_tail=self.stderr_tail(), remedy=_silent_start_remedy(self._command()))
 
     def _checked_init(self, result: Any) -> dict[str, Any]:
         problem = init_result_problem(result)
@@ -330,10 +334,7 @@ class AgentConnection:
         except RequestError as exc:
             if isinstance(exc.data, dict) and STAND_IN_KEY in exc.data:
                 raise ProtocolError(f"agent '{self.name}' answered {method} with {exc.data[STAND_IN_KEY]}",
-                                    hint="Nothing was changed by this answer; the agent's log (agent.log) notes the "
-                                         "frame. Try again, or report it to the agent's authors.",
-                                    hints={"magic": "Nothing was changed by this answer; %acp log shows the frame. "
-                                                    "Try again, or report it to the agent's authors."}) from None
+                                    remedy=Remedy("see_log")) from None
             error = self._rpc_error(exc, method)
             if error.auth_required and auth_retry and method in AUTH_RETRIED_METHODS \
                     and await self.authenticate_from_env():
@@ -357,11 +358,8 @@ class AgentConnection:
         message = self.redactor.text(str(exc.args[0] if exc.args else exc))
         if isinstance(exc.data, dict) and ReplayMismatch.DATA_KEY in exc.data:  # a replay that diverged
             return ReplayMismatch(message, where=exc.data[ReplayMismatch.DATA_KEY], method=method)
-        hint, hints = None, None
-        if exc.code == AUTH_REQUIRED:
-            hint = auth_hint(self.spec, self.auth_methods, command=self._command())
-            hints = {"magic": auth_hint(self.spec, self.auth_methods, how="%acp auth METHOD", command=self._command())}
-        return RpcError(exc.code, message, self.redactor.data(exc.data), method=method, hint=hint, hints=hints)
+        fix = auth_remedy(self.spec, self.auth_methods, self._command()) if exc.code == AUTH_REQUIRED else None
+        return RpcError(exc.code, message, self.redactor.data(exc.data), method=method, remedy=fix)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification; silently dropped when the agent is not running (nothing awaits it)."""
@@ -431,7 +429,7 @@ class AgentConnection:
             data = {"agent": self.name, "methodId": method_id, "envVar": env_var, "agentError": exc.data}
             raise RpcError(AUTH_REQUIRED, f"agent '{self.name}' refused authenticate {method_id!r} (with the key in "
                                           f"${env_var}): {exc.rpc_message}", data, method="authenticate",
-                           hint=auth_hint(self.spec, self.auth_methods, command=self._command())) from exc
+                           remedy=auth_remedy(self.spec, self.auth_methods, self._command())) from exc
 
     # --- frames -------------------------------------------------------------------------
     def _tap(self, direction: str, message: dict[str, Any]) -> None:
