@@ -19,9 +19,8 @@ Threads: ``Agent.log``, every ``SessionState``, ``Turn`` and the session tables 
 on the background loop thread. Other threads read them: ``Agent.log`` is appended to and trimmed
 from its front there, so readers elsewhere take a snapshot (``list(agent.log)``).
 
-``current()`` (what the %acp magics use) belongs to the IPython shell that asks: ``current_session``
-(a ``CurrentSession``) asks that shell's magics, and keeps one default only for code outside them.
-It keeps no shell's state itself; its default and overrides are set on the kernel thread.
+``current()``, ``set_current`` and ``CurrentSession`` are current_scope.py's (re-exported here): the current
+session belongs to the IPython shell that asks, else to one process default made on first use.
 """
 from __future__ import annotations
 
@@ -29,9 +28,9 @@ import contextlib
 import copy
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from . import _loop
 from ._inbound import AgentRequests, SessionUpdates
@@ -47,8 +46,10 @@ from ._protocol import (
 )
 from ._redact import Redactor, secret_values
 from .auth_terminal import is_terminal_method, shown_command
+from ._lazy import lazy_names
 from ._timeout import CANCEL_GRACE_S  # noqa: F401 - the grace is read here too
 from .connection import AgentConnection, transport_for
+from .current_scope import CurrentSession, SessionScope, current, process_current, set_current  # noqa: F401
 from .elicitation import ElicitationPolicy
 from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError
 from .extensions import SessionExtension, close_links, servers_with
@@ -590,61 +591,6 @@ async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
 replay, areplay = twins(_replay, what="starting the replay", default_timeout=start_deadline, core_takes_timeout=True)
 
 
-class SessionScope(Protocol):
-    """Who knows a current session: the %acp magics of one IPython shell (magics/registry.py's NotebookAgents)."""
-
-    @property
-    def current_session(self) -> Session | None: ...
-
-
-class CurrentSession:
-    """What ``current()`` answers. In an IPython shell with the %acp magics loaded, that shell's magics' current
-    session: each shell keeps its own, found through the lookup the magics install with ``follow_shells`` (this
-    module never imports IPython). Elsewhere (a plain script, a shell without the magics) one process default,
-    set with ``set``. ``override`` makes every caller get one answer inside a with-block (tests).
-
-    Threads: ``set``, ``follow_shells`` and ``override`` run on the kernel (main) thread; ``get`` on any."""
-
-    def __init__(self) -> None:
-        self._default: Session | None = None
-        self._shell_scope: Callable[[], SessionScope | None] = lambda: None
-        self._overrides: list[Session | None] = []
-
-    def get(self) -> Session | None:
-        if self._overrides:
-            return self._overrides[-1]
-        scope = self._shell_scope()
-        return scope.current_session if scope is not None else self._default
-
-    def set(self, session: Session | None) -> None:
-        """The process default: the answer outside a shell whose magics are loaded."""
-        self._default = session
-
-    def follow_shells(self, scope_of_running_shell: Callable[[], SessionScope | None]) -> None:
-        """Ask ``scope_of_running_shell()`` first: the running shell's magics, or None where there are none."""
-        self._shell_scope = scope_of_running_shell
-
-    @contextlib.contextmanager
-    def override(self, session: Session | None) -> Iterator[None]:
-        """``current()`` is ``session`` (None: there is no current session) inside the block, in every shell."""
-        self._overrides.append(session)
-        try:
-            yield
-        finally:
-            self._overrides.pop()
-
-
-current_session = CurrentSession()
-
-
-def set_current(session: Session | None) -> None:
-    """Make ``session`` what ``current()`` answers outside a shell whose %acp magics are loaded."""
-    current_session.set(session)
-
-
-def current() -> Session:
-    """The Session the %acp magics of this IPython shell are using (elsewhere: the one given to set_current)."""
-    session = current_session.get()
-    if session is None:
-        raise AcpError("no current session", hint="Run `%acp start demo` (or another agent) first.")
-    return session
+# ``current()`` and what it answers live in current_scope.py; kept importable from here. ``current_session`` is the
+# process's CurrentSession, made on first read (current_scope.py), not when this module is imported.
+__getattr__, __dir__ = lazy_names(__name__, globals(), {"current_session": process_current})
