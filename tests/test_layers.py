@@ -12,6 +12,9 @@
   reads, and so does ``from module import _name`` of a name that is not a module. IPython's display
   hooks (``_repr_*_``, ``_ipython_*_``) are public protocol names, and so are a few documented
   underscore names of the standard library (``PUBLIC_UNDERSCORE``).
+- Process-wide state (point 6) is named in its module's docstring: names rebound after import,
+  containers changed after import, locks, threads, queues and counters, and instances of the
+  package's classes that are not plain data, all bound at module level (``module_state``).
 - Function-level imports only where they defer a heavy optional import (``HEAVY``, or a module of
   ours that imports one at module level), each with a comment saying so (on the import or on the
   comment lines just above it).
@@ -28,6 +31,7 @@ from __future__ import annotations
 import ast
 import json
 import io
+import re
 import subprocess
 import sys
 import textwrap
@@ -724,4 +728,202 @@ def test_what_a_function_level_import_needs(tmp_path: Path):
     assert found == {
         ("acp_notebook/user.py", "pandas"): ["no comment says why"],
         ("acp_notebook/user.py", "json"): ["defers nothing heavy"],
+    }
+
+
+# ------------------------------------------------------------------------------------------- process-wide state
+# Issue 34, point 6: each process-wide object is owned by one explicit context with a documented lifetime, or
+# justified in its module's docstring. What counts as process-wide state: a name bound at module level (outside
+# functions and classes) that is rebound after import (a ``global`` statement names it); or a mutable container
+# (a display, a comprehension or one of CONTAINERS) that its module changes (item assignment or deletion, a
+# mutating method, augmented assignment); or a runtime object (one of RUNTIME: a lock, an event, a thread, a
+# queue, a counter); or an instance of one of the package's classes that is not plain data (a frozen dataclass,
+# a NamedTuple, an Enum). Each such name must be named in its module's docstring, which says what it is, why
+# there is one per process, when it is made and dropped, and which thread changes it.
+CONTAINERS = frozenset({"dict", "list", "set", "bytearray", "deque", "defaultdict", "OrderedDict", "Counter",
+                        "WeakKeyDictionary", "WeakValueDictionary", "WeakSet"})
+RUNTIME = frozenset({"Lock", "RLock", "Event", "Condition", "Semaphore", "BoundedSemaphore", "Barrier", "Thread",
+                     "Timer", "Queue", "SimpleQueue", "LifoQueue", "PriorityQueue", "local", "ThreadPoolExecutor",
+                     "ProcessPoolExecutor", "count"})
+MUTATORS = frozenset({"append", "extend", "insert", "pop", "popitem", "remove", "discard", "add", "clear", "update",
+                      "setdefault", "appendleft", "popleft", "extendleft", "rotate", "sort", "reverse",
+                      "difference_update", "intersection_update", "symmetric_difference_update"})
+_DATA_BASES = frozenset({"NamedTuple", "Enum", "IntEnum", "StrEnum", "Flag", "IntFlag", "tuple", "frozenset"})
+
+# (file, name) -> why its module's docstring does not name it yet: files whose owners have not got to them this
+# round, or that this round must not touch. Shrink-only: a name documented (or gone) fails the test until its
+# entry is deleted.
+_NOT_MINE = "pending: this file is another engineer's this round; name it in the module docstring"
+PENDING_UNDOCUMENTED_STATE: dict[tuple[str, str], str] = {
+    ("acp_notebook/_framelog.py", "_session_ids"): _NOT_MINE,
+    ("acp_notebook/_kernelstop.py", "_running"): _NOT_MINE,
+    ("acp_notebook/_redact.py", "_KEY_VERDICTS"): _NOT_MINE,
+    ("acp_notebook/_schema.py", "_branch_validators"): _NOT_MINE,
+    ("acp_notebook/_sdk.py", "_setting_up"): "not to be touched this round (another engineer's _sdk.py work); name it in the module docstring",
+    ("acp_notebook/_stdio.py", "_screens"): _NOT_MINE,
+    ("acp_notebook/connection/transport.py", "_thread_logs"): _NOT_MINE,
+    ("acp_notebook/kernel_link.py", "_ids"): _NOT_MINE,
+    ("acp_notebook/kernel_tools/answers.py", "_LIBRARY_VERDICTS"): _NOT_MINE,
+    ("acp_notebook/kernel_tools/guards.py", "_active"): _NOT_MINE,
+    ("acp_notebook/kernel_tools/secrets.py", "_VERDICTS"): _NOT_MINE,
+    ("acp_notebook/kernel_tools/secrets.py", "_WATCHED"): _NOT_MINE,
+    ("acp_notebook/kernel_tools/server.py", "_SDK_IMPORT_LOCK"): _NOT_MINE,
+    ("acp_notebook/magics/login.py", "_running"): _NOT_MINE,
+    ("acp_notebook/magics/store.py", "_stores_lock"): _NOT_MINE,
+    ("acp_notebook/proxy/backend.py", "_echo"): _NOT_MINE,
+    ("acp_notebook/proxy/relay.py", "_closing"): _NOT_MINE,
+    ("acp_notebook/sandbox.py", "_check_lock"): _NOT_MINE,
+    ("acp_notebook/sandbox.py", "_checked"): _NOT_MINE,
+    ("acp_notebook/sweep/taskdirs.py", "_said_no_containers"): _NOT_MINE,
+    ("acp_notebook/sweep/taskenv.py", "_LOCKS"): _NOT_MINE,
+    ("acp_notebook/sweep/workspace.py", "_LOCKS"): _NOT_MINE,
+    ("acp_notebook/widgets/_html.py", "_renderer"): _NOT_MINE,
+    ("acp_notebook/widgets/chat.py", "_FOLLOWING"): _NOT_MINE,
+    ("acp_notebook/widgets/display.py", "_registry_lock"): _NOT_MINE,
+    ("acp_notebook/widgets/inspector.py", "_SCHEMA_READY"): _NOT_MINE,
+    ("acp_notebook/widgets/permission.py", "_written"): _NOT_MINE,
+}
+
+
+def _module_body(tree: ast.Module) -> Iterator[ast.stmt]:
+    """The statements run at import: the module's, and those inside its top-level if / try / with blocks."""
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            for part in (node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                todo.extend(part)
+            for handler in getattr(node, "handlers", []):
+                todo.extend(handler.body)
+            continue
+        yield node
+
+
+def _called(value: ast.expr) -> str | None:
+    if isinstance(value, ast.Call):
+        func = value.func
+        return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return None
+
+
+def _plain_data(node: ast.ClassDef) -> bool:
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Call) and _called(decorator) == "dataclass" and any(
+                word.arg == "frozen" and isinstance(word.value, ast.Constant) and word.value.value is True
+                for word in decorator.keywords):
+            return True
+    return any((base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")) in _DATA_BASES
+               for base in node.bases)
+
+
+def _changed_names(tree: ast.Module) -> set[str]:
+    changed: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and isinstance(node.value, ast.Name):
+            changed.add(node.value.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS \
+                and isinstance(node.func.value, ast.Name):
+            changed.add(node.func.value.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            changed.add(node.target.id)
+    return changed
+
+
+def module_state(modules: dict[str, Module]) -> dict[tuple[str, str], str]:
+    """(file, name) -> what makes the name process-wide state, for every module of the package."""
+    stateful_classes = {node.name for module in modules.values() for node in ast.walk(module.tree)
+                        if isinstance(node, ast.ClassDef) and not _plain_data(node)}
+    found: dict[tuple[str, str], str] = {}
+    for module in modules.values():
+        bound: dict[str, ast.expr] = {}
+        for node in _module_body(module.tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        bound[target.id] = node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+                bound[node.target.id] = node.value
+        changed = _changed_names(module.tree)
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Global):
+                for name in node.names:
+                    found[(module.file, name)] = "rebound after import (global)"
+        for name, value in bound.items():
+            called = _called(value)
+            if (isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp))
+                    or called in CONTAINERS) and name in changed:
+                found.setdefault((module.file, name), "a container changed after import")
+            elif called in RUNTIME:
+                found.setdefault((module.file, name), f"{called}()")
+            elif called in stateful_classes:
+                found.setdefault((module.file, name), f"an instance of {called}")
+    return found
+
+
+def _named_in(docstring: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", docstring) is not None
+
+
+def undocumented_state(modules: dict[str, Module]) -> dict[tuple[str, str], str]:
+    docstrings = {module.file: ast.get_docstring(module.tree) or "" for module in modules.values()}
+    return {key: what for key, what in module_state(modules).items() if not _named_in(docstrings[key[0]], key[1])}
+
+
+def test_process_wide_state_is_named_in_its_module_docstring(graph: Graph):
+    found = undocumented_state(graph.modules)
+    new = {key: what for key, what in found.items() if key not in PENDING_UNDOCUMENTED_STATE}
+    assert not new, "process-wide state its module's docstring does not name (what it is, why one per process, " \
+        "when it is made and dropped, which thread changes it): " + "; ".join(
+            f"{file}: {name} ({what})" for (file, name), what in sorted(new.items()))
+    stale = [key for key in PENDING_UNDOCUMENTED_STATE if key not in found]
+    assert not stale, f"documented or gone; delete from PENDING_UNDOCUMENTED_STATE: {stale}"
+    assert all(reason.strip() and "\n" not in reason for reason in PENDING_UNDOCUMENTED_STATE.values())
+
+
+def test_what_counts_as_process_wide_state(tmp_path: Path):
+    graph = _graph_of(tmp_path, {
+        "__init__.py": "",
+        "state.py": '''
+            """Holds ``_named``, a cache kept for the process."""
+            import itertools
+            import threading
+            from dataclasses import dataclass
+
+            @dataclass(frozen=True)
+            class Point:
+                x: int
+
+            class Keeper:
+                pass
+
+            __all__ = ["Keeper"]  # a list never changed: not state
+            ORIGIN = Point(0)  # plain data
+            _named: dict[str, int] = {}
+            _cache = {}
+            _seen = set()
+            _lock = threading.Lock()
+            _ids = itertools.count()
+            _keeper = Keeper()
+            _started = None
+            if True:
+                _late = []
+
+            def remember(key):
+                global _started
+                _started = key
+                _cache[key] = 1
+                _seen.add(key)
+                _named[key] = 2
+                _late.append(key)
+            ''',
+    })
+    assert undocumented_state(graph.modules) == {
+        ("acp_notebook/state.py", "_cache"): "a container changed after import",
+        ("acp_notebook/state.py", "_seen"): "a container changed after import",
+        ("acp_notebook/state.py", "_late"): "a container changed after import",
+        ("acp_notebook/state.py", "_lock"): "Lock()",
+        ("acp_notebook/state.py", "_ids"): "count()",
+        ("acp_notebook/state.py", "_keeper"): "an instance of Keeper",
+        ("acp_notebook/state.py", "_started"): "rebound after import (global)",
     }
