@@ -342,16 +342,18 @@ def test_the_question_shows_the_code_it_asks_about_and_is_saved_with_it(monkeypa
     import comm
     from comm.base_comm import BaseComm
 
+    from acp_notebook._permission import KernelApproval
     from acp_notebook.kernel_link import RUN_OPTIONS
-    from acp_notebook.widgets.permission import PermissionPrompt
+    from acp_notebook.widgets.permission import KernelApprovalPrompt
 
     class QuietComm(BaseComm):
         def publish_msg(self, *args: Any, **kwargs: Any) -> None:
             pass
 
     monkeypatch.setattr(comm, "create_comm", lambda **kwargs: QuietComm(**kwargs))
-    prompt = PermissionPrompt({"toolCallId": "kernel-9", "title": "Run code in your kernel", "kind": "execute",
-                               "rawInput": {"code": "import os\nos.remove('data.csv')"}}, list(RUN_OPTIONS))
+    code = "import os\nos.remove('data.csv')"
+    call = KernelCall(id="k9", tool="run_code", arguments={"code": code}, code=code, status="asking")
+    prompt = KernelApprovalPrompt(KernelApproval(None, None, call, code, list(RUN_OPTIONS)))  # type: ignore[arg-type]
     assert [b.description for b in prompt.buttons] == ["Allow", "Reject"]
     waiting = prompt.static_html()
     assert "acpnb-kernel-code" in waiting and "data.csv" in waiting and "Waiting for an answer: Allow | Reject" in waiting

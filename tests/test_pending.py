@@ -19,15 +19,14 @@ import pytest
 from IPython.core.error import UsageError
 
 from acp_notebook import saving
+from acp_notebook._permission import KernelApproval
 from acp_notebook.kernel_link import RUN_OPTIONS
 from acp_notebook.magics import grammar as g
 from acp_notebook.magics import pending
 from acp_notebook.widgets import permission
 from acp_notebook.widgets._html import HeaderInfo
+from acp_notebook.turn import KernelCall
 from acp_notebook.widgets.static import LIVE_WORDS, TurnSnapshot, turn_forms
-
-RUN_CALL = {"toolCallId": "kc-1", "title": "Run code in your kernel", "kind": "execute",
-            "rawInput": {"code": "y = x + 1"}}
 
 
 @pytest.fixture
@@ -47,8 +46,10 @@ def prompts() -> Iterator[list[permission.PermissionPrompt]]:
 
 
 def ask(made: list[permission.PermissionPrompt], code: str = "y = x + 1") -> permission.PermissionPrompt:
-    prompt = permission.PermissionPrompt({**RUN_CALL, "rawInput": {"code": code}}, [dict(o) for o in RUN_OPTIONS],
-                                         asker="agent 'demo' (session 'Sales')")
+    """A kernel-tools run_code's approval waiting in a cell (the asker is named, so no session is needed)."""
+    call = KernelCall(id=f"k{len(made)}", tool="run_code", arguments={"code": code}, code=code, status="asking")
+    approval = KernelApproval(None, None, call, code, [dict(o) for o in RUN_OPTIONS])  # type: ignore[arg-type]
+    prompt = permission.KernelApprovalPrompt(approval, asker="agent 'demo' (session 'Sales')")
     made.append(prompt)
     return prompt
 

@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 
 import acp_notebook as acpnb
+from acp_notebook._permission import KernelApproval
 from acp_notebook.turn import KernelCall
 from acp_notebook.widgets.kernel import HELD_NOTE, code_html, kernel_call_html, kernel_call_markdown, kernel_call_text
-from acp_notebook.widgets.permission import HIDDEN_NOTE, PermissionAsker, PermissionPrompt, describe_request
+from acp_notebook.widgets.permission import (HIDDEN_NOTE, KernelApprovalPrompt, PermissionAsker, PermissionPrompt,
+                                             describe_request)
 
 TIMEOUT = 30.0
 # Reads as a harmless check; runs as an rm. U+202E reverses what follows it on screen.
@@ -54,6 +56,21 @@ def test_the_run_code_prompt_shows_hidden_characters_as_escapes_live_and_saved(q
         assert "remove(" in shown and "data.csv" in shown and "holds control, bidirectional or invisible characters" in shown
     assert "agent &#x27;demo&#x27; (session &#x27;Sales&#x27;) asks permission:" in prompt.static_html()
     assert "Asked by agent 'demo' (session 'Sales')." in prompt.pending_text()
+    prompt.choose("reject")
+    assert "You chose: Reject." in prompt.static_html() and shows_no_hidden_character(prompt.static_html())
+
+
+def test_a_kernel_approval_shows_hidden_characters_in_its_code_as_escapes_live_and_saved(quiet_comms: None) -> None:
+    call = KernelCall(id="k1", tool="run_code", arguments={"code": TRICK}, code=TRICK, status="asking")
+    prompt = KernelApprovalPrompt(KernelApproval(None, None, call, TRICK, RUN_OPTIONS),  # type: ignore[arg-type]
+                                  asker="agent 'demo' (session 'Sales')")
+    for shown in (prompt.label.value, prompt.static_html(), prompt.pending_text(), prompt.code):
+        assert shows_no_hidden_character(shown)
+        assert all(escape in shown for escape in ESCAPES)
+        assert "remove(" in shown and "data.csv" in shown
+    for shown in (prompt.label.value, prompt.static_html(), prompt.pending_text()):
+        assert "holds control, bidirectional or invisible characters" in shown
+    assert "agent &#x27;demo&#x27; (session &#x27;Sales&#x27;) asks to run code in your kernel:" in prompt.static_html()
     prompt.choose("reject")
     assert "You chose: Reject." in prompt.static_html() and shows_no_hidden_character(prompt.static_html())
 
