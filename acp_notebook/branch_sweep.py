@@ -26,6 +26,8 @@ from ._facade import twins
 from .branching import Handover, exchanges_of
 from .errors import AcpError, AgentClosedError, ConfigOptionError
 from .sweep.result import SweepResult
+from .sweep.scorers import ModelGraded, as_scorers, to_score
+from .widgets.branches import sweep_forms
 
 if TYPE_CHECKING:
     from .client import Agent
@@ -124,8 +126,6 @@ def _fill(row: dict[str, Any], turn: Any, used: Any, cost: Any, after: tuple[Any
 
 
 def _score(row: dict[str, Any], scorers: Sequence[Any]) -> None:
-    from .sweep.scorers import to_score
-
     for scorer in scorers:
         if row["status"] != "ok":
             row[f"score_{scorer.name}"] = None
@@ -145,8 +145,6 @@ class BranchSweepResult(SweepResult):
         self.sessions = dict(sessions)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from .widgets.branches import sweep_forms
-
         return sweep_forms(self.rows)
 
 
@@ -162,8 +160,6 @@ async def _branch_sweep(session: Session, prompt: str, models: Sequence[str], *,
     timeout = turn_timeout
     if session.closed:
         raise AgentClosedError(f"session {session.id} is closed")
-    from .sweep.scorers import ModelGraded, as_scorers
-
     if isinstance(models, str) or not models:
         raise ValueError("branch_sweep: models is a list of model ids, e.g. ['fast', 'smart']")
     if len(set(models)) != len(models):

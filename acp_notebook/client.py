@@ -54,6 +54,7 @@ from .elicitation import ElicitationPolicy
 from .errors import AcpError, AgentClosedError, AgentExitedError, AgentStartError, CapabilityError
 from .extensions import SessionExtension, close_links, servers_with
 from .launch import AgentSpec, SpecLike, environment, spec_of
+from .record import ReplayTransport
 from .record.format import Recorder
 from .remedies import Remedy
 from .session import (
@@ -578,8 +579,6 @@ async def _replay(path: str | os.PathLike[str], *, speed: float | None = None,
     """An Agent answered from a recording instead of a live agent: the same initialize, sessions, config
     options and streamed turns, offline. ``speed``: None replays as fast as possible, 1.0 at the recorded
     pace. A request the recording does not have raises ReplayMismatch, naming the line that differs."""
-    from .record import ReplayTransport
-
     root = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
     transport = ReplayTransport(path, speed=speed, cwd=root)
     # No kernel tools: the recorded agent's tool calls are in the recording, it never calls them here.
