@@ -1,6 +1,7 @@
 """The SDK's package registered without its package-level names until something reads them; and the one
-place that reaches into the SDK's private attributes (``raw_connection``, ``sdk_cancels_requests``), each
-checked, so that an SDK that moves one fails here with a clear message.
+place that reads an SDK private name (``sdk_cancels_requests``: whether its ``Connection`` sends
+``$/cancel_request`` itself, which no public flag says). Agents are served on the SDK's public API only
+(``agent_side``).
 
 Importing any module of the SDK (``acp.connection``) first runs ``acp/__init__.py``, and that
 builds every pydantic model of the protocol's schema: about 0.35 s on the build machine, most of
@@ -19,7 +20,7 @@ process's entry, the proxy's process entry. Importing ``acp_notebook`` leaves ``
 under another. The ``acp`` entry it adds is process-wide by nature (it is the SDK's own module);
 it behaves as the ordinarily imported package once anything reads one of its names.
 
-Our own stdio servers (the proxy, the replay server) open their stdin and stdout through
+Our own stdio servers (the proxy, the replay server, a CellAgent's ``run_stdio``) open their stdin and stdout through
 ``stdio_streams`` here rather than the SDK's ``acp.stdio.stdio_streams``: that module (and
 ``acp.core``, which holds ``DEFAULT_STDIO_BUFFER_LIMIT_BYTES``) imports the SDK's typed connections
 and so the whole schema, which those processes never use. ``STDIO_BUFFER_LIMIT_BYTES`` is the SDK's
@@ -37,8 +38,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["STDIO_BUFFER_LIMIT_BYTES", "defer_sdk_package", "raw_connection",
-           "sdk_cancels_requests", "stdio_streams"]
+__all__ = ["STDIO_BUFFER_LIMIT_BYTES", "defer_sdk_package", "sdk_cancels_requests", "stdio_streams"]
 
 PACKAGE = "acp"
 
@@ -80,17 +80,6 @@ def _register_package() -> None:
 
     package.__getattr__ = __getattr__  # type: ignore[method-assign]
     sys.modules[PACKAGE] = package
-
-
-def raw_connection(agent_side: Any) -> Any:
-    """The ``acp.connection.Connection`` an ``AgentSideConnection`` wraps: it sends our dicts unchanged (the
-    typed side sends only its models, which drop `_custom` option categories and fields they do not know)."""
-    from acp.connection import Connection  # the acp SDK: only once something is served through it
-
-    raw = getattr(agent_side, "_conn", None)
-    if not isinstance(raw, Connection):
-        raise RuntimeError("the acp SDK's AgentSideConnection no longer exposes its Connection as _conn")
-    return raw
 
 
 @functools.lru_cache(maxsize=1)

@@ -32,8 +32,14 @@ the request that ran it (naming the hook, the exception and the learner's line),
 that blocks (``time.sleep``) blocks only its own thread, so ``session/cancel`` (sent by a
 turn's timeout or a kernel interrupt) still ends the turn.
 
-Threads. The SDK serves a ``_Wire`` on the agent's own thread and loop (``MemoryTransport``);
-that loop is the only code that mutates ``_Wire._sessions`` and a turn's cancel state. Each hook
+Serving. ``acp_notebook.agent_side`` (the package's one agent-side path, on the SDK's public
+``Connection``) serves a ``_Wire``: in memory through ``serve_acp`` (``acpnb.start(agent)``), or on
+stdio through ``run_stdio()`` (a script any ACP client can start). The SDK's own ``run_agent`` is
+refused with a message: its typed side would drop what its models do not know (``_custom`` option
+categories) from the updates a hook sends.
+
+Threads. The ``_Wire`` lives on the agent's own thread and loop (``MemoryTransport``; with
+``run_stdio``, the process's main thread); that loop is the only code that mutates ``_Wire._sessions`` and a turn's cancel state. Each hook
 runs on a fresh daemon thread (so blocking code cannot stall the loop, and a hook that never
 returns cannot keep the kernel from exiting). A ``CellSession``'s option list and title are
 mutated by hooks and read by the loop: both hold ``CellSession._lock``. Notifications a hook
@@ -51,13 +57,14 @@ import inspect
 import itertools
 import logging
 import re
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, prompt_text, unknown_session
-from ._sdk import raw_connection
+from ._sdk import defer_sdk_package, stdio_streams
 from .kernel_link import kernel_entry, result_text
 from .kernel_tools.client import open_kernel_tools
 
@@ -367,10 +374,34 @@ class CellAgent:
                 raise TypeError(f"{cls.__name__}.{hook}: write `def {hook}(...)`, not `async def`: CellAgent runs "
                                 "each hook on a thread of its own, so blocking code (time.sleep) is fine there")
 
-    def __call__(self, connection: Any) -> _Wire:
-        """The SDK's agent factory: ``AgentSideConnection`` calls it with its connection to get the object that
-        answers requests. That object is a ``_Wire`` speaking the SDK's interface on this agent's behalf."""
-        return _Wire(self, connection)
+    async def serve_acp(self, transport: Any) -> None:
+        """Serve this agent on an SDK message transport until the client goes (``MemoryTransport`` calls it for
+        ``acpnb.start(YourAgent())``): the package's one agent-side path, ``agent_side``, with a ``_Wire``."""
+        from .agent_side import serve  # the acp SDK's Connection: a CellAgent loads it only once it is served
+
+        await serve(_Wire(self), transport)
+
+    def run_stdio(self) -> None:
+        """Speak ACP on this process's stdin and stdout until the client closes stdin: a script that defines the
+        class and ends with ``YourAgent().run_stdio()`` is an agent any ACP client can start."""
+        asyncio.run(self._serve_stdio())
+
+    async def _serve_stdio(self) -> None:
+        defer_sdk_package()  # the SDK's modules without its schema models, as the demo's process loads them
+        from .agent_side import serve  # the acp SDK's Connection: after the line above
+        reader, writer = await stdio_streams()
+        # stdout is the protocol's pipe now: what a hook prints goes to stderr instead of corrupting it.
+        real_stdout, sys.stdout = sys.stdout, sys.stderr
+        try:
+            await serve(_Wire(self), writer, reader)
+        finally:
+            sys.stdout = real_stdout
+
+    def __call__(self, connection: Any) -> Any:
+        """Refuses the SDK's ``run_agent`` / ``AgentSideConnection``, which would call this as an agent factory: their
+        typed side cannot send a CellAgent's updates as they are (it drops fields its models do not know)."""
+        raise TypeError(f"serve a CellAgent with {type(self).__name__}().run_stdio() (or acpnb.start(agent) in a "
+                        "notebook), not with acp.run_agent: it speaks through acp_notebook.agent_side")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.version}>"
@@ -480,13 +511,9 @@ class CellAgent:
 _CANCELLED = object()
 
 
-def _plain(model: Any) -> dict[str, Any]:
-    """A pydantic model from the SDK (or None) as the JSON object it came from."""
-    if model is None:
-        return {}
-    if hasattr(model, "model_dump"):
-        return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return dict(model)
+def _plain(value: Any) -> dict[str, Any]:
+    """An optional JSON object param (``agent_side`` has checked it is an object when present) as a dict."""
+    return dict(value) if value else {}
 
 
 def _learner_frames(error: BaseException) -> list[traceback.FrameSummary]:
@@ -514,9 +541,9 @@ class _Wire:
     Lives on the agent's loop (see the module docstring); hooks run on threads of their own.
     """
 
-    def __init__(self, agent: CellAgent, connection: Any) -> None:
+    def __init__(self, agent: CellAgent) -> None:
         self.agent = agent
-        self.connection = connection
+        self.connection: Any = None  # the SDK's Connection, from on_connect
         self.client_booleans = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sessions: dict[str, CellSession] = {}
@@ -525,16 +552,14 @@ class _Wire:
         self._prefix = re.sub(r"[^a-z0-9]+", "-", str(agent.name).lower()).strip("-") or "session"
 
     def on_connect(self, connection: Any) -> None:
+        """Called by ``agent_side.serve`` on the agent's loop with the SDK's ``Connection``, before any request."""
         self.connection = connection
+        self._loop = asyncio.get_running_loop()
 
     # --- sending ----------------------------------------------------------------------
-    def _raw(self) -> Any:
-        # AgentSideConnection only sends typed updates, and its models drop `_custom` option
-        # categories; the Connection it wraps sends our dicts unchanged (as the demo agent does).
-        return raw_connection(self.connection)
-
     async def send(self, session_id: str, update: dict[str, Any]) -> None:
-        await self._raw().send_notification("session/update", {"sessionId": session_id, "update": update})
+        # The SDK's public Connection sends our dicts unchanged (`_custom` option categories included).
+        await self.connection.send_notification("session/update", {"sessionId": session_id, "update": update})
 
     def send_from_hook(self, session_id: str, update: dict[str, Any]) -> None:
         """Send from a hook's thread and wait until it is written (so updates keep the hook's order)."""

@@ -259,11 +259,11 @@ def test_boolean_options_only_for_clients_that_advertise_them():
     """The protocol sends boolean options only to clients that say they can show them (driven without a client)."""
     import asyncio
 
-    from acp.schema import ClientCapabilities
+    from acp_notebook.cellagent import _Wire
 
     async def options_for(capabilities: dict) -> list[str]:
-        wire = Tutor()(None)  # what the SDK's AgentSideConnection makes of the object
-        await wire.initialize(1, ClientCapabilities.model_validate(capabilities))
+        wire = _Wire(Tutor())  # what agent_side serves: its methods take the params' JSON values
+        await wire.initialize(1, capabilities)
         answer = await wire.new_session("/tmp")
         return [o["id"] for o in answer["configOptions"]]
 
@@ -272,27 +272,34 @@ def test_boolean_options_only_for_clients_that_advertise_them():
 
 
 def test_a_cell_agent_speaks_acp_on_stdio_through_the_sdk(tmp_path):
-    """The same class in a script, served by the SDK's run_agent: what the course says any ACP client can use."""
+    """The same class in a script, served on stdio by run_stdio(): what the course says any ACP client can use."""
     import sys
 
     script = tmp_path / "tutor.py"
     script.write_text(
-        "import asyncio\n"
-        "import acp\n"
         "from acp_notebook.cellagent import CellAgent, select\n\n\n"
         "class Tutor(CellAgent):\n"
         "    options = [select('model', ['fast', 'smart'])]\n\n"
         "    def prompt(self, text):\n"
+        "        print('a hook prints: stdout is the protocol pipe, so this goes to stderr')\n"
         "        if text == 'fail':\n"
         "            raise ValueError('no')\n"
         "        self.say('hello ')\n"
         "        return text\n\n\n"
-        "asyncio.run(acp.run_agent(Tutor()))\n")
+        "Tutor().run_stdio()\n")
     with acpnb.start([sys.executable, str(script)], cwd=tmp_path, timeout=30) as agent:
         session = agent.new_session()
         assert agent.info["name"] == "tutor" and session.config.ids() == ["model"]
         assert session.prompt("there", timeout=10).text == "hello there"
-        with pytest.raises(acpnb.RpcError, match=r"Tutor.prompt raised ValueError: no \(line 11, in prompt: raise"):
+        with pytest.raises(acpnb.RpcError, match=r"Tutor.prompt raised ValueError: no \(line 10, in prompt: raise"):
             session.prompt("fail", timeout=10)
         assert "ValueError: no" in agent.stderr_tail(5)  # logged on the agent's stderr, as a subprocess does
+        assert any("a hook prints" in line for line in agent.stderr_tail(40))
         validate(agent)
+
+
+def test_the_sdks_run_agent_is_refused_with_the_way_that_works():
+    """acp.run_agent calls the object as an agent factory; its typed side would drop `_custom` fields, so the
+    call says what to use instead rather than serving a CellAgent half right."""
+    with pytest.raises(TypeError, match=r"Tutor\(\)\.run_stdio\(\).*not with acp\.run_agent"):
+        Tutor()(None)

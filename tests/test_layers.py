@@ -84,7 +84,6 @@ PENDING_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
 }
 
 DEPENDENCY_PRIVATES: dict[tuple[str, str], str] = {
-    ('acp_notebook/_sdk.py', '_conn'): "the SDK's AgentSideConnection has no public way to its Connection; checked where read",
     ('acp_notebook/_sdk.py', '_send_cancel_request'): 'whether the SDK line sends $/cancel_request itself has no public flag',
     ('acp_notebook/widgets/comms.py', '_handle_msg'): "ipywidgets' handler, called from ours so a change is acknowledged after it",
     ('acp_notebook/widgets/comms.py', '_reply_subshell_for'): "ipykernel routes a comm's messages by it; there is no public switch",
@@ -603,8 +602,10 @@ _SIDE_EFFECTS = textwrap.dedent("""
                 [{int(sig): repr(signal.getsignal(sig)) for sig in signal.valid_signals()
                   if signal.getsignal(sig) is not None}, list(map(id, root.filters)), list(map(id, root.handlers))],
                 sys.getswitchinterval())
+    for name in [n[1:] for n in sys.argv[1:] if n.startswith("+")]:  # the user's own imports, before ours
+        importlib.import_module(name)
     modules, handlers, interval = state()
-    for name in sys.argv[1:]:
+    for name in [n for n in sys.argv[1:] if not n.startswith("+")]:
         importlib.import_module(name)
     modules_after, handlers_after, interval_after = state()
     print(json.dumps({
@@ -612,12 +613,18 @@ _SIDE_EFFECTS = textwrap.dedent("""
         "removed": sorted(n for n in modules if n not in modules_after),
         "foreign": sorted(n for n in modules_after if n not in modules and n.split(".")[0] != "acp_notebook"
                           and n.split(".")[0] not in sys.stdlib_module_names),
-        "signals": handlers_after != handlers, "switch_interval": [interval, interval_after]}))
+        "signals": handlers_after != handlers, "switch_interval": [interval, interval_after],
+        "sdk": "acp" in sys.modules and getattr(sys.modules["acp"].__dict__.get("__getattr__"), "__module__", None)}))
 """)
 
 
+# "+name": imported by the user before the package. The SDK's package ("acp") is neither added (the lazy copy of
+# _sdk.py is set up on the first start, not at import) nor, when the user imported the SDK first, replaced.
 @pytest.mark.parametrize("modules", [["acp_notebook"], ["acp_notebook.connection"],
-                                     ["acp_notebook.client", "acp_notebook.demo", "acp_notebook.proxy"]])
+                                     ["acp_notebook.client", "acp_notebook.demo", "acp_notebook.proxy",
+                                      "acp_notebook.cellagent"],
+                                     ["+acp", "acp_notebook", "acp_notebook.connection", "acp_notebook.demo"],
+                                     ["+acp.connection", "acp_notebook.client", "acp_notebook.cellagent"]])
 def test_importing_the_package_changes_no_global_state(modules: list[str]):
     """Point 6: no sys.modules entry but its own (the standard library's modules it imports aside) is added,
     replaced or removed (the SDK's package is set up on the first start: _sdk.py), no signal handler, root
@@ -627,6 +634,8 @@ def test_importing_the_package_changes_no_global_state(modules: list[str]):
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout)
     assert found["replaced"] == found["removed"] == found["foreign"] == [], found
+    # The SDK's package is absent, or the user's own (imported the ordinary way: not the lazy copy of _sdk.py).
+    assert found["sdk"] in (False, "acp"), found
     assert not found["signals"]
     assert found["switch_interval"][0] == found["switch_interval"][1]
 

@@ -5,8 +5,8 @@ for, and the streamed reply), `session` and `store` (sessions as files in a stat
 ``--state-dir``, ``$ACP_NOTEBOOK_DEMO_STATE``, or ``~/.local/share/acp-notebook/demo-sessions``),
 `options` (config options), `replies` (reply text), `filework` (read/write through the client),
 `kernelwork` (the kernel tools over MCP), `elicitation` (the "ask me" form), `tasks` (arithmetic
-questions and file edits with known answers for sweeps), `wire` (the request router, on the SDK's
-``Connection``), `server` (command line and stdio).
+questions and file edits with known answers for sweeps), `server` (command line and stdio); it is served by
+the package's one agent-side path (``acp_notebook.agent_side``, on the SDK's ``Connection``).
 
 Sessions survive the process: a later demo process lists, loads (replaying the history), resumes
 and deletes them, and the conversation keeps its context: "what did I say first?" is answered
@@ -29,7 +29,7 @@ __all__ = ["DemoAgent", "main"]
 
 
 def _demo_agent() -> type[DemoAgent]:
-    """The demo speaks through the SDK's Connection and plain dicts (see `wire`): it never needs the SDK's
+    """The demo speaks through the SDK's Connection and plain dicts (see ``agent_side``): it never needs the SDK's
     schema models, which the SDK package's own __init__ would build. So the first use of the demo agent
     sets the SDK's package up without them (_sdk.py), before its modules import the SDK; importing this
     package changes nothing outside it."""

@@ -21,6 +21,7 @@ from acp.connection import Connection
 from acp.exceptions import RequestError
 from acp.meta import CLIENT_METHODS, PROTOCOL_VERSION
 
+from ..agent_side import serve
 from .._protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -37,7 +38,6 @@ from .options import MODES, ConfigChoiceError, legacy_models, legacy_modes
 from .replies import handed_over, text_content
 from .session import DemoSession, Exchange, RunningTurn, TurnCancelled, new_session_id
 from .store import SessionMissing, SessionStore, SessionUnreadable, StoreError, resolve_state_dir
-from .wire import serve_connection
 
 __all__ = ["AGENT_NAME", "AUTH_METHOD_ID", "DemoAgent", "agent_version"]
 
@@ -67,7 +67,7 @@ def _unknown_session(session_id: str, valid: list[str]) -> RequestError:
 
 
 class DemoAgent:
-    """An offline, deterministic ACP agent, served by `wire` (on stdio by `server`, or in memory).
+    """An offline, deterministic ACP agent, served by `agent_side` (on stdio by `server`, or in memory).
 
     Config options, in order: `model` (grouped select: Everyday/fast, Deep thinking/smart),
     `thought_level` (low/medium/high, only while the model is smart), `mode` (ask/code),
@@ -85,7 +85,7 @@ class DemoAgent:
     refuses set_config_option and set_model; `require_auth` refuses sessions until `authenticate`
     with "demo-token"; `delay` is the pause between streamed chunks.
 
-    Its methods take the request's params as JSON values (by keyword, as `wire.ROUTES` names them)
+    Its methods take the request's params as JSON values (by keyword, as `agent_side.ROUTES` names them)
     and answer plain dicts; session/update notifications are plain dicts too. Nothing goes through
     the SDK's typed models, which would also replace custom `_` config-option categories by None.
     """
@@ -120,8 +120,8 @@ class DemoAgent:
 
     async def serve_acp(self, transport: Any) -> None:
         """Serve this agent on an SDK message transport until the client goes (how ``MemoryTransport``
-        serves an agent object that brings its own serving; see ``wire``)."""
-        await serve_connection(self, transport)
+        serves an agent object that brings its own serving; see ``agent_side``)."""
+        await serve(self, transport)
 
     def on_connect(self, conn: Connection) -> None:
         self.client = conn

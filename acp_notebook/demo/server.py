@@ -67,13 +67,13 @@ def _shown_default() -> str:
 async def serve(agent: DemoAgent) -> None:
     """Speak ACP on this process's stdin/stdout until the client closes stdin."""
     defer_sdk_package()
-    from .wire import serve_connection  # the acp SDK's Connection: after the line above (see main)
+    from ..agent_side import serve as serve_agent  # the acp SDK's Connection: after the line above (see main)
 
     reader, writer = await open_stdio("the demo agent", "such as acpnb.start('demo') or Zed", screen=True)
     # The protocol owns the stdout pipe now; anything printed by accident goes to stderr.
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
-        await serve_connection(agent, writer, reader)
+        await serve_agent(agent, writer, reader)
     finally:
         sys.stdout = real_stdout
 
