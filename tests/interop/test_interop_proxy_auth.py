@@ -5,14 +5,14 @@ does for an agent started directly."""
 from __future__ import annotations
 
 import pytest
-from agent_setups import DUMMY_KEY, codex_openai_args
+from agent_setups import DUMMY_KEY, codex_openai_env
 from interop_support import HELLO, TURN_TIMEOUT
 
 pytestmark = pytest.mark.interop
 
 
 def test_codex_builtin_provider_is_authenticated_by_the_proxy(interop, model_server):
-    spec = interop.spec("codex", env={"OPENAI_API_KEY": DUMMY_KEY}, extra_args=codex_openai_args(model_server))
+    spec = interop.spec("codex", env={"OPENAI_API_KEY": DUMMY_KEY, **codex_openai_env(model_server)})
     proxy = interop.start_proxy({"codex": spec})
     session = proxy.new_session()  # the probe: session/new, authenticate, session/new
     assert "codex:gpt-5.4" in session.config["model"].values
@@ -27,7 +27,7 @@ def test_codex_builtin_provider_is_authenticated_by_the_proxy(interop, model_ser
 
 
 def test_codex_without_a_key_behind_the_proxy_says_what_to_do(interop, model_server):
-    spec = interop.spec("codex", extra_args=codex_openai_args(model_server))
+    spec = interop.spec("codex", env=codex_openai_env(model_server))
     proxy = interop.start_proxy({"codex": spec})
     proxy.new_session()
     answers = [e["msg"] for e in proxy.log if e["dir"] == "recv" and "result" in e["msg"]
