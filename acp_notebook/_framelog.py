@@ -12,6 +12,11 @@ list and, while one is open, a recording.
 Threads: only the background loop thread mutates a FrameLog (appends, trims its front, swaps the
 recorder). Other threads read it through a snapshot, ``list(agent.log)``; a user may empty it by hand
 (``agent.log.clear()``), after which its sizes are measured again.
+
+Process-wide: ``_session_ids``, the session ids that compacted chunks share (one string per id
+instead of one per frame), for every FrameLog of the process: a chunk's id is the same object whichever
+agent's log holds it. Empty at import; filled on the loop thread as chunks are logged, and emptied when it
+reaches ``_SESSION_IDS_KEPT`` entries (an id already shared stays valid: only the sharing starts over).
 """
 
 from __future__ import annotations

@@ -22,6 +22,11 @@ lands when it returns), threads and processes the code started.
 Threads: a ``Stop`` is made by the requester, ``request`` is called from the background loop (under its
 work's lock); ``run_region``, the signal handler and the tracer run on the kernel thread (the main
 thread), where ``current`` (the innermost work running there) is set and reset by the pump.
+
+Process-wide: ``_running``, the stops of the work running on the kernel thread, innermost last.
+One per process because the kernel (main) thread and its SIGINT handler are. Empty at import and
+whenever no agent work runs; pushed and popped on the kernel thread as ``run_region`` blocks start and
+end (``take_sigint`` and ``give_back_sigint``), read by the signal handler there.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ Three rules, applied together by ``Redactor``:
 looks, without copying, for anything to mask, and copies only a frame that has some.
 
 Pure functions over plain data; a Redactor is immutable once made, so any thread may use it.
+
+Process-wide: ``_KEY_VERDICTS``, which JSON keys name a secret, remembered because frames repeat
+the same few keys; a plain cache (a verdict never changes), shared by every Redactor, filled from
+any thread (one dict operation each), never emptied, and bounded (``_KEY_VERDICTS_KEPT``) so that an
+agent inventing keys cannot grow it for ever.
 """
 
 from __future__ import annotations

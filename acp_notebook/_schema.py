@@ -5,6 +5,10 @@ needs the optional ``jsonschema`` package (the ``schema`` extra): without it ``a
 is False and ``check_frame`` returns None, so a view can say how to turn checking on.
 The parsed schema and compiled validators are cached for the process and never mutated;
 there is no per-connection state, so any thread may call these functions.
+
+Process-wide: ``_branch_validators``, the compiled validator of each branch of the schema, by the
+branch's id (the schema is loaded once per process and never freed, so the ids stay valid); made on
+first use from any thread (a race builds the same validator twice, harmlessly), never emptied.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ it), and ``brief_bad_lines`` turns the SDK's parser traceback for a line that st
 object but is not JSON into one line.
 
 Threads: none of its own; called on the server's event loop as it starts (the screen is one task on it).
+
+Process-wide: ``_screens``, the screen tasks running (the event loop keeps only weak references
+to tasks, so they are kept here until they end); added on the server's loop when it starts, each
+removed by its own done callback.
 """
 
 from __future__ import annotations

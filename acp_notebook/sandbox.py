@@ -10,6 +10,10 @@ a sandbox here, and caches the answer (a lock guards it: callers may be on any t
 What it is not: a VM or a container. The agent runs on the host's kernel as the same user; it can read
 whatever that user can read outside the hidden folders, reach Unix sockets it can see, and use the network
 unless ``network=False``. See the README's "Sandbox" section.
+
+Process-wide: ``_checked``, whether bubblewrap works, by the program's path: checked once per
+process (it starts a sandbox), made on first use, never emptied; ``_check_lock`` makes concurrent
+first uses on several threads share one check.
 """
 
 from __future__ import annotations

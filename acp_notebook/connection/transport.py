@@ -23,6 +23,11 @@ its peer: it starts it (``open``), ends it (``close``) and says when and how it 
 
 Threads: every method runs on the loop thread of the connection that uses the transport;
 ``MemoryTransport`` additionally owns one thread of its own, where the agent runs.
+
+Process-wide: ``_thread_logs``, the root logger's filter that sends log records from an
+in-memory agent's thread to that agent's last words. One per process, as the root logger is: made
+(empty) at import, put on the root logger only when the first in-memory agent runs, kept until the
+interpreter exits; each agent thread adds and removes its own sink.
 """
 
 from __future__ import annotations

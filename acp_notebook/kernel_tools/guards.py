@@ -18,6 +18,10 @@ This keeps the kernel alive against code that asks it to end; it is not a sandbo
 with the user's rights (ctypes, a child process, a file write can still do anything the user can).
 
 Threads: ``refusing`` is entered and left on the kernel thread (nested entries count); the guards run on any.
+
+Process-wide: ``_active``, how deep the kernel thread is in agent code and what was refused
+there. One per process because the kernel thread is; made (at depth 0) at import, changed only on
+the kernel thread as agent code starts and ends, never dropped.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ object in memory), the command says what to run in a terminal instead.
 Threads: ``start`` runs on the kernel thread; the login's reader thread feeds the view; what follows the login's
 end runs on the background loop (``_after``), except the registry's change (``_adopt``), handed to the kernel
 thread with ``_loop.on_kernel_thread`` (the registry is only changed there).
+
+Process-wide: ``_running``, the terminal login running for each agent, weakly keyed by the
+Agent (an entry goes with its agent); one per process because a login belongs to its agent, whichever
+shell's magics started it. Empty at import; changed on the kernel thread.
 """
 
 from __future__ import annotations

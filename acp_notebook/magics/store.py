@@ -25,7 +25,7 @@ its writer thread, and every user in the process (the magics of each shell, ``ac
 cannot be used warns once per kernel, not once per caller. An entry is made by the first ``open_store()`` for
 its path (never at import) and lives as long as the process; its writer (a one-thread executor) is finished
 at interpreter exit, after which the last writes run inline. A changed ``$ACPNB_STATE_DIR`` gives a new path,
-hence its own entry.
+hence its own entry. ``_stores_lock`` guards ``_stores``: any thread may open a store.
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@ the agent's session ids to the proxy's sessions, and the translation of failures
 proxy answers its client (``BackendGone`` / ``RequestError``), done in ``request`` only.
 
 Threads: everything runs on the proxy's one event loop.
+
+Process-wide: ``_echo``, the proxy's echo of its agents' stderr to its own, one per process
+because the proxy's stderr is: made at import without a thread, its writer thread started by the
+first line (from the proxy's loop) and kept until the process exits; a bounded queue drops lines
+rather than block the loop.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ ended) its relay closes: its bridge is refused from then on, and open connection
 session receives, the kernel entry swapped for the relay's.
 
 Threads: the proxy's one event loop; the channel and its connections are tasks on it.
+
+Process-wide: ``_closing``, the close tasks of relays still ending (the loop keeps only weak
+references to tasks), for every session of the proxy's one process; added on its loop when a relay
+closes, each removed by its done callback, awaited (up to ``CLOSE_WAIT_S``) when the proxy stops.
 """
 
 from __future__ import annotations

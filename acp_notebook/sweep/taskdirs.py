@@ -11,6 +11,10 @@ the trial's own directories; other files are not rewritten.
 
 ``tasks(DIR)`` runs on the caller's thread; ``TaskTests.check`` runs in each trial (a worker thread for
 file work, a subprocess for test.sh), touching only that trial's directories.
+
+Process-wide: ``_said_no_containers``, whether the warning that task containers are not used was
+given; once per process, on purpose (a sweep over many task folders would repeat it). False at
+import, set once, on whichever thread reads the tasks, never reset.
 """
 
 from __future__ import annotations

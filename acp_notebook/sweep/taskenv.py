@@ -9,6 +9,10 @@ folder, keyed by the Python version and the sorted requirements, for ``solve.sh`
 ``read_dockerfile`` runs on the caller's thread; ``task_venv`` in the trial (a worker thread does the
 building), one build per key at a time: an asyncio lock within the process, a file lock across
 processes (Ray workers, parallel sweeps).
+
+Process-wide: ``_LOCKS``, one asyncio lock per virtualenv folder, so that trials of one process
+never build the same environment at once; an entry is made on first use of its folder (on the
+sweep's loop) and kept for the process (a handful of folders).
 """
 
 from __future__ import annotations

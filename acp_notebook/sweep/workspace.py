@@ -12,6 +12,10 @@ Everything here runs in the process that executes the trial (the notebook's, or 
 its background loop; file work is done in worker threads through ``asyncio.to_thread``, commands as
 subprocesses in their own process group (killed as a group on timeout). A ``Workspace`` belongs to
 one trial and is touched by that trial's task alone.
+
+Process-wide: ``_LOCKS``, one asyncio lock per source repository, so that worktrees of one
+repository are added and removed one at a time (git's own lock would fail the others); an entry is
+made on first use of its repository (on the sweep's loop) and kept for the process.
 """
 
 from __future__ import annotations

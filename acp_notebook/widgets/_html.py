@@ -1,5 +1,10 @@
 """HTML fragments shared by the views and their saved forms: header, badges, tool calls, plans, diffs,
-usage, Markdown replies. Pure functions of plain values; safe from any thread."""
+usage, Markdown replies. Pure functions of plain values; safe from any thread.
+
+Process-wide: ``_renderer``, the Markdown renderer (mistune), made on first use, or False when
+mistune is missing; one per process because it holds no state per text; set on the first rendering
+thread (a race makes the same renderer twice, harmlessly), never dropped.
+"""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ this kernel process has shown and not yet made static, and the kernel's exit (ma
 and ``post_run_cell`` must reach every one of them, whoever made it (the magics of any shell, a
 sweep's progress bar, an inspector displayed from plain Python). An entry lives from ``show()`` to
 ``finalize()``; the registry is empty before anything is shown, and importing this module changes
-no state outside it.
+no state outside it. ``_registry_lock`` guards it (displays are shown and finalized from any thread).
 
 A terminal IPython prints every display as text: there, updates are skipped (they would
 print again, from a background thread, into whatever runs then).

@@ -13,6 +13,10 @@ receives them) when frames arrive and from the kernel thread when a filter chang
 Both paths take ``self._lock`` around the analyzer and the widget updates. The saved form
 (the display's text/html, text/markdown, text/plain) is marked stale from the loop thread once
 a burst of frames has ended, and published on the render thread.
+
+Process-wide: ``_SCHEMA_READY``, set once the ACP schema and its validators are loaded (they are
+per process: _schema.py); unset at import, set by the thread that loads them (or the kernel thread,
+when they were loaded already), never cleared.
 """
 
 from __future__ import annotations
