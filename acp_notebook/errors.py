@@ -14,7 +14,7 @@ install advice). A surface without words of its own shows the Python ones. Plain
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, TypeVar
 
 from ._protocol import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from ._term import colour_on
@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 SURFACES = ("python", "magic", "cli")
+E = TypeVar("E", bound="AcpError")
 
 
 class AcpError(Exception):
@@ -92,7 +93,7 @@ class AcpError(Exception):
         copy.surface = surface
         return copy
 
-    def reworded(self, message: str | None = None, *, hint: str | None = None) -> AcpError:
+    def reworded(self: E, message: str | None = None, *, hint: str | None = None) -> E:
         """A copy of this error with another message and/or hint (on every surface: words a surface composed
         for the copy it shows, e.g. the magics' "%acp set applied a=1, then stopped"). This error is left as it is."""
         copy = self._copy()
@@ -103,7 +104,7 @@ class AcpError(Exception):
             copy.hints = {surface: hint for surface in SURFACES}
         return copy
 
-    def _copy(self) -> AcpError:
+    def _copy(self: E) -> E:
         copy = type(self).__new__(type(self), *self.args)
         copy.__dict__.update(self.__dict__)
         return copy

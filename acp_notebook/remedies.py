@@ -110,6 +110,8 @@ def _capabilities(surface: str) -> Callable[[Mapping[str, Any]], str]:
 def _system_prompt(surface: str) -> Callable[[Mapping[str, Any]], str]:
     def words(args: Mapping[str, Any]) -> str:
         mode = args.get("mode", "append")
+        if surface == "cli":  # no option sets the mode here: say what the agent takes
+            return f"This agent takes a system prompt in {mode!r} mode only."
         how = {"python": f"Use system_prompt_mode={mode!r}",
                "magic": f"Set %config AcpMagics.system_prompt_mode = {mode!r}"}[surface]
         return f"{how}, which adds to the agent's own instructions." if mode == "append" else f"{how}."
@@ -150,6 +152,7 @@ ACTIONS: Mapping[str, Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
     "start_new": {
         "python": _fixed("Start a new agent with acpnb.start(...) or open a new session."),
         "magic": _fixed("Start it again with %acp start, or open a new session with %acp new."),
+        "cli": _fixed("Run the command again: it starts the agent anew."),
     },
     "longer_timeout": {
         "python": _fixed("Pass a larger timeout=, or check that the agent is still running (agent.log shows the "
@@ -181,10 +184,12 @@ ACTIONS: Mapping[str, Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
         "The agent needs a key or a login: acp-notebook agents says which.",
     },
     "show_capabilities": {surface: _capabilities(surface) for surface in SURFACES},
-    "system_prompt_mode": {surface: _system_prompt(surface) for surface in ("python", "magic")},
+    "system_prompt_mode": {surface: _system_prompt(surface) for surface in SURFACES},
     "list_sessions": {
         "python": _fixed("The agent does not know that session (any more): list them with agent.list_sessions()."),
         "magic": _fixed("The agent does not know that session (any more): %acp sessions lists them."),
+        "cli": _fixed("The agent does not know that session (any more): it was deleted, or opened by another "
+                      "agent or in another directory."),
     },
     "see_log": {  # an answer the agent was not allowed to send; the frame is in the log
         "python": _fixed("Nothing was changed by this answer; the agent's log (agent.log) notes the frame. Try "

@@ -77,12 +77,11 @@ def _partly_applied(error: ConfigOptionError, assignments: Sequence[tuple[str, s
         return error
     pairs = [f"{o}={t}" for o, t in assignments]
     applied, rest = pairs[:len(changed)], pairs[len(changed):]
-    error.message = (f"%acp set applied {' '.join(applied)}, then stopped: {error.message}. "
-                     f"Not applied: {' '.join(rest)}")
-    kept = (error.hint or "").replace("The session's settings are unchanged.", "").strip()
-    error.hint = (kept + " " if kept else "") + "The panel shows the settings in force."
-    error.args = (error.message,)
-    return error
+    kept = (error.hint_for("magic") or "").replace("The session's settings are unchanged.", "").strip()
+    # A copy for this cell: the refusal itself is left as the session raised it.
+    return error.reworded(f"%acp set applied {' '.join(applied)}, then stopped: {error.message}. "
+                          f"Not applied: {' '.join(rest)}",
+                          hint=(kept + " " if kept else "") + "The panel shows the settings in force.")
 
 
 def explain_binding(session: Session, proxy_agents: Sequence[str], error: ConfigOptionError) -> ConfigOptionError:
@@ -95,9 +94,7 @@ def explain_binding(session: Session, proxy_agents: Sequence[str], error: Config
     named = split_agent_model(wanted, proxy_agents)
     if named is None or named[0] == agent:
         return error  # not another agent's model: the option's own refusal says what the choices are
-    error.message = (f"{wanted!r} is not offered here: this session is tied to agent '{agent}' since its first "
-                     f"prompt, so its model choices are {', '.join(str(v) for v in option.values)}")
-    error.hint = (f"Models of {named[0]} need a new session: %acp new, then %acp set model={wanted} "
-                  "(the new session starts with no history).")
-    error.args = (error.message,)
-    return error
+    return error.reworded(f"{wanted!r} is not offered here: this session is tied to agent '{agent}' since its first "
+                          f"prompt, so its model choices are {', '.join(str(v) for v in option.values)}",
+                          hint=f"Models of {named[0]} need a new session: %acp new, then %acp set model={wanted} "
+                               "(the new session starts with no history).")
