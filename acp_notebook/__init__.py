@@ -9,6 +9,7 @@ from ._protocol import client_version
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imported when first read
     from .cellagent import CellAgent
+    from ._permission import KernelApproval
     from .client import Agent, PermissionRequest, Session, areplay, replay
     from .current_scope import current
     from .starting import astart, start
@@ -47,6 +48,7 @@ __all__ = [
     "ConfigOption",
     "ConfigOptionError",
     "ConfigOptions",
+    "KernelApproval",
     "PermissionDenied",
     "PermissionRequest",
     "ProtocolError",
@@ -97,6 +99,7 @@ __getattr__, __dir__ = lazy_names(__name__, globals(), {
     **dict.fromkeys(("ToolCall", "Turn"), ".turn"),
     **dict.fromkeys(("abranch_sweep", "branch_sweep"), ".branch_sweep"),
     "CellAgent": ".cellagent",
+    "KernelApproval": "._permission",
     "ProtocolInspector": ".widgets.inspector",
     "resume": ".magics.entry",
     "start_proxy": ".proxy",

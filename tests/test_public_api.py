@@ -13,7 +13,7 @@ from acp_notebook.demo.agent import DemoAgent
 
 PUBLIC = {
     "AcpError", "AcpTimeoutError", "Agent", "AgentClosedError", "AgentExitedError", "AgentSpec", "AgentStartError",
-    "CapabilityError", "CellAgent", "Choice", "ConfigOption", "ConfigOptionError", "ConfigOptions",
+    "CapabilityError", "CellAgent", "Choice", "ConfigOption", "ConfigOptionError", "ConfigOptions", "KernelApproval",
     "PermissionDenied", "PermissionRequest", "ProtocolError", "ProtocolInspector", "ReplayMismatch", "RpcError", "Session",
     "SessionState", "SweepResult", "ToolCall", "Turn", "__version__", "abranch_sweep", "agents", "areplay", "astart", "branch_sweep", "current",
     "load_ipython_extension", "load_run", "register", "replay", "resume", "start", "start_proxy", "sweep",
