@@ -17,6 +17,12 @@
 
 Threads: the memory is mutated on the kernel thread (tool work, the post_run_cell hook) and read by
 the loop thread when a timed-out run_code's answer is made: one lock guards it. The rest is pure.
+
+Process-wide, besides ``MEMORY``: ``_VERDICTS``, how strongly a variable name names a secret (a
+pure function of the name, remembered; bounded by ``_VERDICTS_KEPT``, never emptied, filled from any
+thread one dict operation at a time); ``_WATCHED``, the shells (by id) whose cells already end with
+remembering their secret-named values, so that each shell is watched once however many sessions
+open tools on it (added on the kernel thread, never removed: a shell lives as long as its kernel).
 """
 
 from __future__ import annotations

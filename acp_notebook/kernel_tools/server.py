@@ -19,6 +19,10 @@ connection tries again. Until one succeeds, ``problem`` says what failed, observ
 Threads: KernelTools' fields change on the background loop (start, close, the handlers, ``problem``),
 except ``policy`` which any thread may set (one attribute store; read once per call). ``ask``,
 ``on_event`` and problem observers are called on the background loop.
+
+Process-wide: ``_SDK_IMPORT_LOCK``, one lock around importing the MCP SDK, since the import system
+is process-wide: two threads importing it at once could see a half-initialized module. Made at
+import (a plain lock), held by whichever worker thread imports the SDK, never dropped.
 """
 
 from __future__ import annotations

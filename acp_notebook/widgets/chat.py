@@ -39,6 +39,12 @@ form waits for the person: the output takes a request (its pending form) at once
 shows it, before its buttons or fields are added to the widget (the frontend gets the two in that order,
 both on iopub), and catches up with the rest of the turn once the person has answered. A notebook saved
 while a request waits shows the turn as it stood when the request came, and the request.
+
+Process-wide: ``_FOLLOWING``, the finished turn views that follow their conversation's branch, by
+``id(turn)``: only the flag that stops each one, so the table keeps no turn, session or agent alive.
+One per process because ``output_replaced`` is called with a turn from any shell or thread. An entry
+is added when a finished view starts following and removed when its output is replaced or its turn
+is freed (a weakref finalizer); empty at import.
 """
 
 from __future__ import annotations
