@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import AcpError
+from .remedies import Remedy
 
 if TYPE_CHECKING:
     from .session import Session
@@ -106,5 +107,5 @@ def current() -> Session:
     """The Session the %acp magics of this IPython shell are using (elsewhere: the one given to set_current)."""
     session = process_current().get()
     if session is None:
-        raise AcpError("no current session", hint="Run `%acp start demo` (or another agent) first.")
+        raise AcpError("no current session", remedy=Remedy("start_agent"))
     return session

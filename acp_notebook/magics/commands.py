@@ -24,11 +24,12 @@ from IPython.display import display
 
 from ..client import PermissionRequest, Session, replay
 from ..starting import start as start_agent
+from ..connection.core import auth_remedy
 from ..errors import AcpError, RpcError
-from ..launch import auth_hint
 from ..proxy import start_proxy
 from ..proxy.launcher import agents_left_out
 from ..record import Recording, RecordingError
+from ..remedies import phrase
 from ..widgets.chat import TurnView
 from ..widgets.forms import FormAsker
 from ..widgets.inspector import ProtocolInspector, method_filter
@@ -90,11 +91,11 @@ def auth_methods_text(agent: Any, shell: Any = None) -> str:
 def _auth_hint(entry: AgentEntry, shell: Any = None) -> str:
     agent = entry.agent
     if not can_run_here(agent, shell):
-        return auth_hint(agent.registry_spec, agent.auth_methods, how="%acp auth METHOD", command=agent.command) or ""
+        return phrase(auth_remedy(agent.registry_spec, agent.auth_methods, agent.command), "magic") or ""
     # Terminal logins run in the cell here: named as %acp auth commands, not as command lines for a terminal.
     terminal = [m for m in agent.auth_methods if isinstance(m, dict) and m.get("id") and m.get("type") == "terminal"]
     others = [m for m in agent.auth_methods if m not in terminal]
-    hint = auth_hint(agent.registry_spec, others, how="%acp auth METHOD", command=agent.command) or ""
+    hint = phrase(auth_remedy(agent.registry_spec, others, agent.command), "magic") or ""
     if terminal:
         runs = " or ".join(f"%acp auth {m['id']}" for m in terminal)
         hint += (f" {'Or log in' if hint else 'Log in'} with {runs}: it runs the agent's login in the cell "

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         recording = Recording.load(args.file)
     except RecordingError as exc:
-        print(f"acp-notebook replay: {exc.message}\n{exc.hint}", file=sys.stderr)
+        print(f"acp-notebook replay: {exc.in_terms_of('cli')}", file=sys.stderr)
         return 2
     try:
         asyncio.run(serve(recording, speed=args.speed))
