@@ -54,7 +54,7 @@ def test_current_without_a_session_says_what_to_do():
 
     with client.current_session.override(None), pytest.raises(acpnb.AcpError) as info:
         acpnb.current()
-    assert "%acp start" in info.value.hint
+    assert "acpnb.start(" in info.value.hint and "%acp start" in info.value.hint_for("magic")
 
 
 @pytest.mark.parametrize("owner, core, twins", [
