@@ -909,3 +909,29 @@ def test_what_counts_as_process_wide_state(tmp_path: Path):
         ("acp_notebook/state.py", "_keeper"): "an instance of Keeper",
         ("acp_notebook/state.py", "_started"): "rebound after import (global)",
     }
+
+
+_MADE_ON_FIRST_USE = textwrap.dedent("""
+    import importlib, json, sys
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+    from acp_notebook import current_scope, launch
+    print(json.dumps({"current": vars(current_scope)["_process_current"] is not None,
+                      "registry": vars(launch)["_registry"] is not None}))
+    launch.registry.names(), current_scope.current_session.get()
+    print(json.dumps({"current": vars(current_scope)["_process_current"] is not None,
+                      "registry": vars(launch)["_registry"] is not None}))
+""")
+
+
+def test_the_current_session_and_the_agent_registry_are_made_on_first_use():
+    """Importing the client, the magics, the proxy, the demo agent or the CLIs makes neither the process's
+    CurrentSession nor its AgentRegistry; the first read of each makes it."""
+    modules = ["acp_notebook", "acp_notebook.client", "acp_notebook.magics.magic", "acp_notebook.proxy",
+               "acp_notebook.demo", "acp_notebook.cli", "acp_notebook.sweep.runner"]
+    done = subprocess.run([sys.executable, "-c", _MADE_ON_FIRST_USE, *modules], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    after_import, after_use = map(json.loads, done.stdout.splitlines())
+    assert after_import == {"current": False, "registry": False}
+    assert after_use == {"current": True, "registry": True}
