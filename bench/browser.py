@@ -203,7 +203,21 @@ def _open_once(chromium: Any, server: Any, name: str) -> dict[str, float]:
         return {"shown_s": shown, "first_output_s": first, "last_output_s": time.monotonic() - started}
     finally:
         context.close()
-        server.shutdown_all_kernels()
+        _shutdown_kernels(server)
+
+
+def _shutdown_kernels(server: Any, tries: int = 3) -> None:
+    """The kernels the opened notebook started, shut down; a server busy ending one (an error 500 on a loaded
+    machine) is asked again."""
+    import urllib.error
+
+    for attempt in range(tries):
+        try:
+            server.shutdown_all_kernels()
+            return
+        except urllib.error.HTTPError:
+            if attempt == tries - 1:
+                raise
 
 
 def _set_windowing(server: Any, mode: str) -> None:
