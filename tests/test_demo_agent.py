@@ -909,7 +909,7 @@ async def test_extension_methods(h: Harness) -> None:
 
 
 def test_params_missing_or_of_the_wrong_json_type_are_refused_naming_the_param(tmp_path: Path) -> None:
-    """The demo reads params as JSON (demo/wire.py), so it checks them itself, as the SDK's models would."""
+    """The demo reads params as JSON (agent_side.py), so it checks them itself, as the SDK's models would."""
     import acp_notebook as acpnb
 
     with acpnb.start(AGENT_COMMAND, cwd=tmp_path, env={STATE_ENV: str(tmp_path / "state")}, timeout=30) as agent:
