@@ -21,7 +21,7 @@ import pytest
 import acp_notebook as acpnb
 from acp_notebook.kernel_link import WITHDRAWN, WITHDRAWN_BY_AGENT
 from acp_notebook.widgets.kernel import kernel_call_text
-from acp_notebook.widgets.permission import PermissionPrompt
+from acp_notebook.widgets.permission import KernelApprovalPrompt, PermissionPrompt
 from tests.shells import served_namespace
 
 TIMEOUT = 30.0
@@ -36,14 +36,16 @@ def demo_spec(request):
 
 
 class Prompts:
-    """A permission policy that shows each request as a PermissionPrompt nobody clicks (until ``answer``)."""
+    """A permission policy that shows each run_code approval as the cell would (a KernelApprovalPrompt) and nobody
+    clicks it (until the test does)."""
 
     def __init__(self) -> None:
         self.shown: list[PermissionPrompt] = []
         self.asked = threading.Event()
 
     def __call__(self, request: Any) -> concurrent.futures.Future[str | None]:
-        prompt = PermissionPrompt(request.tool_call, request.options)
+        assert isinstance(request, acpnb.KernelApproval), request  # run_code asks as itself, not as a permission
+        prompt = KernelApprovalPrompt(request)
         self.shown.append(prompt)
         self.asked.set()
         return prompt.future

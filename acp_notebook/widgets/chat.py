@@ -641,7 +641,7 @@ class TurnView:
         timing = self._tool_timing(call)
         decisions = tuple(self._decisions.get(call.id, ()))
         if kernel is not None:
-            decisions = (*decisions, *kernel_decisions(kernel, self._decisions, self.permission_note))
+            decisions = (*decisions, *kernel_decisions(kernel, self._kernel_decisions, self.permission_note))
             below = kernel.id in self._placed
             return self.sections.card(call.id, (call, len(call.updates), call.status, decisions, card_state(kernel),
                                                 below), lambda: kernel_call_html(kernel, decisions, below=below,
