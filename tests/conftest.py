@@ -159,6 +159,35 @@ def within_ray_start_deadline(start: Callable[[float], Any], stop: Callable[[], 
                 raise
 
 
+def _ray_processes(since: set[int]) -> list[Any]:
+    """This process's descendants that are Ray's (its GCS, raylets, monitors, dashboard, workers) and were not
+    there in ``since``."""
+    import psutil
+
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            command = " ".join(process.cmdline())
+            if process.pid not in since and (process.name() in ("gcs_server", "raylet") or "/ray/" in command
+                                             or command.startswith("ray::")):
+                found.append(process)
+    return found
+
+
+def _end(processes: list[Any]) -> None:
+    """Ends what a Ray shutdown left running: once a raylet is gone its children are no longer ours to find, and a
+    failed start's are never shut down by Ray at all (on a loaded machine they pile up and slow the next try)."""
+    import psutil
+
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _gone, alive = psutil.wait_procs(processes, timeout=10)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+
+
 class _RayCluster:
     """The Ray modules' cluster: two nodes, the head offering no CPU, so the trials run on the other node's 2 CPUs
     and a worker sees the caller's folders only as shipped. Started by the first test that asks for it and
@@ -166,13 +195,16 @@ class _RayCluster:
 
     def __init__(self) -> None:
         self.cluster: Any = None
+        self.before: set[int] = set()  # this process's descendants before the cluster started
 
     def connected(self, ray: Any) -> Any:
         if self.cluster is None:
+            import psutil
             from ray.cluster_utils import Cluster
 
             if ray.is_initialized():
                 ray.shutdown()
+            self.before = {p.pid for p in psutil.Process().children(recursive=True)}
             made: list[Any] = []
 
             def start(deadline: float) -> Any:
@@ -184,9 +216,11 @@ class _RayCluster:
                 return cluster
 
             def stop() -> None:
+                left = _ray_processes(self.before)
                 ray.shutdown()
                 if made:
                     made.pop().shutdown()
+                _end(left)
 
             self.cluster = within_ray_start_deadline(start, stop)
         return ray
@@ -195,9 +229,11 @@ class _RayCluster:
         if self.cluster is not None:
             import ray
 
+            left = _ray_processes(self.before)
             ray.shutdown()
             self.cluster.shutdown()
             self.cluster = None
+            _end(left)
 
 
 _ray = _RayCluster()
