@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ._protocol import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from ._term import colour_on
-from .remedies import Remedy, phrase
+from .remedies import SURFACES, Remedy, phrase
 
 __all__ = [
     "AcpError",
@@ -37,7 +37,6 @@ __all__ = [
     "data_details",
 ]
 
-SURFACES = ("python", "magic", "cli")
 E = TypeVar("E", bound="AcpError")
 
 

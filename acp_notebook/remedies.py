@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
-__all__ = ["ACTIONS", "Remedy", "phrase", "remedy"]
+__all__ = ["ACTIONS", "SURFACES", "Facts", "Remedy", "phrase"]
 
-SURFACES = ("python", "magic", "cli")
+SURFACES = ("python", "magic", "cli")  # where an error is shown: the API, the %acp magics, the command line
 
 
 @dataclass(frozen=True)
@@ -31,12 +30,20 @@ class Remedy:
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
             raise ValueError(f"no remedy action {self.action!r}; known: {', '.join(sorted(ACTIONS))}")
-        object.__setattr__(self, "args", MappingProxyType(dict(self.args)))  # a fact: not changed once raised
+        object.__setattr__(self, "args", Facts(self.args))
 
 
-def remedy(action: str, **args: Any) -> Remedy:
-    """``Remedy(action, args)`` written as a call: ``remedy("existing_directory", what="cwd")``."""
-    return Remedy(action, args)
+class Facts(dict):  # type: ignore[type-arg]
+    """A remedy's arguments: read-only once made (an error's facts do not change when it is shown), and
+    picklable, so an error still crosses a process boundary (a sweep's Ray workers)."""
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
+        raise TypeError("a remedy's facts do not change once made")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Facts, (dict(self),))
 
 
 def phrase(fix: Remedy, surface: str) -> str | None:

@@ -9,6 +9,7 @@ showing it on a surface gives a copy and leaves the error as it was raised.
 from __future__ import annotations
 
 import ast
+import pickle
 import re
 from pathlib import Path
 
@@ -139,6 +140,11 @@ def test_a_remedy_is_a_fact_that_cannot_change_once_raised():
         remedies.Remedy("reboot")
     error = errors.AcpError("agent 'x' has no auth method 'c'", remedy=fix)
     assert shown_everywhere(error)["magic"] == "Its auth methods are: a, b (%acp auth METHOD uses one)."
+    # It still crosses a process boundary (a sweep's Ray worker sends its errors back pickled).
+    again = pickle.loads(pickle.dumps(error))
+    assert again.remedy == fix and again.hint_for("magic") == error.hint_for("magic")
+    with pytest.raises(TypeError):
+        again.remedy.args.update(methods=["c"])
 
 
 def test_words_given_by_a_surface_go_on_a_copy():
