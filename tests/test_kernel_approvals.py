@@ -178,3 +178,45 @@ def test_the_turn_view_puts_the_answer_on_the_kernel_calls_card(quiet_comms: Non
     assert plain.count("permission: You chose: Reject.") == 1, plain
     card = plain.split("Run code in your kernel [kernel, refused]\n", 1)[1].split("\n[fast]", 1)[0]
     assert "    z = 5" in card and "permission: You chose: Reject." in card, plain
+
+
+def test_the_answer_goes_to_the_kernel_call_even_when_an_agents_tool_call_has_the_same_id(quiet_comms: None,
+                                                                                          tmp_path: Any) -> None:
+    """Routed by the prompt's type, not by an id: an agent's tool call named like the kernel call gets nothing, and
+    the agent's own report of the run_code (merged with the kernel's record into one card) shows the answer once."""
+    from acp_notebook import _loop
+    from acp_notebook.kernel_link import RUN_OPTIONS
+    from acp_notebook.turn import KernelCall, Turn
+    from acp_notebook.widgets.chat import TurnView
+
+    with acpnb.start("demo", cwd=tmp_path, kernel_tools="off", timeout=TIMEOUT) as agent:
+        session = agent.new_session()
+        turn = Turn("run z = 3", session.id, session=session)
+        view = TurnView(turn)
+        call = KernelCall(id="k1", tool="run_code", arguments={"code": "z = 3"}, code="z = 3", status="asking",
+                          request="1:1")
+
+        async def record() -> None:
+            turn.apply({"sessionUpdate": "tool_call", "toolCallId": "k1", "title": "Read notes.txt", "kind": "read",
+                        "status": "completed"})
+            turn.apply({"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "mcp__kernel__run_code",
+                        "kind": "execute", "status": "pending", "rawInput": {"code": "z = 3"}})
+            turn.record_kernel(call)
+
+        _loop.run_sync(record(), TIMEOUT)
+        prompt = KernelApprovalPrompt(KernelApproval(session, turn, call, "z = 3", [dict(o) for o in RUN_OPTIONS]))
+        view.add_prompt(prompt)
+        prompt.choose("allow")
+        forms = turn_forms(view.snapshot())
+        for mime in ("text/plain", "text/markdown"):
+            assert forms[mime].count("You chose: Allow.") == 1, forms[mime]
+        html = forms["text/html"]
+        assert html.count("You chose: Allow.") == 1 and "acpnb-kernel-merged" in html, html
+        read_card = html[html.index("Read notes.txt"):]
+        assert "You chose" not in read_card.split("acpnb-kernel-call")[0], html
+
+        async def finish() -> None:
+            turn.finish({"stopReason": "end_turn"}, None)
+
+        _loop.run_sync(finish(), TIMEOUT)
+        assert view.finished.result(TIMEOUT) is turn
