@@ -1,7 +1,7 @@
 """Every hint in the syntax of where the user is (issue 28, points 7 and 8's naming).
 
-Errors carry a hint per surface (errors.AcpError.hints); the magics pick the magic form, the command
-line the CLI form, Python keeps the Python form. Checked through each surface for real: a CLI
+Errors carry a remedy, worded once per surface in remedies.py (AcpError.hint_for / in_terms_of); the
+magics pick the magic words, the command line the CLI words, Python keeps the Python words. Checked through each surface for real: a CLI
 subprocess, %acp in an IPython shell, the public API.
 """
 
