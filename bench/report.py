@@ -189,7 +189,8 @@ ROWS: list[Row] = [
     # A plan shows its rows' words and, for each, a status mark and look: what it shows is its HTML (the figure
     # issue 36's plan target was read against); per byte of its words alone is given beside it.
     ("3 notebook", "bytes sent for a turn of 2,000 plan updates, beyond a one-chunk turn, per byte of its final HTML "
-     "[per byte of its words; all bytes]; its saved cell per byte of its words", "<= 3x (+ a constant); saved (reported)",
+     "[per byte of its words; all bytes]; its saved cell per byte of its words",
+     "<= 3x (+ a constant); saved (reported)",
      _turn_bytes("plan"), lambda v: f"{_x(v[1])} [{_x(v[0])}; {v[2] / 1e6:.2f} MB]; saved {_x(v[3])}",
      lambda v: v[1] <= 3),
     ("3 notebook", "the kernel's CPU per streamed chunk, first vs last fifth of a 200 kB reply over 20 s [a cell run "
@@ -200,7 +201,8 @@ ROWS: list[Row] = [
     ("9 browser", "a 200-turn notebook (2 MB of replies) reopened in JupyterLab, its last turn shown (median) "
      "[a one-turn notebook, JupyterLab's own time here; every cell drawn; file]", "< 3 s", _reopen,
      lambda v: f"{_s(v[0])} [{_s(v[1])}; {_s(v[2])}; {v[3] / 1e6:.1f} MB]", lambda v: v[0] < 3),
-    ("9 browser", "of which ours: the 200-turn notebook's time less the same cells' without their outputs (median) "
+    ("9 browser", "of which ours: the 200-turn notebook's time less the same cells' without their outputs "
+     "(median) "
      "[an empty notebook opened, JupyterLab alone]", "(reported; the 3 s target is out of reach here while JupyterLab "
      "alone takes 3 s or more)", _reopen_ours, lambda v: f"{_s(v[0])} [{_s(v[1])}]", lambda v: True),
     ("4 sweeps", "8 runs of a 1 s reply at concurrency 8: wall time / the slowest run's own time "

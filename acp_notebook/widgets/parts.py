@@ -23,11 +23,12 @@ a model's messages until its module has run, so none is lost at the start. Offse
 UTF-16 code units, as JavaScript strings do.
 
 In a ``ClockParts`` section a running clock ticks in the browser, not in the kernel: an element with
-``data-acpnb-since="<start>"`` (the kernel's epoch seconds; ``clock_attribute``) shows the time since then, redrawn each second by the frontend, so a
-turn's clock costs no message while it runs; the part that holds it is patched once, when the clock stops. The
-kernel's time as the state was taken (``now``, filled in by ``get_state``) gives the frontend the offset between
-the two clocks, so a kernel on another machine still counts right. The ticking stops once the widgets are
-disconnected (the kernel gone).
+``data-acpnb-since="<start>"`` (the kernel's epoch seconds; ``clock_attribute``) shows the time since then,
+redrawn each second by the frontend, so a turn's clock costs no message while it runs; the part that holds it
+is patched once, when the clock stops. The kernel's time as the state was taken (``now``, filled in by
+``get_state``) gives the frontend the offset between the two clocks, so a kernel on another machine still
+counts right. The ticking stops once the widgets are disconnected (the kernel gone). Only that section's
+widget carries the clocks' code (each widget's state carries its module).
 
 Threads: ``update`` and ``flush`` run under the view's lock (render thread, or the constructing
 thread once); a frontend's sync request comes on the kernel's shell (main or subshell) thread. The
