@@ -72,7 +72,6 @@ def assert_cancelled_mid_stream(turn: acpnb.Turn) -> None:
 KERNEL_CODE = "total = int(df['rain_mm'].sum()); total"
 KERNEL_PROMPT = f"kernel {KERNEL_CODE}"  # the model server's command: list_variables, then run_code
 KERNEL_ANSWER = "Kernel answered: 1491"
-RUN_TITLE = "Run code in your kernel"  # the kernel tools' own Allow / Reject question under "ask"
 
 
 def kernel_frame() -> Any:
@@ -89,11 +88,12 @@ def served_namespace() -> dict[str, Any]:
     return shell.user_ns if shell is not None else vars(sys.modules["__main__"])
 
 
-def allow_everything(asked: list[dict[str, Any]]) -> Any:
-    """A permission policy that clicks Allow (once) on every question and keeps each one's tool call."""
+def allow_everything(asked: list[Any]) -> Any:
+    """A permission policy that clicks Allow (once) on every question and keeps each request it was given (the
+    agent's PermissionRequest, or the kernel tools' KernelApproval for run_code under "ask")."""
 
     def click(request: Any) -> str:
-        asked.append(request.tool_call)
+        asked.append(request)
         options = {o.get("kind"): o["optionId"] for o in request.options}
         return options.get("allow_once") or request.options[0]["optionId"]
 

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import acp_notebook as acpnb
 from conftest import marked_processes
 from interop_support import (
     KERNEL_ANSWER,
     KERNEL_CODE,
     KERNEL_PROMPT,
-    RUN_TITLE,
     TURN_TIMEOUT,
     allow_everything,
     bridge_env,
@@ -99,7 +100,7 @@ def test_the_model_lists_variables_then_runs_code_after_allow(interop, model_ser
     namespace = served_namespace()
     monkeypatch.setitem(namespace, "df", kernel_frame())
     monkeypatch.setitem(namespace, "total", None)
-    asked: list[dict[str, Any]] = []
+    asked: list[Any] = []
     agent = interop.start(name, model_server, env={**bridge_env(), **facts.env}, kernel_tools="ask",
                           permission=allow_everything(asked))
     session = agent.new_session()
@@ -115,10 +116,10 @@ def test_the_model_lists_variables_then_runs_code_after_allow(interop, model_ser
     assert all(c.status == "completed" for c in turn.tool_calls)
     assert [(c.tool, c.status, c.decision) for c in turn.kernel_calls] == [
         ("list_variables", "done", ""), ("run_code", "done", "allowed")]
-    (question,) = [t for t in asked if t.get("title") == RUN_TITLE]
-    assert question["rawInput"] == {"code": KERNEL_CODE}
+    (question,) = [r for r in asked if isinstance(r, acpnb.KernelApproval)]
+    assert question.code == KERNEL_CODE and question.call is turn.kernel_calls[1]
     # The agent's own question before each MCP call comes first (the kernel's Allow follows it).
-    agent_questions = [t["title"] for t in asked if t.get("title") != RUN_TITLE]
+    agent_questions = [r.tool_call.get("title") for r in asked if isinstance(r, acpnb.PermissionRequest)]
     assert agent_questions == (list(facts.titles) if facts.agent_asks else [])
 
     list_name, run_name = facts.model_names
