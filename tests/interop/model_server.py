@@ -313,8 +313,11 @@ def _parse_anthropic(body: dict[str, Any]) -> tuple[str, list[str], dict[str, di
         elif isinstance(content, str):
             last_user_text = content
     tool_results: list[str] = []
-    if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), list):
-        for block in messages[-1]["content"]:
+    # Claude Code (in claude-agent-acp 0.101.0) may end the list with a message of role "system"
+    # (`<total_tokens>...`); the conversation's end is the last user or assistant message.
+    spoken = [m for m in messages if m.get("role") != "system"]
+    if spoken and spoken[-1].get("role") == "user" and isinstance(spoken[-1].get("content"), list):
+        for block in spoken[-1]["content"]:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 tool_results.append(_text_of(block.get("content")))
     tools = {t["name"]: t.get("input_schema") or {} for t in body.get("tools") or [] if "name" in t}

@@ -19,7 +19,7 @@ which the model lists the variables, then runs code after an Allow (the answer: 
 1491"). The session/new frame carries the `kernel` entry, its token masked. gemini-cli runs with
 GEMINI_CLI_TRUST_WORKSPACE=true: in a folder it does not trust it starts no MCP server at all.
 
-With --fork (claude and opencode, the pinned agents that advertise the unstable session/fork; into
+With --fork (claude, opencode and codex, the pinned agents that advertise the unstable session/fork; into
 recordings/fork/): a turn, then the session forked and a turn in the fork.
 
 Agents change: re-run this after bumping a pinned version, and check the replay tests.
@@ -51,13 +51,12 @@ def _opencode_models(session: acpnb.Session) -> None:
 
 
 def _claude_models(session: acpnb.Session) -> None:
-    session.set("model", "haiku")  # the mode stays "default", so the write asks for permission
+    session.set("model", "haiku")
+    session.set("mode", "default")  # so the write asks for permission (its own default, "auto", does not)
 
 
 def _codex_models(session: acpnb.Session) -> None:
-    option = next((o for o in session.config if o.category == "thought_level"), None)
-    if option is not None and len(option.values) > 1:
-        session.set(option.id, option.values[-1])
+    session.set("mode", "read-only")  # so the write asks for permission (in "agent" a reviewer model approves it)
 
 
 # What each recording does with the session's options before its turns.
@@ -116,7 +115,7 @@ def record_kernel(name: str, out: Path, server: ModelServer) -> Path:
     return path
 
 
-FORK_AGENTS = ("claude", "opencode")  # the pinned agents that advertise sessionCapabilities.fork
+FORK_AGENTS = ("claude", "opencode", "codex")  # the pinned agents that advertise sessionCapabilities.fork
 
 
 def record_fork(name: str, out: Path, server: ModelServer) -> Path:

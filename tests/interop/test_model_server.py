@@ -82,6 +82,20 @@ def test_anthropic_tool_result_gets_final_text_and_count_tokens_answers(model_se
     assert json.loads(raw)["input_tokens"] > 0
 
 
+def test_anthropic_tool_result_before_a_trailing_system_message_still_ends_the_tool_call(
+        model_server: ModelServer) -> None:
+    # claude-agent-acp 0.101.0 sends a message of role "system" after the tool result; answering the write
+    # again made it write the file over and over.
+    _, raw = post(model_server, "/v1/messages", {
+        "model": "m", "stream": False, "tools": [WRITE_TOOL_ANTHROPIC],
+        "messages": [
+            {"role": "user", "content": "write /tmp/a.txt with x"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Write", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "File created"}]},
+            {"role": "system", "content": [{"type": "text", "text": "<total_tokens>1000 tokens left</total_tokens>"}]}]})
+    assert json.loads(raw)["content"] == [{"type": "text", "text": "Tool finished: File created"}]
+
+
 def test_openai_chat_stream_carries_tool_call_arguments_and_usage(model_server: ModelServer) -> None:
     _, raw = post(model_server, "/v1/chat/completions", {
         "model": "interop-model", "stream": True,
