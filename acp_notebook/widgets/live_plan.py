@@ -22,16 +22,15 @@ a frontend's sync request comes on the kernel's shell thread. What was last sent
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-import anywidget
 import traitlets
 
 from .._visible import visible
+from ._deltas import VersionedCopy
 from ._html import FG, MUTED, PLAN_MARKS
 from .parts import patch_op
 
@@ -114,23 +113,20 @@ def plan_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     return parts
 
 
-class PlanRows(anywidget.AnyWidget):
+class PlanRows(VersionedCopy):
     """The live plan (see the module docstring). ``value`` is the HTML it shows now."""
 
     _esm = _ESM.replace("= HEADING;", f"= {json.dumps(HEADING)};", 1)
     _css = PLAN_CSS
+    _copy_trait = "rows"
     rows = traitlets.List().tag(sync=True)  # the frontend's copy; sent whole only at open and on request
-    v = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
-        self._lock = threading.Lock()
         self._wanted: list[tuple[str, str]] = []
         self._sent: list[tuple[str, str]] = []
-        self._version = 0
         self._flushed_at = 0.0
         self.sent_bytes = 0  # the statuses and text of the changes sent (a measure for the view's republish budget)
         super().__init__(**kwargs)
-        self.on_msg(self._on_frontend)
 
     @property
     def value(self) -> str:
@@ -178,18 +174,5 @@ class PlanRows(anywidget.AnyWidget):
         self.sent_bytes += sum(len(status) + len(text) for status, text in self._sent)
         self.send({"full": [list(row) for row in self._sent], "v": self._version})
 
-    def _on_frontend(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and "sync" in content:
-            with self._lock:
-                if content["sync"] != self._version:
-                    self._send_whole()
-
-    def get_state(self, key: Any = None) -> dict[str, Any]:
-        """The state the frontend opens with, or asks for when it reloads: the rows last sent, at their version."""
-        state = super().get_state(key)
-        with self._lock:
-            if "rows" in state:
-                state["rows"] = [list(row) for row in self._sent]
-            if "v" in state:
-                state["v"] = self._version
-        return state
+    def _snapshot(self) -> list[list[Any]]:
+        return [list(row) for row in self._sent]

@@ -39,13 +39,13 @@ messages leave in version order.
 from __future__ import annotations
 
 import difflib
-import threading
 import time
 from collections.abc import Iterable
 from typing import Any
 
-import anywidget
 import traitlets
+
+from ._deltas import VersionedCopy
 
 __all__ = ["CLOCK_ATTRIBUTE", "ClockParts", "LiveParts", "clock_attribute", "patch_op", "patch_ops"]
 
@@ -212,24 +212,21 @@ def patch_ops(key: str, old: str, new: str) -> list[list[Any]]:
     return ops
 
 
-class LiveParts(anywidget.AnyWidget):
+class LiveParts(VersionedCopy):
     """A section of HTML parts (see the module docstring). ``value`` is the HTML it shows now."""
 
     _esm = _ESM
+    _copy_trait = "parts"
     parts = traitlets.List().tag(sync=True)  # the frontend's copy; sent whole only at open and on request
-    v = traitlets.Int(0).tag(sync=True)
     box_class = traitlets.Unicode("").tag(sync=True)
     box_style = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
-        self._lock = threading.Lock()
         self._wanted: dict[str, str] = {}
         self._sent: dict[str, str] = {}
-        self._version = 0
         self._flushed_at = 0.0
         self.sent_bytes = 0  # the HTML and keys of the ops sent (a measure for the view's republish budget)
         super().__init__(**kwargs)
-        self.on_msg(self._on_frontend)
 
     @property
     def value(self) -> str:
@@ -286,21 +283,8 @@ class LiveParts(anywidget.AnyWidget):
         self.sent_bytes += sum(len(key) + len(html) for key, html in full)
         self.send({"full": full, "v": self._version})
 
-    def _on_frontend(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and "sync" in content:
-            with self._lock:
-                if content["sync"] != self._version:
-                    self._send_whole()
-
-    def get_state(self, key: Any = None) -> dict[str, Any]:
-        """The state the frontend opens with, or asks for when it reloads: the parts last sent, at their version."""
-        state = super().get_state(key)
-        with self._lock:
-            if "parts" in state:
-                state["parts"] = [[k, html] for k, html in self._sent.items()]
-            if "v" in state:
-                state["v"] = self._version
-        return state
+    def _snapshot(self) -> list[list[Any]]:
+        return [[key, html] for key, html in self._sent.items()]
 
 
 class ClockParts(LiveParts):
