@@ -44,3 +44,16 @@ def run_captured(ip: Any, source: str) -> CapturedIO:
         if error is not None:
             raise error
     return captured
+
+
+@pytest.fixture
+def quiet_comms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Widgets made outside a kernel: their comm messages go nowhere."""
+    import comm
+    from comm.base_comm import BaseComm
+
+    class QuietComm(BaseComm):
+        def publish_msg(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    monkeypatch.setattr(comm, "create_comm", lambda **kwargs: QuietComm(**kwargs))

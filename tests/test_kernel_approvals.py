@@ -21,21 +21,9 @@ from acp_notebook.magics import pending
 from acp_notebook.widgets.permission import KernelApprovalPrompt, PermissionAsker, PermissionPrompt, waiting_prompts
 from acp_notebook.widgets.static import turn_forms
 from tests.shells import served_namespace
+from tests.shells import quiet_comms  # noqa: F401 - fixture
 
 TIMEOUT = 30.0
-
-
-@pytest.fixture
-def quiet_comms(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Widgets made outside a kernel: their comm messages go nowhere."""
-    import comm
-    from comm.base_comm import BaseComm
-
-    class QuietComm(BaseComm):
-        def publish_msg(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-    monkeypatch.setattr(comm, "create_comm", lambda **kwargs: QuietComm(**kwargs))
 
 
 @pytest.fixture

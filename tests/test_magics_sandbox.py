@@ -12,19 +12,10 @@ from IPython.core.error import UsageError
 
 import acp_notebook as acpnb
 from acp_notebook.magics.records import SessionRecord
-from acp_notebook.sandbox import SandboxUnavailable, check_bwrap
 from tests.processes import descendants
 from tests.shells import run_captured as run
 from tests.shells import shell  # noqa: F401 - fixture
-
-
-def _bwrap_or_skip() -> None:
-    try:
-        check_bwrap()
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(f"CI installs bubblewrap (scripts/install-test-deps.sh): {exc}", pytrace=False)
-        pytest.skip(str(exc))
+from test_sandbox import _bwrap_or_skip
 
 
 def _argv(pid: int) -> list[str]:

@@ -20,6 +20,7 @@ from acp_notebook.turn import KernelCall
 from acp_notebook.widgets.kernel import HELD_NOTE, code_html, kernel_call_html, kernel_call_markdown, kernel_call_text
 from acp_notebook.widgets.permission import (HIDDEN_NOTE, KernelApprovalPrompt, PermissionAsker, PermissionPrompt,
                                              describe_request)
+from tests.shells import quiet_comms  # noqa: F401 - fixture
 
 TIMEOUT = 30.0
 # Reads as a harmless check; runs as an rm. U+202E reverses what follows it on screen.
@@ -28,19 +29,6 @@ HIDDEN = ("\u202e", "\u2066", "\u2069", "\u200b", "\x1b")
 ESCAPES = ("\\u202e", "\\u2066", "\\u2069", "\\u200b", "\\x1b")
 RUN_OPTIONS = [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]
-
-
-@pytest.fixture
-def quiet_comms(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Widgets made outside a kernel: their comm messages go nowhere."""
-    import comm
-    from comm.base_comm import BaseComm
-
-    class QuietComm(BaseComm):
-        def publish_msg(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-    monkeypatch.setattr(comm, "create_comm", lambda **kwargs: QuietComm(**kwargs))
 
 
 def shows_no_hidden_character(text: str) -> bool:
