@@ -70,7 +70,10 @@ def opencode_config(server: ModelServer) -> dict:
 def _claude_env(server: ModelServer | None) -> dict[str, str]:
     if server is None:
         return {}
-    return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": DUMMY_KEY}
+    # Claude Code (in claude-agent-acp 0.101.0) defers MCP tools behind its ToolSearch tool by default: the
+    # model request carries ToolSearch, not the kernel's tools, and a real model looks them up first. The
+    # scripted model does not, so the tests turn tool search off and get the tools in every request.
+    return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": DUMMY_KEY, "ENABLE_TOOL_SEARCH": "false"}
 
 
 def _opencode_env(server: ModelServer | None) -> dict[str, str]:

@@ -99,6 +99,9 @@ def record(name: str, out: Path, server: ModelServer) -> Path:
 KERNEL_AGENTS = ("claude", "opencode", "codex", "gemini")
 # What an agent needs to start the kernel's MCP server at all.
 KERNEL_ENV: dict[str, dict[str, str]] = {"gemini": {"GEMINI_CLI_TRUST_WORKSPACE": "true"}}
+# The mode in which the agent asks the client before each MCP call (claude's own default, "auto", has a
+# classifier model judge them, codex's "agent" a reviewer model; the scripted model can be neither).
+KERNEL_MODE: dict[str, str] = {"claude": "default", "codex": "read-only"}
 
 
 def record_kernel(name: str, out: Path, server: ModelServer) -> Path:
@@ -111,7 +114,10 @@ def record_kernel(name: str, out: Path, server: ModelServer) -> Path:
         env = {**home_env(Path(home)), **bridge_env(), **KERNEL_ENV.get(name, {})}
         with acpnb.start(spec, cwd=WORK, inherit_env=False, env=env, record=path,
                          permission=allow_everything([]), kernel_tools="ask", timeout=90) as agent:
-            agent.new_session().prompt(KERNEL_PROMPT, timeout=TURN_TIMEOUT)
+            session = agent.new_session()
+            if name in KERNEL_MODE:
+                session.set("mode", KERNEL_MODE[name])
+            session.prompt(KERNEL_PROMPT, timeout=TURN_TIMEOUT)
     return path
 
 

@@ -1,5 +1,5 @@
-"""The recorded forks of the two pinned agents that advertise the unstable session/fork (claude-agent-acp and
-opencode) replay offline: notebooks/recordings/fork/, made by `record_sessions.py --fork` (a turn, the session
+"""The recorded forks of the three pinned agents that advertise the unstable session/fork (claude-agent-acp,
+opencode and codex-acp) replay offline: notebooks/recordings/fork/, made by `record_sessions.py --fork` (a turn, the session
 forked, a turn in the fork). Not marked `interop`: nothing here needs an agent installed.
 """
 
@@ -15,7 +15,7 @@ from acp_notebook.record import Recording
 RECORDINGS = Path(__file__).resolve().parents[2] / "notebooks" / "recordings" / "fork"
 
 
-@pytest.mark.parametrize("name", ["claude", "opencode"])
+@pytest.mark.parametrize("name", ["claude", "opencode", "codex"])
 def test_a_recorded_fork_replays_offline(tmp_path: Path, name: str) -> None:
     path = RECORDINGS / f"{name}.acp.jsonl"
     sent = [f.msg for f in Recording.load(path).frames if f.direction == "send"]

@@ -45,7 +45,7 @@ def test_check_reports_each_agent(tmp_path):
         assert row["starts"].startswith("yes ("), row
 
     claude, opencode, codex, gemini = (rows[n] for n in ("claude", "opencode", "codex", "gemini"))
-    assert claude["session_new"].startswith("yes") and claude["config_options"] == ["mode", "model"]
+    assert claude["session_new"].startswith("yes") and claude["config_options"] == ["mode", "model", "effort", "fast", "ultracode"]
     assert claude["set_works"] == "yes: mode=acceptEdits"
     assert claude["auth"].startswith("prompts need a key or login: set ANTHROPIC_API_KEY")
 
@@ -54,9 +54,9 @@ def test_check_reports_each_agent(tmp_path):
     assert opencode["config_options"] == ["model", "mode"] and opencode["set_works"].startswith("yes: model=")
     assert opencode["auth"] == "key: $OPENAI_API_KEY"
 
-    assert codex["config_options"] == ["mode", "model", "reasoning_effort"]
-    assert codex["set_works"] == "yes: mode=auto"
-    assert codex["auth"] == "authenticated: openai-api-key (from $OPENAI_API_KEY)"
+    assert codex["config_options"][:3] == ["mode", "collaboration_mode", "model"]
+    assert codex["set_works"].startswith("yes: mode=")
+    assert codex["auth"] == "authenticated: api-key (from $OPENAI_API_KEY)"
 
     assert gemini["session_new"] == "auth required" and gemini["config_options"] == []
     assert gemini["auth"].startswith("needed: set GEMINI_API_KEY")

@@ -16,7 +16,7 @@ def test_codex_builtin_provider_is_authenticated_by_the_proxy(interop, model_ser
     proxy = interop.start_proxy({"codex": spec})
     session = proxy.new_session()  # the probe: session/new, authenticate, session/new
     assert "codex:gpt-5.4" in session.config["model"].values
-    assert proxy.request("_proxy/status", {})["agents"]["codex"]["authMethod"] == "openai-api-key"
+    assert proxy.request("_proxy/status", {})["agents"]["codex"]["authMethod"] == "api-key"
     session.set("model", "codex:gpt-5.4")
     turn = session.prompt("say hi", timeout=TURN_TIMEOUT)
     assert turn.stop_reason == "end_turn" and turn.text.endswith(HELLO + "say hi"), turn.text
@@ -34,5 +34,5 @@ def test_codex_without_a_key_behind_the_proxy_says_what_to_do(interop, model_ser
                and "sessionId" in (e["msg"]["result"] or {})]
     failed = answers[-1]["result"]["_meta"]["acp-notebook/proxy"]["failed"]["codex"]
     assert "Authentication required" in failed and "set OPENAI_API_KEY or CODEX_API_KEY" in failed
-    assert "codex:openai-api-key" in failed
+    assert "codex:api-key" in failed
     assert proxy.request("_proxy/status", {})["agents"]["codex"]["authMethod"] is None

@@ -31,8 +31,8 @@ FACTS: dict[str, dict[str, Any]] = {
                "shown": json.dumps(STRUCTURED, separators=(",", ":"))},
     "opencode": {"first": ["kernel_list_variables", "kernel_run_code"],
                  "titles": ["kernel_list_variables", "kernel_run_code"], "questions": 0, "shown": "1491\n"},
-    "codex": {"first": ["Tool: kernel/list_variables", "Tool: kernel/run_code"],
-              "titles": ["Approve MCP tool call"] * 2, "questions": 2, "shown": "1491\n"},
+    "codex": {"first": ["mcp.kernel.list_variables", "mcp.kernel.run_code"],
+              "titles": ["mcp.kernel.list_variables", "mcp.kernel.run_code"], "questions": 2, "shown": None},
     "gemini": {"first": [], "titles": ["list_variables (kernel MCP Server)", "run_code (kernel MCP Server)"],
                "questions": 2, "shown": "1491\n"},
 }
@@ -54,10 +54,11 @@ def test_a_recorded_kernel_tools_session_replays_offline(tmp_path: Path, name: s
     assert recorded_tool_call_titles(path) == facts["first"]
     assert len(turn.permissions) == facts["questions"]  # the kernel's own Allow is no ACP frame
     run_code = turn.tool_calls[-1]
-    assert run_code.content == [{"type": "content", "content": {"type": "text", "text": facts["shown"]}}]
-    if name == "codex":  # the whole MCP result, structured content and all
-        assert run_code.raw_output == {"content": [{"type": "text", "text": "1491\n"}],
-                                       "structuredContent": STRUCTURED, "isError": False}
+    shown = [] if facts["shown"] is None else [{"type": "content", "content": {"type": "text", "text": facts["shown"]}}]
+    assert run_code.content == shown
+    if name == "codex":  # no content: the whole MCP result, structured content and all, in rawOutput
+        assert run_code.raw_output == {"result": {"content": [{"type": "text", "text": "1491\n"}],
+                                                  "structuredContent": STRUCTURED, "_meta": None}, "error": None}
     (new,) = [f.msg for f in Recording.load(path).frames if f.direction == "send"
               and f.msg.get("method") == "session/new"]
     (entry,) = new["params"]["mcpServers"]
