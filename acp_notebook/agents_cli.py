@@ -129,7 +129,7 @@ def _try_set(session: Session, timeout: float) -> str:
 
 def _auth_summary(spec: AgentSpec, agent: Agent, env: Mapping[str, str]) -> str:
     if agent.auth_method:
-        var = next((v for v, m in spec.auth_env.items() if m == agent.auth_method), "")
+        var = next((v for v, m in spec.auth_env.items() if m == agent.auth_method and env.get(v)), "")
         return f"authenticated: {agent.auth_method}" + (f" (from ${var})" if var else "")
     found = spec.key_found(env, home=Path.home())
     if found == "none needed":

@@ -46,7 +46,7 @@ def test_check_reports_each_agent(tmp_path):
 
     claude, opencode, codex, gemini = (rows[n] for n in ("claude", "opencode", "codex", "gemini"))
     assert claude["session_new"].startswith("yes") and claude["config_options"] == ["mode", "model", "effort", "fast", "ultracode"]
-    assert claude["set_works"] == "yes: mode=acceptEdits"
+    assert claude["set_works"] == "yes: mode=default"  # its sessions start in mode auto
     assert claude["auth"].startswith("prompts need a key or login: set ANTHROPIC_API_KEY")
 
     # No provider configured: opencode lists OpenCode Zen's free models (they need the network to answer);
