@@ -16,8 +16,8 @@ the ordinary way, only later. If ``acp`` is already imported, nothing is changed
 It is called when something starts, never when a module of ours is imported: a connection's first
 start (``AgentConnection.start``, before its first SDK import), the demo agent's first use and its
 process's entry, the proxy's process entry. Importing ``acp_notebook`` leaves ``sys.modules`` alone
-(tests/test_layers.py). Any thread may call it; the package is set up under a lock and completed
-under another. The ``acp`` entry it adds is process-wide by nature (it is the SDK's own module);
+(tests/test_layers.py). Any thread may call it; the package is set up under a lock (``_setting_up``, made at
+import, one per process like the module it guards) and completed under another. The ``acp`` entry it adds is process-wide by nature (it is the SDK's own module);
 it behaves as the ordinarily imported package once anything reads one of its names.
 
 Our own stdio servers (the proxy, the replay server, a CellAgent's ``run_stdio``) open their stdin and stdout through

@@ -26,7 +26,9 @@ The server itself (channel, bridge, tools, policy enforcement) is ``acp_notebook
   among the ``mcpServers`` a session request brought.
 
 Threads: everything here runs on the background loop thread (the ``KernelTools`` callbacks are made
-there); ``resolve_policy`` and the policy setter may be called from any thread.
+there); ``resolve_policy`` and the policy setter may be called from any thread. Process-wide: ``_ids``, the
+counter that numbers kernel calls (``kernel-N``, the cards' own ids), one per process so that no two calls of
+any session share an id; made at import, advanced on the loop thread.
 """
 
 from __future__ import annotations

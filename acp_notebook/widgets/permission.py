@@ -22,8 +22,8 @@ a click arrives on the kernel thread (the comm handler); a timeout fires on the 
 buttons and writes the outcome.
 
 Process-wide, on purpose: ``_waiting`` (the prompts of this process that wait for an answer, in the order
-they came; written where a prompt is made and where it settles, under ``_registry_lock``), and the keys
-whose state files this process wrote (removed at exit). A request waits in the kernel, not in a view or a
+they came; written where a prompt is made and where it settles, under ``_registry_lock``), and ``_written``,
+the state files this process wrote (removed at exit). A request waits in the kernel, not in a view or a
 shell: whoever asks (a new frontend of the same kernel) must find it.
 """
 
