@@ -33,7 +33,7 @@ def test_gemini_in_a_folder_it_does_not_trust_is_told_once_with_its_remedy(inter
     assert again.notices == [] and len([n for n in session.state.notices if n.meta == NOTICE_META]) == 1
 
 
-@pytest.mark.parametrize("name", ["gemini", "claude", "codex", "opencode"])
+@pytest.mark.parametrize("name", ["gemini", "codex", "opencode"])
 def test_an_agent_that_connects_at_session_start_is_not_told(interop, model_server, name):
     env = {**bridge_env(), **(trust_workspace_env(name) if name == "gemini" else {})}
     agent = interop.start(name, model_server, env=env, kernel_tools="read-only", permission="allow")
@@ -41,4 +41,18 @@ def test_an_agent_that_connects_at_session_start_is_not_told(interop, model_serv
     turn = session.prompt("say hi", timeout=TURN_TIMEOUT)
     assert turn.stop_reason == "end_turn", turn
     assert session.kernel_tools.tools.connected.is_set() and session.kernel_tools.tools.connection_judged
-    assert turn.notices == [] and not [n for n in session.state.notices if n.meta == NOTICE_META]
+    # (codex warns on every turn that it has no metadata for the interop model: not ours)
+    assert not [n for n in turn.notices if n.meta == NOTICE_META]
+    assert not [n for n in session.state.notices if n.meta == NOTICE_META]
+
+
+def test_claude_connects_only_when_a_turn_needs_the_kernel_and_is_not_told(interop, model_server):
+    # claude-agent-acp 0.101.0 did not reach the kernel's MCP server by the end of a first "say hi" turn here
+    # (0.23.1 did): the registry marks it mcp_connect="lazy", so such a turn gets no not-connected notice.
+    # (It does use the kernel tools when a turn asks for them: test_interop_kernel_tools.py.)
+    agent = interop.start("claude", model_server, env=bridge_env(), kernel_tools="read-only", permission="allow")
+    session = agent.new_session()
+    turn = session.prompt("say hi", timeout=TURN_TIMEOUT)
+    assert turn.stop_reason == "end_turn", turn
+    assert not session.kernel_tools.tools.connected.is_set()
+    assert not [n for n in session.state.notices if n.meta == NOTICE_META]

@@ -1,4 +1,4 @@
-"""The agentic-evals tasks (notebooks/tasks/, Harbor layout) swept against claude-agent-acp 0.23.1 through the
+"""The agentic-evals tasks (notebooks/tasks/, Harbor layout) swept against claude-agent-acp 0.101.0 through the
 model server: each trial's session opens in its own workspace, Claude's own Write tool changes the files there,
 and each task's tests/test.sh grades the result. The model's script does what the instruction says, the way the
 demo's smart model does (acp_notebook.demo.tasks), reading the file to edit from the workspace Claude names."""
