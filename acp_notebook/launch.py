@@ -322,7 +322,7 @@ def _builtin() -> dict[str, AgentSpec]:
                    "or log in once with Claude Code (`claude`, then /login)",
         offline_env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
         state_dirs=("~/.claude", "~/.claude.json", "$CLAUDE_CONFIG_DIR", "~/.npm"),
-        # 0.101.0 starts a session's MCP servers only when a turn needs them (0.23.1 did at session start).
+        # 0.101.0 had not reached a session's MCP servers by the end of a first plain turn (0.23.1 had).
         mcp_connect="lazy",
         info_name="@agentclientprotocol/claude-agent-acp",
     )

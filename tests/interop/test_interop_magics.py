@@ -45,7 +45,7 @@ def test_acp_start_claude_and_a_cell_prompt(interop, model_server, shell):
     session = acpnb.current()
     interop.agents.append(session.agent)  # closed and checked by the fixture too
     assert session.agent.name == "claude" and session.agent.command[0] == str(AGENTS["claude"].executable())
-    assert session.config.ids() == ["mode", "model"]
+    assert session.config.ids() == ["mode", "model", "effort", "fast", "ultracode"]
     run(shell, "%acp set model=haiku")
     assert session.model == "haiku"
     run(shell, "%%acp\nsay hi")
