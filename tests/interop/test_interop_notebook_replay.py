@@ -23,6 +23,10 @@ nbclient = pytest.importorskip("nbclient")
 
 PROMPTS = ("say hi", "think tides")
 DURATION = re.compile(r" · \d+(?:\.\d+)? (?:ms|s)\b")
+# claude-agent-acp 0.101.0 names the session after its first prompt in a session_info_update sent right after that
+# turn's answer: whether the finished turn's header was drawn before or after it arrived ("say hi (from the first
+# prompt)" or "say hi") depends on the render's timing, live and replayed alike; the title is the same text.
+TITLE_SOURCE = re.compile(r" \(from the first prompt\)")
 
 
 def notebook(start_line: str) -> object:
@@ -53,7 +57,7 @@ def turn_outputs(nb: object) -> list[str]:
     texts = []
     for cell in nb.cells:  # type: ignore[attr-defined]
         if cell.source.startswith("%%acp"):
-            texts += [DURATION.sub("", o["data"]["text/plain"]) for o in cell.outputs
+            texts += [TITLE_SOURCE.sub("", DURATION.sub("", o["data"]["text/plain"])) for o in cell.outputs
                       if "text/plain" in o.get("data", {})]
     return texts
 
