@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from .errors import AgentStartError
+from .remedies import Remedy, phrase
 
 try:  # Python 3.11+
     import tomllib
@@ -107,8 +108,10 @@ class AgentSpec:
             return command
         if self.npm_package and shutil.which("npx"):
             return ["npx", "-y", self.npm_package, *self.args]
-        raise AgentStartError(f"cannot start agent '{self.name}': {self.missing_package()}",
-                              command=self.command, hint=self.install_hint(), hints=self.install_hints())
+        raise AgentStartError(f"cannot start agent '{self.name}': {self.missing_package()}", command=self.command,
+                              hint=self.install_hint() if self.npm_package else None,
+                              remedy=None if self.npm_package else Remedy("program_on_path", {
+                                  "program": self.program, "name": self.name}))
 
     def missing_package(self) -> str:
         if self.npm_package:
@@ -120,15 +123,7 @@ class AgentSpec:
             return (f"Install it with `npm install -g {self.npm_package}` (Node.js 20 or newer), or in an "
                     f"acp-notebook checkout run `scripts/install-agents.sh {self.name}`; with Node.js installed, "
                     "npx fetches it on the first start.")
-        return f"Put '{self.program}' on PATH, or register the agent with its full command."
-
-    def install_hints(self) -> dict[str, str]:
-        """``install_hint`` for the magics and the command line, where an agent is not registered but started."""
-        if self.npm_package:
-            return {}  # the same advice everywhere
-        return {"magic": f"Put '{self.program}' on PATH, or start it by its full command: %acp start -- "
-                         f"/path/to/{self.program}",
-                "cli": f"Put '{self.program}' on PATH, or give its full command line instead of '{self.name}'."}
+        return phrase(Remedy("program_on_path", {"program": self.program, "name": self.name}), "python") or ""
 
     def status(self) -> AgentStatus:
         installed = self.installed_command()
@@ -582,21 +577,9 @@ def unknown_agent(spec: str, proxy_name: str | None = None) -> AgentStartError:
     the name it was given in a proxy)."""
     known = ", ".join(sorted(agent_registry().names()))
     guess = did_you_mean(spec)
-    if proxy_name is None:
-        message = f"unknown agent {spec!r}{guess}"
-        hint = f"Use a registered name ({known}), a command list such as ['python', 'agent.py'], or " \
-               "acpnb.register(name, command)."
-        hints = {"magic": f"Use a registered name ({known}), or run any ACP agent by its command: "
-                          "%acp start -- python agent.py (acp-notebook agents lists what is installed).",
-                 "cli": f"Use a registered name ({known}) or an ACP agent's command line; "
-                        "`acp-notebook agents` lists the registered agents and what each needs."}
-    else:
-        message = f"unknown agent {spec!r} (for {proxy_name!r} in the proxy){guess}"
-        hint = f"Give {proxy_name!r} a registered name ({known}), a command list such as ['python', 'agent.py'], " \
-               "or an AgentSpec."
-        hints = {"magic": f"Give {proxy_name} a registered name ({known}) or a quoted command line: "
-                          f"%acp proxy {proxy_name}='python agent.py'."}
-    return AgentStartError(message, command=[spec], hint=hint, hints=hints)
+    where = "" if proxy_name is None else f" (for {proxy_name!r} in the proxy)"
+    return AgentStartError(f"unknown agent {spec!r}{where}{guess}", command=[spec],
+                           remedy=Remedy("known_agent", {"known": known, "proxy_name": proxy_name}))
 
 
 def did_you_mean(word: str) -> str:

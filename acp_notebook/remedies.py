@@ -198,6 +198,24 @@ ACTIONS: Mapping[str, Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
         "cli": _fixed("The agent does not know that session (any more): it was deleted, or opened by another "
                       "agent or in another directory."),
     },
+    "program_on_path": {  # a registered agent whose program is not installed and has no npm package
+        "python": lambda a: f"Put '{a['program']}' on PATH, or register the agent with its full command.",
+        "magic": lambda a: f"Put '{a['program']}' on PATH, or start it by its full command: %acp start -- "
+                           f"/path/to/{a['program']}",
+        "cli": lambda a: f"Put '{a['program']}' on PATH, or give its full command line instead of '{a['name']}'.",
+    },
+    "known_agent": {  # a one-word spec that is neither a registered name nor a program; "proxy_name" in a proxy
+        "python": lambda a: (f"Give {a['proxy_name']!r} a registered name ({a['known']}), a command list such as "
+                             "['python', 'agent.py'], or an AgentSpec.") if a.get("proxy_name") else
+        (f"Use a registered name ({a['known']}), a command list such as ['python', 'agent.py'], or "
+         "acpnb.register(name, command)."),
+        "magic": lambda a: (f"Give {a['proxy_name']} a registered name ({a['known']}) or a quoted command line: "
+                            f"%acp proxy {a['proxy_name']}='python agent.py'.") if a.get("proxy_name") else
+        (f"Use a registered name ({a['known']}), or run any ACP agent by its command: %acp start -- python agent.py "
+         "(acp-notebook agents lists what is installed)."),
+        "cli": lambda a: (f"Use a registered name ({a['known']}) or an ACP agent's command line; "
+                          "`acp-notebook agents` lists the registered agents and what each needs."),
+    },
     "see_log": {  # an answer the agent was not allowed to send; the frame is in the log
         "python": _fixed("Nothing was changed by this answer; the agent's log (agent.log) notes the frame. Try "
                          "again, or report it to the agent's authors."),

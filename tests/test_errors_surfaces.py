@@ -156,3 +156,24 @@ def test_words_given_by_a_surface_go_on_a_copy():
         "The panel shows the settings.", "model")
     assert (error.message, error.hint, error.args) == ("'x' is not a choice of 'model'", "Valid values: a.",
                                                        ("'x' is not a choice of 'model'",))
+
+
+def test_an_unknown_agent_and_a_missing_program_are_worded_per_surface(tmp_path):
+    with pytest.raises(acpnb.AgentStartError) as unknown:
+        acpnb.start("zzqx-no-such-agent", cwd=tmp_path)
+    error = unknown.value
+    assert error.remedy is not None and error.remedy.action == "known_agent"
+    assert "acpnb.register" in error.hint_for("python") and "%acp" not in error.hint_for("python")
+    assert "%acp start -- python agent.py" in error.hint_for("magic")
+    assert "`acp-notebook agents`" in error.hint_for("cli") and "%acp" not in error.hint_for("cli")
+    from acp_notebook.launch import AgentSpec, unknown_agent
+
+    in_proxy = unknown_agent("zzqx", proxy_name="b")
+    assert "%acp proxy b='python agent.py'" in in_proxy.hint_for("magic")
+    assert "AgentSpec" in in_proxy.hint_for("python")
+    missing = AgentSpec(name="ghost", command=["zzqx-ghost-program"], description="a program that is not there")
+    with pytest.raises(acpnb.AgentStartError) as absent:
+        missing.resolve()
+    assert "%acp start -- /path/to/zzqx-ghost-program" in absent.value.hint_for("magic")
+    assert "instead of 'ghost'" in absent.value.hint_for("cli")
+    assert absent.value.hint == absent.value.hint_for("python") and "%acp" not in absent.value.hint
