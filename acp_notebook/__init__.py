@@ -97,7 +97,7 @@ __getattr__, __dir__ = lazy_names(__name__, globals(), {
     **dict.fromkeys(("Choice", "ConfigOption", "ConfigOptions", "SessionState"), ".state"),
     **dict.fromkeys(("SweepResult", "load_run", "sweep"), ".sweep"),
     **dict.fromkeys(("ToolCall", "Turn"), ".turn"),
-    **dict.fromkeys(("abranch_sweep", "branch_sweep"), ".branch_sweep"),
+    **dict.fromkeys(("abranch_sweep", "branch_sweep"), ".branch_sweeps"),
     "CellAgent": ".cellagent",
     "KernelApproval": "._permission",
     "ProtocolInspector": ".widgets.inspector",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import acp_notebook as acpnb
-from acp_notebook.branch_sweep import branch_sweep
+from acp_notebook.branch_sweeps import branch_sweep
 from acp_notebook.branching import HANDOVER_META
 from acp_notebook.demo import DemoAgent
 from acp_notebook.sweep import SweepResult

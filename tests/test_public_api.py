@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,13 @@ def test_a_prompt_of_the_wrong_shape_says_which_part_is_wrong():
             session.prompt([{"text": "hi"}])
         assert not session.turns  # nothing was queued
         assert session.prompt([{"type": "text", "text": "hi"}]).text.startswith("[fast]")
+
+
+def test_no_public_name_is_also_a_submodule():
+    """Importing a submodule sets the package's attribute of that name to the module, hiding a public function of
+    the same name (``acpnb.branch_sweep(...)`` became "'module' object is not callable" once the sweep module had
+    been imported); ``sweep`` is the one such name, and the package keeps it the function on purpose."""
+    package = Path(acpnb.__file__).parent
+    clashing = [name for name in acpnb.__all__ if name != "sweep"
+                and ((package / f"{name}.py").exists() or (package / name / "__init__.py").exists())]
+    assert clashing == []

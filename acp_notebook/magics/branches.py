@@ -25,7 +25,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ..branch_sweep import branch_sweep
+from ..branch_sweeps import branch_sweep
 from .. import _loop
 from ..branching import Conversation, release_checkpoints, saved_tree
 from ..errors import AcpError
