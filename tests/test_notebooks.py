@@ -239,15 +239,16 @@ def test_teaching_exercises_show_the_learners_options_as_widgets(teaching):
 
 def test_teaching_notebook_walks_through_recorded_real_agents(teaching):
     claude_new = texts(code_cell(teaching, "replay_dir = "))
-    assert "session/new" in claude_new and "configOptions" in claude_new and "availableModels" in claude_new
+    assert "session/new" in claude_new and "configOptions" in claude_new and "availableModes" in claude_new
     options = texts(code_cell(teaching, "for option in claude_session.config:"))
-    assert "model  (model) = 'default'  choices: default, sonnet[1m], opus[1m], haiku" in options
+    assert "model  (model) = 'default'  choices: default, opus, fable, sonnet, haiku" in options
+    assert "fast   (model_config) = False      choices: False, True" in options  # an on/off option
     turns = texts(code_cell(teaching, 'claude_session.set("model", "haiku")'))
     assert "Hello from the interop model. You said: say hi" in turns and "available_commands_update" in turns
-    assert "line 33 of the recording" in texts(code_cell(teaching, "try:\n    claude_session.prompt"))
+    assert "line 39 of the recording" in texts(code_cell(teaching, "try:\n    claude_session.prompt"))
     tool = texts(code_cell(teaching, "write_turn = "))
     assert "Write notes.txt | edit | completed" in tool
-    assert "asked: ['Always Allow', 'Allow', 'Reject'] -> chosen: allow" in tool
+    assert "asked: ['Yes', 'Yes, allow all edits during this session', 'No'] -> chosen: allow-once" in tool
     assert "session/request_permission" in tool and "tool_call_update" in tool
     switch = texts(code_cell(teaching, "opencode = acpnb.replay("))
     assert "before: ['model', 'mode']" in switch and "after:  ['model', 'effort', 'mode']" in switch
