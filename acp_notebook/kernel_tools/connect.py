@@ -6,7 +6,8 @@ that never uses the kernel and no reason why. The kernel's side knows: ``KernelT
 MCP ``initialize`` reaches the server from a bridge (server.py).
 
 Which turn decides. An agent whose adapter connects to its MCP servers as the session opens
-(``AgentSpec.mcp_connect == "start"``: claude-agent-acp, codex-acp, gemini-cli, opencode) could have used the
+(``AgentSpec.mcp_connect == "start"``: gemini-cli and opencode; claude-agent-acp 0.101.0 and codex-acp 2.6.0 may
+connect after a first turn has ended and are "lazy") could have used the
 tools in any turn, so the session's first turn that ends with the agent's answer (not cancelled) decides, once
 per session (``KernelTools.connection_judged``); when a bridge of its came (its token was accepted) but no MCP
 ``initialize`` yet, the next answered turn decides instead, so an initialize still on its way is not called
