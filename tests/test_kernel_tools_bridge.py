@@ -121,8 +121,9 @@ def test_the_mcp_client_lists_and_calls_every_tool_through_the_bridge(tools: Ker
     assert names == ["df", "numbers", "MY_API_KEY", "greeting"]  # no modules, no _names
     assert "- city: " in texts(inspected) and "- temp: float64, 0" in texts(inspected) and "head(2)" in texts(inspected)
     assert not ran.is_error and texts(ran) == "made 30\n31\n"
-    if InteractiveShell.initialized():  # an earlier test in this worker made a shell: its (empty) history
-        assert not history.is_error and "No cells have run yet." in texts(history)
+    if InteractiveShell.initialized():  # an earlier test in this worker made a shell: its history, whatever it holds
+        shown = texts(history)
+        assert not history.is_error and ("No cells have run yet." in shown or shown.startswith("In ["))
     else:  # a plain process has no history
         assert history.is_error and "needs IPython" in texts(history)
     assert not proposed.is_error and "not run" in texts(proposed)

@@ -297,7 +297,8 @@ def test_a_cell_prompt_shows_the_turn_and_waits_for_it_without_a_kernel(shell):
 
 def test_no_wait_cells_return_at_once_and_later_cells_queue_behind_them(shell):
     with capture_output():
-        run(shell, "%acp start demo --env ACP_DEMO_DELAY=0.05")
+        # Each of the reply's chunks waits 0.5 s: the turn outlasts the cell's return even on a loaded machine.
+        run(shell, "%acp start demo --env ACP_DEMO_DELAY=0.5")
         session = acpnb.current()
         run(shell, "%%acp --no-wait\nfirst question with a few words in it")
         first = magics_of(shell).last_view

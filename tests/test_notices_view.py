@@ -110,7 +110,8 @@ def test_a_compaction_in_the_turn_updates_as_its_updates_arrive(comms, compactor
     made, agent = compactor
     session = agent.new_session()
     view = TurnView(session.start_turn("compact now"))
-    comms.wait_for(lambda: "compacting context" in shows(comms, view.notices))
+    # The compaction's start and its summary's first chunk are two updates: a render may fall between them.
+    comms.wait_for(lambda: all(text in shows(comms, view.notices) for text in ("compacting context", "We agreed on")))
     held = shows(comms, view.notices)
     assert 'data-status="in_progress"' in held and "We agreed on" in held
     comms.wait_for(lambda: "acpnb-context-compacting" in view.footer.value)  # the meter marks it while it runs

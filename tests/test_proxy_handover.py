@@ -10,10 +10,13 @@ import json
 import socket
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import acp_notebook as acpnb
 from acp_notebook import _loop
 from acp_notebook.kernel_tools import KernelTools
+from acp_notebook.proxy.transcript import Transcript
 from tests.proxy_agents.harness import FrameWaiter, is_update, raw_result, start_proxies, status
 
 proxy_factory = pytest.fixture(name="proxy_factory")(start_proxies)
@@ -139,3 +142,19 @@ def test_a_fork_taken_right_after_a_handover_carries_the_conversation_too(proxy_
     assert "You have sent 2 prompts before this one" in fork.prompt("what did I say before?").text
     assert "You have sent 2 prompts before this one" in session.prompt("what did I say before?").text
     assert status(proxy)["sessions"][fork.id]["agent"] == "b"
+
+
+@given(st.dictionaries(st.sampled_from(["sessionUpdate", "toolCallId", "title", "status", "content", "rawOutput"]),
+                       st.one_of(st.none(), st.booleans(), st.floats(), st.text(), st.lists(st.integers()),
+                                 st.sampled_from(["tool_call", "tool_call_update", "agent_message_chunk"]),
+                                 st.dictionaries(st.text(), st.integers()))))
+def test_the_transcript_takes_any_update_an_agent_sends(update):
+    # Found by the proxy's property test: a tool_call_update whose content was a number ended the prompt with
+    # "'float' object is not iterable" when the exchange was written down.
+    transcript = Transcript()
+    transcript.begin([{"type": "text", "text": "hi"}])
+    transcript.see(update)
+    transcript.see({"sessionUpdate": "tool_call_update", "toolCallId": "t", "content": 1.5e16})
+    transcript.end()
+    (exchange,) = transcript.so_far()
+    assert exchange.prompt == "hi" and all(isinstance(line, str) for line in exchange.tools)

@@ -30,8 +30,13 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _listed(value: Any) -> list[Any]:
+    """``value`` if it is a list (an agent's frame may hold anything where a list belongs), else nothing."""
+    return value if isinstance(value, list) else []
+
+
 def _prompt_text(blocks: Any) -> str:
-    return "\n".join(_text_of(b) for b in blocks or () if _text_of(b))
+    return "\n".join(_text_of(b) for b in _listed(blocks) if _text_of(b))
 
 
 def _tool_line(call: Mapping[str, Any]) -> str:
@@ -41,7 +46,7 @@ def _tool_line(call: Mapping[str, Any]) -> str:
     if raw is not None:
         result = raw if isinstance(raw, str) else json.dumps(raw, default=str)
     else:
-        result = " ".join(_text_of(c.get("content")) for c in call.get("content") or ()
+        result = " ".join(_text_of(c.get("content")) for c in _listed(call.get("content"))
                           if isinstance(c, Mapping) and c.get("type") == "content")
     result = " ".join(result.split())
     line = f"{name} ({call.get('status') or 'no status'})" + (f": {result}" if result else "")
