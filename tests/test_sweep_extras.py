@@ -69,10 +69,16 @@ def test_binder_installs_the_all_extra():
     assert '".[all]"' in (ROOT / "binder" / "postBuild").read_text()
 
 
+def _hide(monkeypatch, package):
+    """As if ``package`` were not installed: it and any of its modules an earlier test of this worker imported."""
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")] or [package]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
 def test_a_missing_extra_is_one_line_naming_the_pip_command(monkeypatch, tmp_path):
     rows = [_row("a:x", "s0", 1.0)]
     result = SweepResult(rows, {"models": ["a:x"], "scorers": [{"name": "exact"}]})
-    monkeypatch.setitem(sys.modules, "inspect_ai", None)
+    _hide(monkeypatch, "inspect_ai")
     with pytest.raises(MissingExtra) as caught:
         result.export_inspect(tmp_path / "x.eval")
     error = caught.value
@@ -80,7 +86,7 @@ def test_a_missing_extra_is_one_line_naming_the_pip_command(monkeypatch, tmp_pat
     # What IPython shows instead of a traceback: one line, the command to run in it.
     assert error._render_traceback_() == [
         "MissingExtra: export_inspect() needs inspect_ai, which is not installed: pip install 'acp-notebook[eval]'"]
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    _hide(monkeypatch, "matplotlib")
     with pytest.raises(MissingExtra, match=r"pip install 'acp-notebook\[plot\]'$"):
         result.plot()
 

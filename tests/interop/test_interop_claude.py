@@ -62,6 +62,10 @@ def test_initialize_options_and_no_key(interop):
         # A hang guard, not a timing: without a key the adapter asks its own CLI before refusing (about 1 s here
         # idle; it passed the 90 s turn deadline once under make test-loaded).
         session.prompt("say hi", timeout=3 * TURN_TIMEOUT)
+    if info.value.code == -32603 and "ECONNREFUSED" in info.value.rpc_message:
+        # claude-agent-acp 0.101.0 without a key sometimes calls its API anyway (about one full run in three here,
+        # never alone) and reports the refused connection: FINDINGS section 12. Not our client's doing.
+        pytest.xfail("claude-agent-acp 0.101.0 tried its API without a key: " + info.value.rpc_message)
     assert info.value.code == -32000 and info.value.rpc_message == "Authentication required"
     assert "set ANTHROPIC_API_KEY" in info.value.hint and "/login" in info.value.hint
 
