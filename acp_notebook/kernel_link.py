@@ -50,7 +50,7 @@ from .session import Session, SessionHost
 from .turn import KernelCall
 
 __all__ = ["KERNEL_SERVER_NAME", "KernelLink", "KernelToolsExtension", "close_links", "entry_secrets",
-           "in_ipython_kernel", "kernel_entry", "resolve_policy", "result_text", "servers_with_kernel"]
+           "in_ipython_kernel", "kernel_entry", "resolve_policy", "result_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,16 +120,6 @@ def result_text(result: Any) -> str:
         elif kind == "image":
             parts.append(f"[an image, {getattr(block, 'mime_type', None) or 'image/png'}]")
     return "\n".join(parts)
-
-
-def servers_with_kernel(user_servers: Sequence[Mapping[str, Any]], entry: Mapping[str, Any] | None,
-                        ) -> tuple[list[dict[str, Any]], bool]:
-    """The ``mcpServers`` of a session request: the user's own first, then the kernel entry; and whether the
-    entry went in. A server of the user's named ``kernel`` wins: theirs is the one the agent gets."""
-    servers = [dict(server) for server in user_servers]
-    if entry is None or any(server.get("name") == KERNEL_SERVER_NAME for server in servers):
-        return servers, False
-    return [*servers, dict(entry)], True
 
 
 class KernelToolsExtension:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
-import platform
 import shlex
 import shutil
 import sys
@@ -265,14 +264,6 @@ def user_agents_file() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "acp-notebook" / "agents.toml"
-
-
-def _npm_platform() -> str:
-    """The suffix npm packages with native binaries use for this machine (linux-x64, darwin-arm64...)."""
-    system = {"linux": "linux", "darwin": "darwin", "win32": "win32"}.get(sys.platform, sys.platform)
-    machine = platform.machine().lower()
-    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
-    return f"{system}-{arch}"
 
 
 # Keeps an agent's own npm calls (opencode installs a plugin at every start) off the registry:
