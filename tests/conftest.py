@@ -239,7 +239,7 @@ class _RayCluster:
 _ray = _RayCluster()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_cluster() -> Any:
     """``ray``, connected to the Ray modules' cluster (`_RayCluster`): started once per test run, as they are one
     xdist unit (`work_unit`) and a start takes 10 to 100 s on a loaded 2-core machine."""

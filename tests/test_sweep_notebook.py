@@ -29,14 +29,17 @@ def printed(cell) -> str:
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    pytest.importorskip("ray")  # the notebook's last part runs the sweep on a local Ray cluster
+def executed(tmp_path_factory, ray_cluster):
+    # The notebook's last part runs the sweep on the Ray cluster RAY_ADDRESS names: the suite's own (started once,
+    # with retries for a slow raylet), not one more started by the kernel on a loaded machine.
     workdir = tmp_path_factory.mktemp("sweeps-notebook")
     shutil.copy(NOTEBOOK, workdir / NOTEBOOK.name)
     notebook = nbformat.read(workdir / NOTEBOOK.name, as_version=4)
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(workdir)}})
-    client.execute()  # raises CellExecutionError on the first failing cell
+    with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
+        patch.setenv("RAY_ADDRESS", ray_cluster.get_runtime_context().gcs_address)
+        client.execute()  # raises CellExecutionError on the first failing cell
     return notebook, workdir
 
 
@@ -111,7 +114,7 @@ def test_proxy_ray_cli_and_async(executed):
         "a:fast": ["2", "2"], "b:smart": ["2", "2"]}
     on_ray = printed(code_cell(notebook, "from acp_notebook.sweep.ray_executor import ray_installed"))
     workers = re.search(r"workers: \[(.*?)\]", on_ray)
-    assert workers and len(workers[1].split(", ")) == 2, on_ray  # one per CPU of the local cluster
+    assert workers and len(workers[1].split(", ")) == 2, on_ray  # one per CPU of the cluster's worker node
     assert on_ray.rstrip().endswith("same rows as the local executor: True")
     cli = printed(code_cell(notebook, "!{sys.executable}"))
     assert "80 trials: 80 ok, 0 failed; results in runs/cli" in cli and "exact McNemar" in cli
