@@ -1,10 +1,15 @@
-"""Test helpers: wait for a process to end, on a pidfd (an event), not by polling; a process's descendants."""
+"""Test helpers: wait for a process to end, on a pidfd (an event), not by polling; a process's descendants; how long
+a notebook's kernel may take to start."""
 
 from __future__ import annotations
 
 import os
 import select
 from pathlib import Path
+
+# How long a kernel run by nbclient may take to be ready (nbclient's own default is 60 s): a clean clone's CI run
+# under a loaded `make test` passed 60 s once.
+KERNEL_START_S = 180
 
 
 def wait_gone(pid: int, timeout: float = 10.0) -> bool:

@@ -46,6 +46,9 @@ from tests.sdk_compat import text_block
 
 AGENT_COMMAND = (sys.executable, "-m", "acp_notebook.demo")
 STEP_TIMEOUT = 10.0  # one request/response round trip or one awaited frame
+# The first round trip waits for the agent's interpreter to start and import the SDK: under a loaded `make test`
+# (the suite and its SDK 1.x run side by side) that took over STEP_TIMEOUT in a clean clone's CI run.
+START_TIMEOUT = 45.0
 TEST_TIMEOUT = 60.0  # a whole test, so a hang fails instead of blocking the suite
 
 T = TypeVar("T")
@@ -61,8 +64,8 @@ def run_async(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
     return wrapper
 
 
-async def step(awaitable: Awaitable[T]) -> T:
-    return await asyncio.wait_for(awaitable, STEP_TIMEOUT)
+async def step(awaitable: Awaitable[T], timeout: float = STEP_TIMEOUT) -> T:
+    return await asyncio.wait_for(awaitable, timeout)
 
 
 @dataclass
@@ -155,7 +158,8 @@ class Harness:
                     elicitation=elicitation,
                 ),
                 client_info=Implementation(name="acp-notebook-tests", version="0"),
-            )
+            ),
+            START_TIMEOUT,
         )
         return self.log.last_result("initialize")
 

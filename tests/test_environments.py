@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.processes import wait_gone
+from tests.processes import KERNEL_START_S, wait_gone
 
 SCRIPT = textwrap.dedent(
     """
@@ -51,7 +51,8 @@ CELLS = [
 
 def run_notebook(cells, tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(nb, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     return "".join(
         out.get("text", "") for cell in nb.cells for out in cell.get("outputs", []) if out.get("name") == "stdout"

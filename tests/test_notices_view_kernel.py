@@ -18,6 +18,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WAIT_FOR_THE_LATER_NOTICE = """\
 import threading
 import acp_notebook as acpnb
+from tests.processes import KERNEL_START_S
 _session, _seen = acpnb.current(), threading.Event()
 _session.state.observe(lambda event: event.kind == "notice" and _seen.set())
 assert _session.state.notices or _seen.wait(60), "the later notice never came"
@@ -41,7 +42,7 @@ def saved(tmp_path_factory) -> Any:
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
-    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+    nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}).execute()
     nbformat.write(notebook, path)
     return nbformat.read(path, as_version=4)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.processes import KERNEL_START_S
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -42,7 +43,7 @@ RESUME = [
 
 def execute(notebook: Any, path: Path, cells: range | None = None) -> Any:
     """Run the notebook's cells (or only ``cells``) in a new kernel that knows the notebook's path."""
-    client = nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})
     env = {**os.environ, "JPY_SESSION_NAME": str(path)}
     if cells is None:

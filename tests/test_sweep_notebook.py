@@ -7,11 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tests.processes import KERNEL_START_S
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-pytestmark = pytest.mark.kernel
+# The set-up of whichever test comes first runs the notebook and may start the suite's Ray cluster (10 to 100 s on
+# a loaded machine, tests/conftest.py): more than the suite's 300 s for one test.
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(900)]
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "sweeps.ipynb"
 
@@ -35,7 +38,7 @@ def executed(tmp_path_factory, ray_cluster):
     workdir = tmp_path_factory.mktemp("sweeps-notebook")
     shutil.copy(NOTEBOOK, workdir / NOTEBOOK.name)
     notebook = nbformat.read(workdir / NOTEBOOK.name, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(workdir)}})
     with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
         patch.setenv("RAY_ADDRESS", ray_cluster.get_runtime_context().gcs_address)

@@ -1,4 +1,4 @@
-"""executor="ray" without a shared filesystem: on a local cluster of two nodes (`ray_cluster`, tests/conftest.py),
+"""executor="ray" without a shared filesystem: on the suite's local cluster (`ray_cluster`, tests/conftest.py),
 the workspace source and the task folders are packed once, shipped through Ray's object store and unpacked by the
 workers, so the sweep gives the local executor's scores and diffs even though the caller's folders are deleted as
 soon as they are shipped; kept workspaces come back to the caller's run directory."""
@@ -14,14 +14,9 @@ import acp_notebook as acpnb
 from acp_notebook.sweep import RayExecutor, command, tasks
 from tests.test_sweep_tasks import TASKS
 
-# Two Ray nodes take 10 to 100 s to start on a loaded machine: once per test run, for every Ray module (the
+# A Ray cluster takes 10 to 100 s to start on a loaded machine: once per test run, for every Ray module (the
 # `ray_cluster` fixture of tests/conftest.py), in the set-up of whichever test comes first.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-
-
-@pytest.fixture
-def two_nodes(ray_cluster):
-    return ray_cluster
 
 
 class ShipThenDelete(RayExecutor):
@@ -40,7 +35,7 @@ class ShipThenDelete(RayExecutor):
             shutil.rmtree(folder)
 
 
-def test_tasks_run_on_workers_from_shipped_copies(two_nodes, tmp_path):
+def test_tasks_run_on_workers_from_shipped_copies(ray_cluster, tmp_path):
     local = acpnb.sweep(tasks(TASKS), ["demo:fast", "demo:smart"], out=tmp_path / "local", progress=False)
     copy = tmp_path / "tasks"
     shutil.copytree(TASKS, copy)
@@ -59,7 +54,7 @@ def test_tasks_run_on_workers_from_shipped_copies(two_nodes, tmp_path):
         assert row["workspace"] == twin["workspace"].replace(str(TASKS), str(copy))  # the caller's path
 
 
-def test_a_git_workspace_and_kept_copies_come_back(two_nodes, tmp_path):
+def test_a_git_workspace_and_kept_copies_come_back(ray_cluster, tmp_path):
     import subprocess
 
     source = tmp_path / "repo"

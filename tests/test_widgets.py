@@ -14,6 +14,7 @@ import re
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
@@ -514,12 +515,30 @@ def test_tool_calls_show_their_progress_as_they_change(comms, demo):
     comms.wait_for(lambda: view.permissions.children)
     comms.wait_for(lambda: "acpnb-tool-time" in view.tools.value)  # waiting: pending, with a running clock
     assert ">pending<" in view.tools.value and "Read notes.txt" in view.tools.value
+    # The clock ticks in the browser from when the call was first seen: the card the frontend holds names that time,
+    # so it is not sent again each second; the saved form has it stopped (no attribute left to tick).
+    since = re.search(r'class="acpnb-tool-time" data-acpnb-since="([0-9.]+)">0 s<', view.tools.value)
+    assert since and abs(float(since[1]) - time.time()) < TIMEOUT
+    assert "clocksOf" in view.sections.tools._esm
+    (saved,) = view.snapshot().tools
+    assert "data-acpnb-since" not in saved.html and re.search(r'class="acpnb-tool-time"[^>]*>\d+ s<', saved.html)
     comms.click(view.permissions.children[0].children[1].children[0])  # Allow once
     view.finished.result(TIMEOUT)
     shown = frontend_shows(comms, view.tools)
     statuses = [status for status in ("pending", "in progress", "completed") if any(f">{status}<" in v for v in shown)]
     assert statuses[0] == "pending" and statuses[-1] == "completed"
     assert "permission: You chose: Allow once." in view.tools.value
+
+
+def test_a_saved_form_stops_each_running_clock_at_the_time_it_was_taken():
+    from acp_notebook.widgets.turn_sections import stopped_clocks, tool_ticking
+
+    card = tool_ticking('<div><span class="acpnb-tool-time">0 s</span><b>x</b></div>', 1000.0)
+    header = '<span class="acpnb-extra" data-acpnb-since="900.000" title="t">0 s</span>'
+    assert stopped_clocks(card + header, now=1065.5) == (
+        '<div><span class="acpnb-tool-time">1 min 05 s</span><b>x</b></div>'
+        '<span class="acpnb-extra" title="t">2 min 45 s</span>')
+    assert stopped_clocks("<p>no clock, 3 s</p>", now=5.0) == "<p>no clock, 3 s</p>"
 
 
 def test_permission_requests_made_before_the_view_exists_are_shown_when_it_attaches(comms):

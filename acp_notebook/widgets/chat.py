@@ -77,12 +77,12 @@ from .notices import tool_name_html, tool_name_text
 from .permission import PermissionPrompt
 from .render_thread import Throttle
 from .static import LIVE_WORDS, ToolSnapshot, TurnSnapshot, attached_html, sent_label, turn_forms
-from .turn_sections import THOUGHTS_STYLE, Republishes, TurnSections, ticking
+from .turn_sections import THOUGHTS_STYLE, Republishes, TurnSections, stopped_clocks, ticking, tool_ticking
 
 __all__ = ["Throttle", "TurnView", "branch_outputs_sent", "markdown_output", "output_replaced"]
 
 DEFAULT_INTERVAL = 0.1
-CLOCK_TICK = 1.0  # seconds between two renders while the turn runs (a running tool call's time)
+CLOCK_TICK = 1.0  # seconds between two renders while the turn runs (see _tick)
 # How long a cell waits for its turn's static output when the render thread is held up elsewhere (a
 # view that renders for ever): after that, `finished` is resolved anyway and the static form follows.
 FINAL_RENDER_WAIT_S = 20.0
@@ -252,7 +252,8 @@ class TurnView:
         self._seen: set[int] = set()  # ids of the permission and form records already noted
         self._decisions: dict[str, list[str]] = {}  # the agent's tool call id -> its permission lines
         self._kernel_decisions: dict[str, list[str]] = {}  # kernel call id -> its approval's lines (a KernelApproval)
-        self._tool_times: dict[str, list[float]] = {}  # call id -> [first seen, ended] (perf_counter)
+        # call id -> [first seen, ended] (perf_counter) and when first seen (epoch seconds: its browser clock's start)
+        self._tool_times: dict[str, list[float]] = {}
         self._paired: dict[str, str] = {}  # kernel call id -> the agent's tool call id: one card (kernel.py)
         self._widgets_closed = False
         self._republishes = Republishes()  # when the output is published again while the turn runs
@@ -339,7 +340,8 @@ class TurnView:
             pending = [(p.pending_text(), p.static_html()) for p in self._prompts if not p.future.done()]
             merged = pair_kernel_calls(turn.tool_calls, list(turn.kernel_calls), self._paired)
             tools = [ToolSnapshot(str(c.title or c.id), str(c.kind or "other"), str(c.status or "pending"),
-                                  self._tool_html(c, merged.get(c.id)), tool_name_text(c)) for c in turn.tool_calls]
+                                  stopped_clocks(self._tool_html(c, merged.get(c.id))), tool_name_text(c))
+                     for c in turn.tool_calls]
             forms = [(item.plain_text(), item.static_html()) if isinstance(item, FormPrompt) else item
                      for item in self._form_items]
             paired = set(self._paired)  # their HTML is their tool call's card; their text stays with the others
@@ -440,7 +442,7 @@ class TurnView:
             return
         now = time.perf_counter()
         with self._lock:
-            times = self._tool_times.setdefault(str(update.get("toolCallId")), [now, 0.0])
+            times = self._tool_times.setdefault(str(update.get("toolCallId")), [now, 0.0, time.time()])
             if update.get("status") in ("completed", "failed") and not times[1]:
                 times[1] = now
 
@@ -502,8 +504,9 @@ class TurnView:
                 kernel_call_html(call, decisions, below=below))
 
     def _tick(self) -> None:
-        """Render once a second until the turn ends (render thread): a running tool call shows its time. The header's
-        clock ticks in the browser and costs nothing here."""
+        """Render once a second until the turn ends (render thread), so a change of the turn's structure held back
+        by ``REPUBLISH_GAP_S`` is published in a silent stretch too. The running clocks (the header's, a tool
+        call's) tick in the browser and cost nothing here; a render that finds nothing changed sends nothing."""
         if not self._is_running():
             return
         self.render()
@@ -637,8 +640,11 @@ class TurnView:
                                    model=self._model, extra=extra)
 
     def _tool_html(self, call: Any, kernel: Any = None) -> str:
-        """The agent's tool call as a card; with ``kernel`` (the kernel's record of the same call) one merged card."""
-        timing = self._tool_timing(call)
+        """The agent's tool call as a card; with ``kernel`` (the kernel's record of the same call) one merged card.
+        A running call's clock ticks in the browser (``tool_ticking``); the saved forms stop it (``stopped_clocks``)."""
+        # A call seen first here (its update came before this view subscribed) starts its clock now.
+        times = self._tool_times.setdefault(call.id, [time.perf_counter(), 0.0, time.time()])
+        timing, since = _tool_timing(times, call.status, self._is_running())
         decisions = tuple(self._decisions.get(call.id, ()))
         if kernel is not None:
             decisions = (*decisions, *kernel_decisions(kernel, self._kernel_decisions, self.permission_note))
@@ -647,18 +653,11 @@ class TurnView:
                                                 below), lambda: kernel_call_html(kernel, decisions, below=below,
                                                                                  agent=call))
         # Made again only when the call, its decisions or its time changed (a render does not rebuild every card).
-        return self.sections.card(call.id, (call, len(call.updates), call.status, decisions, timing),
-                                  lambda: tool_call_html(call, decisions, timing=timing,
-                                                         name_html=tool_name_html(call)))
+        def make() -> str:
+            card = tool_call_html(call, decisions, timing=timing, name_html=tool_name_html(call))
+            return card if since is None else tool_ticking(card, since)
 
-    def _tool_timing(self, call: Any) -> str:
-        # A call seen first here (its update came before this view subscribed) starts its clock now.
-        start, end = self._tool_times.setdefault(call.id, [time.perf_counter(), 0.0])
-        if start and not end and call.status not in ("completed", "failed") and self._is_running():
-            return clock(time.perf_counter() - start)
-        if start and end and end - start >= SHOWN_TOOL_TIME:
-            return f"took {seconds(end - start)}"
-        return ""
+        return self.sections.card(call.id, (call, len(call.updates), call.status, decisions, timing), make)
 
     def _unmatched_decisions(self) -> list[str]:
         calls = self.turn.tool_calls_by_id
@@ -705,6 +704,17 @@ class TurnView:
     def renders(self) -> int:
         """How many coalesced renders ran (for tests and benchmarks)."""
         return self._throttle.renders
+
+
+def _tool_timing(times: list[float], status: Any, running: bool) -> tuple[str, float | None]:
+    """What a tool card's time chip shows, from its ``[first seen, ended, first seen in epoch seconds]``; for a running
+    call also the time its clock counts from in the browser."""
+    start, end, since = times
+    if not end and status not in ("completed", "failed") and running:
+        return clock(0), since
+    if end and end - start >= SHOWN_TOOL_TIME:
+        return f"took {seconds(end - start)}", None
+    return "", None
 
 
 def _first_text(blocks: Any) -> str:

@@ -4,8 +4,9 @@ and the reply, each a ``LiveParts`` widget, so the frontend is sent what changed
 - header: one part; its running clock ticks in the browser (parts.py), so it changes when the turn's status does;
 - thoughts: plain text in pieces (``ThoughtPieces``), finished lines frozen;
 - plan: its rows, of which the frontend is sent those that changed (live_plan.py: a status, a few characters);
-- tool cards: a part per tool call, its HTML made again only when the call, its permission decisions or
-  its shown time changed; the permission decisions that belong to no tool call as one part after them;
+- tool cards: a part per tool call, its HTML made again only when the call or its permission decisions
+  changed (a running call's clock ticks in the browser, as the header's); the permission decisions that belong
+  to no tool call as one part after them;
 - kernel calls: a part per call;
 - notices and compactions: a part per notice or compaction, in the order they came (notices.py), a
   compaction's made again only when it changed (its status, a chunk of its summary);
@@ -19,19 +20,21 @@ view's lock (render thread, or the view's constructor once).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from ._html import FG, MUTED
+from ._html import FG, MUTED, clock
 from .blocks import ReplyBlocks, ThoughtPieces
 from .cardstyle import CARD_CSS
 from .live_plan import PLAN_CSS, PlanRows, plan_rows
 from .notices import event_parts
-from .parts import ClockParts, LiveParts, clock_attribute
+from .parts import CLOCK_ATTRIBUTE, ClockParts, LiveParts, clock_attribute
 
-__all__ = ["PLAN_CSS", "THOUGHTS_STYLE", "Republishes", "TurnSections", "plan_rows", "ticking"]
+__all__ = ["PLAN_CSS", "THOUGHTS_STYLE", "Republishes", "TurnSections", "plan_rows", "stopped_clocks", "ticking",
+           "tool_ticking"]
 
 THOUGHTS_STYLE = f"white-space:pre-wrap;color:{FG};line-height:1.5;font-size:0.95em"
 # A section's change of fewer characters than this waits (at most HOLD_S seconds) to go with the next: a
@@ -62,6 +65,21 @@ def ticking(header: str, since: float | None) -> str:
     return header.replace('class="acpnb-extra"', f'class="acpnb-extra" {clock_attribute(since)}', 1)
 
 
+def tool_ticking(card: str, since: float) -> str:
+    """A running tool card whose time counts from ``since`` in the browser, as the header's does (``ticking``)."""
+    return card.replace('class="acpnb-tool-time"', f'class="acpnb-tool-time" {clock_attribute(since)}', 1)
+
+
+_RUNNING_CLOCK = re.compile(rf'(<[^<>]*?) {CLOCK_ATTRIBUTE}="([0-9.]+)"([^<>]*>)[^<]*')
+
+
+def stopped_clocks(html: str, now: float | None = None) -> str:
+    """``html`` with each running clock stopped at ``now`` (epoch seconds; the time it is): its text the time since
+    its start, the attribute that made it tick gone. For the saved forms, which no frontend code redraws."""
+    at = time.time() if now is None else now
+    return _RUNNING_CLOCK.sub(lambda m: f"{m[1]}{m[3]}{clock(at - float(m[2]))}", html)
+
+
 class Republishes:
     """When a running turn's output is published again (chat.py's module docstring): its structure, as
     (what must go at once, what may wait), changed since the output was last published; what may wait waits for
@@ -90,8 +108,9 @@ class Republishes:
         return True
 
 
-class CardParts(LiveParts):
-    """A section of cards (tool calls, kernel calls): its widget carries the cards' stylesheet, once."""
+class CardParts(ClockParts):
+    """A section of cards (tool calls, kernel calls): its widget carries the cards' stylesheet, once, and a running
+    tool call's clock ticks in the browser (``tool_ticking``)."""
 
     _css = CARD_CSS
 

@@ -93,6 +93,9 @@ def test_pick_a_model_by_clicking_then_chat(lab_page: LabPage, jupyterlab_server
     allow = lab_page.wait_for_selector(".acpnb-permission-option >> text=Allow once", within=permission)
     lab_page.wait_for_selector(".acpnb-cancel", within=permission)  # the view is laid out to its end
     lab_page.screenshot(screenshot_dir() / "permission.png", of=lab_page.cell(PERMISSION))
+    # While it waits, the turn's clock and the waiting call's tick in the browser (the kernel sends nothing for them).
+    for clock in (".acpnb-extra", ".acpnb-tool-time"):
+        permission.locator(clock).filter(has_text=re.compile(r"^[1-9]\d* s$")).first.wait_for(state="visible")
     allow.click()
     lab_page.wait_for_text("Read notes.txt: 2 lines.", within=permission)
     lab_page.wait_for_text("You chose: Allow once.", within=permission)

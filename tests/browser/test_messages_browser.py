@@ -79,10 +79,12 @@ def test_the_inspector_forms_and_a_rejected_write_as_a_person_sees_them(
 
     # Scrolled to the end by the reader (the wheel), the table follows what arrives, measured as the rows
     # come in; and once the saved form's refresh has made JupyterLab build the view anew, it is at the end.
+    # The box is looked up afresh each time: the refresh may replace it before or after the wheel turns.
     box.hover()
     lab_page.page.mouse.wheel(0, 100000)
-    lab_page.page.wait_for_function(AT_END, arg=box.element_handle())
-    lab_page.page.wait_for_function("box => box.isConnected", arg=box.element_handle())
+    lab_page.page.wait_for_function(
+        f"el => {{ const box = el.querySelector('.acpnb-frames-scroll'); return !!box && ({AT_END})(box); }}",
+        arg=inspector.element_handle())
     rows = _rows(inspector)
     lab_page.run_cell(WRITE)
     lab_page.page.wait_for_function(
