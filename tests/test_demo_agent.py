@@ -41,7 +41,8 @@ from acp_notebook._protocol import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_F
 from acp_notebook.demo import DemoAgent, main
 from acp_notebook.demo.server import build_parser
 from acp_notebook.demo.store import STATE_ENV
-from schema_check import FrameLog, RecordedFrame, SchemaViolation, validate_frame
+from schema_check import FrameLog, RecordedFrame, SchemaViolation, schema_root, validate_frame
+from jsonschema import Draft202012Validator
 from tests.sdk_compat import text_block
 
 AGENT_COMMAND = (sys.executable, "-m", "acp_notebook.demo")
@@ -313,6 +314,11 @@ def with_shared_agent(test: Callable[..., Awaitable[None]]) -> Callable[..., Non
 # --------------------------------------------------------------------------- schema helper
 
 
+@pytest.mark.parametrize("variant", ["stable", "unstable"])
+def test_the_vendored_schemas_are_valid_json_schema(variant: Any) -> None:
+    Draft202012Validator.check_schema(schema_root(variant))
+
+
 def test_schema_check_accepts_valid_and_rejects_malformed_frames() -> None:
     def chunk_frame(content: dict[str, Any]) -> dict[str, Any]:
         update = {"sessionUpdate": "agent_message_chunk", "content": content}
@@ -323,6 +329,7 @@ def test_schema_check_accepts_valid_and_rejects_malformed_frames() -> None:
 
     good_update = chunk_frame({"type": "text", "text": "hi"})
     assert validate_frame(good_update, "agent") == "notification"
+    assert validate_frame({"jsonrpc": "2.0", "id": "a", "method": "_x/y", "params": {"any": 1}}, "client") == "request"
     select = {"id": "tone", "name": "Tone", "category": "_custom", "type": "select", "currentValue": "a",
               "options": [{"value": "a", "name": "A"}]}
     assert validate_frame(options_response(select), "agent", answers="session/set_config_option") == "response"
@@ -343,6 +350,12 @@ def test_schema_check_accepts_valid_and_rejects_malformed_frames() -> None:
         ({"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "done"}}, "agent", "session/prompt", "at stopReason"),
         ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602}}, "agent", "session/new", "'message' is a required"),
         ({"jsonrpc": "2.0", "id": 1}, "agent", "session/new", "not a JSON-RPC"),
+        # A tagged union's branch is named by its tag: the problem inside it is what is reported.
+        ({**good_update, "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "title": "t"}}},
+         "agent", None, "'toolCallId' is a required property"),
+        ({"jsonrpc": "2.0", "id": [1], "method": "session/new", "params": {"cwd": "/", "mcpServers": []}},
+         "client", None, "at id"),
+        ({"jsonrpc": "2.0", "id": 1, "method": 5}, "client", None, "a method that is not a string"),
     ]
     for frame, sender, answers, fragment in malformed:
         with pytest.raises(SchemaViolation) as violation:
