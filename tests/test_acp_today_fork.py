@@ -83,6 +83,7 @@ def run(ip, source):
     return result.result
 
 
+@pytest.mark.slow
 def test_the_fork_command(shell):
     assert parse_line("fork") == ForkSession() and parse_line("fork --agent a --cwd d") == ForkSession("a", "d")
     with capture_output():

@@ -50,6 +50,7 @@ def test_a_system_prompt_arrives_in_each_mode_and_forks_keep_it(tmp_path):
         assert row.summary.endswith(" \u00b7 system prompt (append, 16 characters)")
 
 
+@pytest.mark.slow
 def test_a_system_prompt_is_kept_with_the_session_across_processes(tmp_path):
     with acpnb.start(DEMO_PROCESS, cwd=tmp_path, system_prompt="Be terse.") as agent:
         session_id = agent.new_session().id
@@ -111,6 +112,7 @@ def run(ip, source):
             raise error
 
 
+@pytest.mark.slow
 def test_the_notebook_tells_agents_where_they_are_unless_configured_otherwise(shell):
     with capture_output():
         run(shell, "%config AcpMagics.kernel_tools = 'read-only'")

@@ -59,6 +59,7 @@ def test_a_model_nobody_offers_is_refused_before_anything_is_sent(tmp_path):
             branch_sweep(session, "hi", models=["fast", "fast"])
 
 
+@pytest.mark.slow
 def test_the_models_cell_makes_each_answer_a_branch(shell):
     run(shell, "%acp start demo")
     run(shell, "%acp start demo --name second")

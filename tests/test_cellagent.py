@@ -157,6 +157,7 @@ def test_a_hook_that_raises_is_the_agents_error_and_the_session_goes_on(tmp_path
         assert session.prompt("which tone?", timeout=10).text == "tone is plain"
 
 
+@pytest.mark.slow
 def test_a_prompt_stuck_in_time_sleep_is_ended_by_the_turn_timeout(tmp_path):
     released = threading.Event()
 

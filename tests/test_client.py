@@ -114,6 +114,7 @@ def test_config_options_a_rejected_value_and_a_turn(demo):
     validate_log(demo)
 
 
+@pytest.mark.slow
 def test_boolean_options_and_custom_categories(demo):
     session = demo.new_session()
     assert session.config["show_thoughts"].type == "boolean"
@@ -229,6 +230,7 @@ def test_fs_is_confined_to_the_session_directories(start_demo, tmp_path, request
 # Not replayed: a replay sends the recorded answer to the prompt at its recorded time, which is the recorded
 # cancel's round trip (a few ms) after the client's own 0.5 s timeout, whether the live client has timed out or not.
 @pytest.mark.parametrize("start_demo", ["subprocess", "memory"], indirect=True)
+@pytest.mark.slow
 def test_prompt_timeout_cancels_the_turn_and_the_session_stays_usable(start_demo, tmp_path):
     with start_demo("--delay", "0.2", cwd=tmp_path) as agent:
         session = agent.new_session()
@@ -287,6 +289,7 @@ def test_a_turn_answered_request_cancelled_ends_cancelled_at_once(monkeypatch, t
         assert session.state.status == "idle"
 
 
+@pytest.mark.slow
 def test_list_load_and_resume(start_demo, tmp_path):
     with start_demo(cwd=tmp_path) as agent:
         first = agent.new_session()
@@ -329,6 +332,7 @@ def test_legacy_agent_modes_and_models(start_demo, tmp_path):
                 session.set("model", session.config["model"].value)
 
 
+@pytest.mark.slow
 def test_authenticate_and_capability_errors(start_demo, tmp_path):
     with start_demo("--require-auth", cwd=tmp_path) as agent:
         assert [m["id"] for m in agent.auth_methods] == ["demo-token"]
@@ -344,6 +348,7 @@ def test_authenticate_and_capability_errors(start_demo, tmp_path):
             agent.list_sessions()
 
 
+@pytest.mark.slow
 def test_start_errors_are_clear(tmp_path):
     with pytest.raises(acpnb.AgentStartError, match="cannot run 'definitely-not-an-agent-binary'"):
         acpnb.start(["definitely-not-an-agent-binary", "--acp"])
@@ -375,6 +380,7 @@ def test_start_errors_are_clear(tmp_path):
         assert len(agent.log) == sent and agent.new_session().id
 
 
+@pytest.mark.slow
 def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_before_anything_is_sent(start_demo, tmp_path):
     with pytest.raises(ValueError, match=r"start: timeout must be a number of seconds, 0 or more .*not -5"):
         acpnb.start("demo", cwd=tmp_path, timeout=-5)

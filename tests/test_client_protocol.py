@@ -253,6 +253,7 @@ def test_todays_frames_reach_the_client_field_for_field_and_fill_its_turn_and_se
         assert "this schema does not know" not in rows["compaction_summary_chunk"].explanation.text
 
 
+@pytest.mark.slow
 def test_todays_frames_pass_the_proxy_unchanged_and_so_do_the_capabilities(tmp_path):
     """The proxy hands the client's notices and compaction capabilities to the agent it binds, and the
     agent's names, notices and compaction updates back to the client, per session, unchanged."""

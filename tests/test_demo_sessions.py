@@ -60,6 +60,7 @@ def test_state_dir_precedence(tmp_path: Path) -> None:
 
 
 @run_async
+@pytest.mark.slow
 async def test_the_state_dir_flag_beats_the_environment(tmp_path: Path) -> None:
     flagged, from_env = tmp_path / "flagged", tmp_path / "from-env"
     async with demo_agent(tmp_path, "--state-dir", str(flagged), state_dir=from_env) as h:
@@ -75,6 +76,7 @@ async def test_the_state_dir_flag_beats_the_environment(tmp_path: Path) -> None:
 
 
 @run_async
+@pytest.mark.slow
 async def test_two_processes_never_hand_out_the_same_id(tmp_path: Path) -> None:
     state = tmp_path / "state"
 
@@ -94,6 +96,7 @@ async def test_two_processes_never_hand_out_the_same_id(tmp_path: Path) -> None:
 
 
 @run_async
+@pytest.mark.slow
 async def test_a_session_continues_in_a_new_process(tmp_path: Path) -> None:
     state = tmp_path / "state"
     moved = tmp_path / "moved"
@@ -154,6 +157,7 @@ async def test_a_session_continues_in_a_new_process(tmp_path: Path) -> None:
 
 
 @run_async
+@pytest.mark.slow
 async def test_recall_without_history(tmp_path: Path) -> None:
     async with demo_agent(tmp_path) as h:
         session_id, _ = await h.new_session()
@@ -167,6 +171,7 @@ async def test_recall_without_history(tmp_path: Path) -> None:
 
 
 @run_async
+@pytest.mark.slow
 async def test_list_filters_by_cwd_and_pages(tmp_path: Path) -> None:
     here, there = tmp_path / "here", tmp_path / "there"
     here.mkdir()
@@ -196,6 +201,7 @@ async def test_list_filters_by_cwd_and_pages(tmp_path: Path) -> None:
 
 
 @run_async
+@pytest.mark.slow
 async def test_delete_removes_the_file_and_close_keeps_it(tmp_path: Path) -> None:
     state = tmp_path / "state"
     # The last request below breaks the schema on purpose; the test checks the other frames itself.
@@ -244,6 +250,7 @@ async def test_delete_during_a_turn_cancels_it_and_nothing_writes_the_file_back(
 
 
 @run_async
+@pytest.mark.slow
 async def test_a_damaged_session_file_fails_only_that_session(tmp_path: Path) -> None:
     state = tmp_path / "state"
     async with demo_agent(tmp_path, state_dir=state) as h:

@@ -79,6 +79,7 @@ def test_tool_calls_carry_their_programmatic_names(tmp_path):
         assert [c.name for c in wrote.tool_calls] == ["write_text_file"]
 
 
+@pytest.mark.slow
 def test_a_client_without_the_capabilities_is_told_instead(tmp_path):
     from tests.test_demo_agent import demo_agent, text_of, updates_in
 

@@ -91,6 +91,7 @@ LEAK_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_close_leaves_no_pipe_or_thread_behind(tmp_path):
     done = subprocess.run([sys.executable, "-c", LEAK_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)

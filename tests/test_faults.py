@@ -368,6 +368,7 @@ def assert_new_session_works(run: Run) -> None:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", [f.name for f in FAULTS if f.stage == "start"])
+@pytest.mark.slow
 def test_start_fault_in_the_client(name: str, tmp_path: Path) -> None:
     fault = BY_NAME[name]
     with pytest.raises(fault.client_error) as info:
@@ -381,6 +382,7 @@ def test_start_fault_in_the_client(name: str, tmp_path: Path) -> None:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", [f.name for f in FAULTS if f.stage == "start"])
+@pytest.mark.slow
 def test_start_fault_behind_the_proxy(name: str, tmp_path: Path) -> None:
     fault = BY_NAME[name]
     agents = {"ok": [*FAULT_AGENT, "normal"], "f": fault_argv(fault, True)}

@@ -139,6 +139,7 @@ def test_a_file_with_other_hard_links_is_never_written(agent, dirs):
 
 
 @pytest.mark.parametrize("via_proxy", [False, True], ids=["client", "proxy"])
+@pytest.mark.slow
 def test_a_refused_fs_request_or_failed_permission_fails_the_tool_call_not_the_turn(via_proxy, tmp_path):
     """The demo agent, directly and behind the proxy: the tool call is failed with the reason, the turn ends
     normally, and the client's turn shows both."""

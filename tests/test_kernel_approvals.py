@@ -56,6 +56,7 @@ def asked_tool_calls(agent: acpnb.Agent) -> list[dict[str, Any]]:
             if e["dir"] == "recv" and e["msg"].get("method") == "session/request_permission"]
 
 
+@pytest.mark.slow
 def test_a_callable_policy_gets_a_kernel_approval_for_run_code_and_a_permission_request_for_the_agents_ask(
         demo: Any, namespace: dict[str, Any], tmp_path: Any) -> None:
     received: list[Any] = []
@@ -97,6 +98,7 @@ def test_a_callable_policy_gets_a_kernel_approval_for_run_code_and_a_permission_
         [c["toolCallId"] for c in asked_tool_calls(agent)]
 
 
+@pytest.mark.slow
 def test_allow_and_deny_answer_a_kernel_approval_by_its_option_kinds(demo: Any, namespace: dict[str, Any]) -> None:
     denied = demo(permission="deny").new_session().prompt("run z = 1", timeout=TIMEOUT)
     assert namespace["z"] is None and [(c.status, c.decision) for c in denied.kernel_calls] == [("refused", "rejected")]
@@ -119,6 +121,7 @@ class Collector:
         prompt.choose(self.answer)
 
 
+@pytest.mark.slow
 def test_the_cells_prompt_is_a_kernel_approval_by_its_type_and_names_no_tool_call(
         quiet_comms: None, demo: Any, namespace: dict[str, Any]) -> None:
     view = Collector("allow")
@@ -141,6 +144,7 @@ def test_the_cells_prompt_is_a_kernel_approval_by_its_type_and_names_no_tool_cal
     assert "You chose: Allow." in prompt.static_html()
 
 
+@pytest.mark.slow
 def test_the_turn_view_puts_the_answer_on_the_kernel_calls_card(quiet_comms: None, demo: Any,
                                                                  namespace: dict[str, Any]) -> None:
     from acp_notebook.widgets.chat import TurnView

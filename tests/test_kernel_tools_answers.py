@@ -38,6 +38,7 @@ def test_a_repr_that_raises_is_reported_in_the_answer() -> None:
     assert not answer.is_error and "<its repr raised ValueError: no repr for you>" in answer.text_of()
 
 
+@pytest.mark.slow
 def test_a_repr_that_hangs_is_stopped_and_the_kernel_thread_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server, "READ_TIMEOUT_S", 1.0)
     tools = KernelTools(namespace={"stuck": HangingRepr(), "fine": 1})

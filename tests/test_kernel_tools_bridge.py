@@ -322,6 +322,7 @@ def test_closing_while_a_call_runs_ends_the_bridge_and_fails_the_call(tools: Ker
     assert "after" not in namespace  # the code was stopped in its sleep
 
 
+@pytest.mark.slow
 def test_a_call_the_client_gives_up_on_is_cancelled_and_its_code_stopped(tools: KernelTools,
                                                                          namespace: dict[str, Any]) -> None:
     async def go() -> tuple[BaseException | None, Any]:

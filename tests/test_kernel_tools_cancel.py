@@ -51,6 +51,7 @@ class Prompts:
         return prompt.future
 
 
+@pytest.mark.slow
 def test_cancelling_the_turn_while_run_code_waits_ends_it_cancelled_and_withdraws_the_question(demo_spec, tmp_path):
     namespace = served_namespace()
     namespace.pop("cancel_probe", None)

@@ -90,6 +90,7 @@ def test_the_magic_grammar_takes_a_policy_per_agent():
         parse_line("start --replay s.acp.jsonl --kernel-tools allow")
 
 
+@pytest.mark.slow
 def test_the_config_trait_checks_its_value_and_running_agents_follow_it(tmp_path, monkeypatch):
     from IPython.testing import globalipapp
 
@@ -144,6 +145,7 @@ def test_every_session_is_offered_its_own_kernel_server_after_the_users_own(star
     assert token not in repr(agent.log) and "***" in env_of(kernel)["ACPNB_KERNEL_TOKEN"]
 
 
+@pytest.mark.slow
 def test_a_users_server_named_kernel_wins_and_off_offers_none(start_demo):
     agent = start_demo(kernel_tools="ask")
     theirs = {"name": "kernel", "command": "their-kernel-mcp", "args": [], "env": []}
@@ -186,6 +188,7 @@ def test_closing_the_agent_closes_every_channel_and_policy_changes_reach_open_se
     assert all(s.kernel_tools.closed for s in sessions)
 
 
+@pytest.mark.slow
 def test_through_the_proxy_the_agent_behind_it_reaches_the_kernel(main_ns, tmp_path):
     main_ns(numbers=[3, 1, 4])
     with acpnb.start_proxy({"demo": "demo"}, kernel_tools="read-only", cwd=tmp_path, timeout=TIMEOUT) as proxy:
@@ -198,6 +201,7 @@ def test_through_the_proxy_the_agent_behind_it_reaches_the_kernel(main_ns, tmp_p
 
 
 # --- the demo agent uses the tools over MCP --------------------------------------------------------
+@pytest.mark.slow
 def test_the_demo_answers_with_the_real_columns_of_a_dataframe(start_demo, main_ns):
     pd = pytest.importorskip("pandas")
     main_ns(df=pd.DataFrame({"height_cm": [170, 182], "city": ["Oslo", "Lima"]}))
@@ -210,6 +214,7 @@ def test_the_demo_answers_with_the_real_columns_of_a_dataframe(start_demo, main_
                                                                   ("inspect_variable", {"name": "df"})]
 
 
+@pytest.mark.slow
 def test_run_code_runs_under_allow_and_is_refused_under_read_only(start_demo, main_ns):
     main = main_ns(x=None)
     allowed = start_demo(kernel_tools="allow").new_session()
@@ -226,6 +231,7 @@ def test_run_code_runs_under_allow_and_is_refused_under_read_only(start_demo, ma
     assert [(c.tool, c.status) for c in turn.kernel_calls] == [("run_code", "refused")]
 
 
+@pytest.mark.slow
 def test_a_failed_call_shows_failed_with_its_error_once(start_demo, main_ns):
     main_ns(numbers=[3, 1, 4])
     session = start_demo(kernel_tools="allow").new_session()
@@ -247,6 +253,7 @@ def test_a_failed_call_shows_failed_with_its_error_once(start_demo, main_ns):
     assert call.outputs == [{"type": "text", "text": "before\n"}] and "Traceback" in call.error
 
 
+@pytest.mark.slow
 def test_ask_is_answered_by_the_permission_policy_and_says_so(start_demo, main_ns):
     main = main_ns(z=None)
     asking = start_demo(kernel_tools="ask", permission="allow").new_session()
@@ -276,6 +283,7 @@ def test_ask_with_no_turn_running_refuses_and_records_why(start_demo):
     assert answer.is_error and said.startswith("refused: no turn is running") and "rejected" not in said
 
 
+@pytest.mark.slow
 def test_plot_proposes_a_cell_and_a_session_without_the_server_is_told_so(start_demo, main_ns):
     main_ns(df=[1, 2, 3])
     session = start_demo(kernel_tools="read-only").new_session()

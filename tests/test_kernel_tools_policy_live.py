@@ -45,6 +45,7 @@ def namespace(monkeypatch):
     return ns
 
 
+@pytest.mark.slow
 def test_off_refuses_every_tool_and_on_again_works_in_the_same_session(demo, namespace):
     session = demo.new_session()
     link = session.kernel_tools
@@ -87,6 +88,7 @@ def test_a_session_opened_under_off_says_how_to_get_tools(demo):
     panel.close()
 
 
+@pytest.mark.slow
 def test_percent_config_moves_every_panel_line_at_once(tmp_path, monkeypatch):
     from IPython.testing import globalipapp
 

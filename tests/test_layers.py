@@ -476,6 +476,7 @@ def _file_to_module(graph: Graph) -> dict[str, str]:
     return {module.file: name for name, module in graph.modules.items()}
 
 
+@pytest.mark.slow
 def test_no_import_cycle_beyond_the_pending_edges(graph: Graph):
     edges = graph.edges()
     by_file = _file_to_module(graph)
@@ -498,6 +499,7 @@ def test_each_pending_cycle_edge_still_closes_a_cycle(graph: Graph):
     assert not stale, "no longer a cycle; delete from PENDING_CYCLE_EDGES: " + ", ".join(stale)
 
 
+@pytest.mark.slow
 def test_no_reach_in_beyond_the_pending_ones(found_reach_ins: dict[tuple[str, str], list[int]]):
     found = found_reach_ins
     new = {key: lines for key, lines in found.items() if key not in PENDING_REACH_INS and key not in DEPENDENCY_PRIVATES}
@@ -511,6 +513,7 @@ def test_each_pending_reach_in_still_occurs(found_reach_ins: dict[tuple[str, str
     assert not stale, "gone; delete from PENDING_REACH_INS / DEPENDENCY_PRIVATES: " + ", ".join(stale)
 
 
+@pytest.mark.slow
 def test_function_level_imports_defer_something_heavy_and_say_so(
         found_function_imports: dict[tuple[str, str], list[str]]):
     found = found_function_imports
@@ -625,6 +628,7 @@ _SIDE_EFFECTS = textwrap.dedent("""
                                       "acp_notebook.cellagent"],
                                      ["+acp", "acp_notebook", "acp_notebook.connection", "acp_notebook.demo"],
                                      ["+acp.connection", "acp_notebook.client", "acp_notebook.cellagent"]])
+@pytest.mark.slow
 def test_importing_the_package_changes_no_global_state(modules: list[str]):
     """Point 6: no sys.modules entry but its own (the standard library's modules it imports aside) is added,
     replaced or removed (the SDK's package is set up on the first start: _sdk.py), no signal handler, root
@@ -920,6 +924,7 @@ _MADE_ON_FIRST_USE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_current_session_and_the_agent_registry_are_made_on_first_use():
     """Importing the client, the magics, the proxy, the demo agent or the CLIs makes neither the process's
     CurrentSession nor its AgentRegistry; the first read of each makes it."""

@@ -28,6 +28,7 @@ def test_the_grammar_of_record_replay_and_log_file():
             parse_line(line)
 
 
+@pytest.mark.slow
 def test_a_notebook_recorded_then_replayed_then_studied(shell, tmp_path):
     path = tmp_path / "demo.acp.jsonl"
     with capture_output():

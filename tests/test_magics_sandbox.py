@@ -28,6 +28,7 @@ def _runs_under_bwrap(pid: int) -> bool:
         "acp_notebook.demo" in _argv(child) for child in descendants(pid) if Path(f"/proc/{child}").exists())
 
 
+@pytest.mark.slow
 def test_resume_starts_a_sandboxed_agent_sandboxed_again(shell):  # noqa: F811 - the fixture
     _bwrap_or_skip()
     run(shell, "%acp start demo --sandbox bwrap")

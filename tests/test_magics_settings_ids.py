@@ -104,6 +104,7 @@ def test_load_passes_an_unlisted_id_to_an_agent_that_cannot_list(shell):
         run(shell, "%acp load some-session")
 
 
+@pytest.mark.slow
 def test_resume_takes_a_prefix_and_lists_few_candidates(shell):
     with capture_output():
         run(shell, "%acp start demo")

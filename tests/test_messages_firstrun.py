@@ -63,6 +63,7 @@ def test_run_notebook_shuts_its_kernel_down_and_leaves_no_connection_file(tmp_pa
     assert not (tmp_path / "data" / "acp-notebook").exists()
 
 
+@pytest.mark.slow
 def test_the_tour_keeps_its_sessions_out_of_the_users_list(tmp_path):
     env = _isolated_env(tmp_path)
     done = subprocess.run([sys.executable, "-m", "acp_notebook.cli", "tour", "--delay", "0"], env=env,

@@ -65,6 +65,7 @@ def test_a_hint_changed_on_one_surface_is_kept_for_it():
     assert error.in_terms_of("magic").hint == "Valid values: a, b. The panel shows the settings in force."
 
 
+@pytest.mark.slow
 def test_a_command_agent_that_never_answers_is_named_by_its_program_without_npx_advice(shell):  # noqa: F811
     # It reads and never answers, and ends at EOF as agents do (a sleeping one would cost the 2 s close grace).
     with pytest.raises(acpnb.AgentStartError) as raised:

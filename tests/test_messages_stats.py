@@ -55,6 +55,7 @@ def test_bootstrap_matches_the_exact_bootstrap_distribution():
 
 
 @given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=8))
+@pytest.mark.slow
 def test_bootstrap_bounds_are_within_the_values(values):
     interval = bootstrap_mean_interval(values)
     assert min(values) <= interval.low <= interval.high <= max(values)

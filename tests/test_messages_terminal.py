@@ -66,6 +66,7 @@ def test_agents_fits_a_60_column_terminal():
     assert any(line.startswith("demo ") for line in text.splitlines())
 
 
+@pytest.mark.slow
 def test_agents_check_fits_the_width_in_columns():
     done = subprocess.run([*CLI, "agents", "--check", "demo"], env=_env(COLUMNS="50"), capture_output=True, text=True,
                           timeout=TIMEOUT)
@@ -83,6 +84,7 @@ def test_a_table_of_figures_continues_below_rather_than_breaking_numbers():
     assert all(cell in text for cell in rows[0])  # every figure whole
 
 
+@pytest.mark.slow
 def test_sweep_summary_and_help_fit_the_terminal(tmp_path):
     dataset = tmp_path / "d.jsonl"
     dataset.write_text('{"prompt": "What is 2+2?", "target": "4"}\n{"prompt": "What is 3+3?", "target": "6"}\n')

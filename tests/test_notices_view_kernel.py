@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.processes import KERNEL_START_S
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
@@ -18,7 +20,6 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WAIT_FOR_THE_LATER_NOTICE = """\
 import threading
 import acp_notebook as acpnb
-from tests.processes import KERNEL_START_S
 _session, _seen = acpnb.current(), threading.Event()
 _session.state.observe(lambda event: event.kind == "notice" and _seen.set())
 assert _session.state.notices or _seen.wait(60), "the later notice never came"

@@ -347,6 +347,7 @@ def proxied(tmp_path_factory):
 
 @settings(max_examples=EXAMPLES * 2 // 3, **PROXY_SETTINGS)
 @given(st.lists(lines, min_size=1, max_size=10))
+@pytest.mark.slow
 def test_the_proxy_survives_any_frames_from_its_agent(proxied, examples):
     proxy, session, plays, warnings = proxied
     script = plays / f"play-{len(list(plays.iterdir()))}.txt"
@@ -413,6 +414,7 @@ def test_a_frame_handler_that_fails_leaves_the_connection_answering(tmp_path):
         assert _loop.run_sync(scenario(), 60) == ["end_turn", "end_turn"]
 
 
+@pytest.mark.slow
 def test_an_agent_that_closes_its_output_is_gone_and_the_message_says_so(tmp_path):
     """Gone when its pipe closed, though its process still ran: the proxy says which, ends that process, and
     the next prompt starts the agent again."""

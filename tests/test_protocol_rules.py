@@ -53,6 +53,7 @@ def _trees():
     yield from _parsed()
 
 
+@pytest.mark.slow
 def test_the_rules_are_defined_only_in_the_protocol_module():
     rules = {"find_model_option", "split_agent_model", "join_agent_model", "legacy_option", "client_version",
              "parse_bool_word", "BOOLEAN_WORDS", "AUTH_REQUIRED", "AUTH_RETRIED_METHODS"}

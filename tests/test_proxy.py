@@ -33,6 +33,7 @@ EDGE_AGENT = Path(__file__).resolve().parent / "agents" / "edge_agent.py"
 DEMO_SLOW = [sys.executable, "-m", "acp_notebook.demo", "--delay", "0.1"]
 
 
+@pytest.mark.slow
 def test_two_demo_agents_bind_turn_prefixed_updates_bad_ids_and_a_crash(proxy_factory):
     """`acp-notebook proxy --agent a=demo --agent b=demo`: grouped namespaced list, bind, a turn,
     prefixed config updates, a clear error for a bad id, recovery after a backend crash."""
@@ -96,6 +97,7 @@ def test_two_demo_agents_bind_turn_prefixed_updates_bad_ids_and_a_crash(proxy_fa
     assert session.model == "b:fast"
 
 
+@pytest.mark.slow
 def test_three_agents_binding_rebinding_and_odd_ids(proxy_factory):
     proxy = proxy_factory({"d": "demo", "q": quirky("--bind-update"), "n": quirky("--no-model")})
     session = proxy.new_session()
@@ -160,6 +162,7 @@ def test_three_agents_binding_rebinding_and_odd_ids(proxy_factory):
     assert all(wait_gone(pid) for pid in pids)
 
 
+@pytest.mark.slow
 def test_agent_requests_reach_the_client_with_its_session_ids(proxy_factory, tmp_path):
     (tmp_path / "notes.txt").write_text("one\ntwo\nthree\n")
     proxy = proxy_factory({"d": "demo", "q": quirky()}, permission="allow")
@@ -185,6 +188,7 @@ def test_agent_requests_reach_the_client_with_its_session_ids(proxy_factory, tmp
     assert turn.text == "no terminal"  # our client does not offer terminals, and the proxy says so too
 
 
+@pytest.mark.slow
 def test_crash_mid_turn_names_the_agent_and_its_stderr_then_binds_again(proxy_factory):
     proxy = proxy_factory({"q": quirky(), "d": "demo"})
     session = proxy.new_session()
@@ -285,6 +289,7 @@ def test_a_backend_that_never_answers_initialize_stalls_nothing(proxy_factory):
     assert refused.value.code == -32602
 
 
+@pytest.mark.slow
 def test_no_agent_at_all_gives_no_options_and_a_prompt_error_naming_each(proxy_factory):
     proxy = proxy_factory({"x": broken("x: no API key", 2), "y": ["/nonexistent/agent-binary"]})
     session = proxy.new_session()
@@ -296,6 +301,7 @@ def test_no_agent_at_all_gives_no_options_and_a_prompt_error_naming_each(proxy_f
     assert set(info.value.data["failures"]) == {"x", "y"}
 
 
+@pytest.mark.slow
 def test_list_load_resume_and_close_through_the_proxy(proxy_factory):
     proxy = proxy_factory({"a": "demo", "b": "demo"})
     assert proxy.capabilities["loadSession"] is True
@@ -328,6 +334,7 @@ def test_list_load_resume_and_close_through_the_proxy(proxy_factory):
     assert set(unknown.value.data["validSessionIds"]) == {first_id, second_id}
 
 
+@pytest.mark.slow
 def test_updates_keep_wire_order_and_cancel_is_forwarded(proxy_factory):
     proxy = proxy_factory({"q": quirky(), "d": "demo"})
     session = proxy.new_session()
@@ -341,6 +348,7 @@ def test_updates_keep_wire_order_and_cancel_is_forwarded(proxy_factory):
     assert future.result(20).stop_reason == "cancelled"
 
 
+@pytest.mark.slow
 def test_authentication_goes_to_the_agent_that_asked_for_it(proxy_factory):
     needs_auth = [sys.executable, "-m", "acp_notebook.demo", "--require-auth"]
     proxy = proxy_factory({"a": needs_auth, "b": "demo"})

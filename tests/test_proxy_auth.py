@@ -71,6 +71,7 @@ def test_the_key_in_the_environment_authenticates_once_per_process(proxy_factory
     assert "authenticate" not in requests_to(proxy.trace_path, "open")
 
 
+@pytest.mark.slow
 def test_concurrent_session_requests_share_one_attempt(proxy_factory):
     # The agent holds its authenticate answer until both session/new were refused: both probes then
     # wait on the same attempt, and both are sent again after it.
@@ -85,6 +86,7 @@ def test_concurrent_session_requests_share_one_attempt(proxy_factory):
     assert sent.count("authenticate") == 1 and sent.count("session/new") == 4 and sent[-1] == "session/new"
 
 
+@pytest.mark.slow
 def test_without_the_key_the_probe_says_what_to_do_and_the_client_can_authenticate(proxy_factory):
     proxy = proxy_factory({"locked": locked_spec(), "open": quirky("--name", "open")})
     session = proxy.new_session()
@@ -105,6 +107,7 @@ def test_without_the_key_the_probe_says_what_to_do_and_the_client_can_authentica
     assert requests_to(proxy.trace_path, "locked").count("authenticate") == 1
 
 
+@pytest.mark.slow
 def test_a_refused_key_is_reported_and_not_tried_again_by_the_same_process(proxy_factory):
     proxy = proxy_factory({"locked": locked_spec(), "open": quirky()}, env={KEY_VAR: "wrong"})
     for _ in range(2):
@@ -116,6 +119,7 @@ def test_a_refused_key_is_reported_and_not_tried_again_by_the_same_process(proxy
     assert requests_to(proxy.trace_path, "locked").count("authenticate") == 1
 
 
+@pytest.mark.slow
 def test_a_plain_command_is_not_authenticated_on_its_behalf(proxy_factory):
     """Without a registry entry there is no variable -> method mapping: the agent's refusal stands."""
     proxy = proxy_factory({"locked": quirky("--auth-var", KEY_VAR), "open": quirky()}, env={KEY_VAR: "sesame"})

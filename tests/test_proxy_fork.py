@@ -29,6 +29,7 @@ def requests_of(trace, agent: str, method: str) -> list[dict]:
             if r["link"] == agent and r["dir"] == "out" and r["msg"].get("method") == method]
 
 
+@pytest.mark.slow
 def test_a_fork_is_made_by_the_bound_agent_and_remembers_the_earlier_turns(proxy_factory):
     proxy = proxy_factory({"a": "demo", "b": "demo"})
     assert proxy.capabilities["sessionCapabilities"].get("fork") == {}
@@ -65,6 +66,7 @@ def test_a_fork_gets_a_relay_of_its_own_for_the_kernel_entry(proxy_factory):
     assert entry["name"] == "kernel" and env[TOKEN_ENV] != "the-users-own-token"  # never the client's own
 
 
+@pytest.mark.slow
 def test_a_fork_on_an_agent_without_fork_is_refused_naming_it(proxy_factory):
     proxy = proxy_factory({"old": LEGACY, "new": "demo"})
     assert proxy.capabilities["sessionCapabilities"].get("fork") == {}  # one of its agents forks
@@ -76,6 +78,7 @@ def test_a_fork_on_an_agent_without_fork_is_refused_naming_it(proxy_factory):
     assert "agent 'old' does not support session/fork" in str(refused.value)
 
 
+@pytest.mark.slow
 def test_a_system_prompt_reaches_only_the_picked_agent_unchanged(proxy_factory):
     proxy = proxy_factory({"a": "demo", "b": "demo"})
     assert proxy.capabilities["sessionCapabilities"]["systemPrompt"] == {"mode": {"override": {}}}
@@ -95,6 +98,7 @@ def test_a_system_prompt_reaches_only_the_picked_agent_unchanged(proxy_factory):
     assert requests_of(trace, "b", "session/fork")[0]["systemPrompt"] == wanted
 
 
+@pytest.mark.slow
 def test_a_system_prompt_for_an_agent_that_takes_none_is_refused_naming_it(proxy_factory):
     proxy = proxy_factory({"old": LEGACY, "new": "demo"})
     proxy.system_prompt = "Be brief."

@@ -55,6 +55,7 @@ def handshake(entry: dict) -> str:
         sock.close()
 
 
+@pytest.mark.slow
 def test_set_model_on_another_agent_after_turns_hands_the_conversation_over(proxy_factory, kernel):
     proxy = proxy_factory({"a": "demo", "b": "demo"})
     session = proxy.new_session(mcp_servers=[kernel.entry])
@@ -96,6 +97,7 @@ def test_set_model_on_another_agent_after_turns_hands_the_conversation_over(prox
     assert any(p["sessionId"] == a_id for p in sent_to(trace, "a", "session/close"))
 
 
+@pytest.mark.slow
 def test_an_unknown_model_of_the_other_agent_is_still_refused(proxy_factory):
     proxy = proxy_factory({"a": "demo", "b": "demo"})
     session = proxy.new_session()
@@ -131,6 +133,7 @@ def test_the_transcript_keeps_prompts_replies_and_tool_calls_with_their_results(
     assert "after 2 turns" in text and "[2] Tool call: Read notes.txt (completed)" in text and not capped
 
 
+@pytest.mark.slow
 def test_a_fork_taken_right_after_a_handover_carries_the_conversation_too(proxy_factory):
     proxy = proxy_factory({"a": "demo", "b": "demo"})
     session = proxy.new_session()

@@ -26,6 +26,7 @@ def sent_to_backend(proxy: acpnb.Agent, link: str, method: str) -> list[dict]:
             if r["link"] == link and r["dir"] == "out" and r["msg"].get("method") == method]
 
 
+@pytest.mark.slow
 def test_old_modes_become_a_settable_mode_option_after_binding(proxy_factory):
     proxy = proxy_factory({"d": LEGACY, "e": "demo"})
     session = proxy.new_session()
@@ -70,6 +71,7 @@ def test_old_modes_become_a_settable_mode_option_after_binding(proxy_factory):
     assert [p["configId"] for p in sent_to_backend(proxy, "e", "session/set_config_option")] == ["model", "mode"]
 
 
+@pytest.mark.slow
 def test_clients_that_know_only_modes_and_set_model_get_them_from_the_proxy(proxy_factory):
     """Older clients (only the `modes` field, the unstable session/set_model) against a modern agent."""
     proxy = proxy_factory({"e": "demo"})

@@ -58,6 +58,7 @@ def backend_frames(trace, agent: str, method: str) -> list[dict]:
             if r["link"] == agent and r["dir"] == "out" and r["msg"].get("method") == method]
 
 
+@pytest.mark.slow
 def test_the_client_mcp_servers_reach_the_agents_on_new_bind_and_load(proxy_factory, own_state, tmp_path):
     agents = {"q": quirky("--store", str(tmp_path / "q.json")), "r": quirky("--store", str(tmp_path / "r.json"))}
     first = proxy_factory(agents)
@@ -113,6 +114,7 @@ def test_a_new_proxy_process_puts_back_the_model_and_options_the_client_set(prox
     assert values["verbosity"] == "terse"
 
 
+@pytest.mark.slow
 def test_before_its_first_prompt_a_reopened_session_gets_its_model_and_options_back(proxy_factory, own_state,
                                                                                     tmp_path):
     agents = {"q": quirky("--store", str(tmp_path / "q.json")), "r": quirky("--store", str(tmp_path / "r.json"))}

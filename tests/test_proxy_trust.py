@@ -162,6 +162,7 @@ def _text(result: Any) -> str:
 
 # --- only the bound agent reaches the kernel -----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_agent_that_is_not_picked_never_receives_the_users_servers(proxy_factory, kernel, namespace, record):
     proxy = proxy_factory({"a": hostile("a", record), "b": hostile("b", record)})
     session = proxy.new_session(mcp_servers=[USER_SERVER, kernel.entry])
@@ -186,6 +187,7 @@ def test_an_agent_that_is_not_picked_never_receives_the_users_servers(proxy_fact
     assert relayed["ACPNB_KERNEL_TOKEN"] != token and relayed["ACPNB_KERNEL_CHANNEL"] != channel
 
 
+@pytest.mark.slow
 def test_moving_to_another_agent_shuts_the_first_ones_way_to_the_kernel_at_once(proxy_factory, kernel, record):
     proxy = proxy_factory({"a": hostile("a", record), "b": hostile("b", record)})
     session = proxy.new_session(mcp_servers=[kernel.entry])
@@ -212,6 +214,7 @@ def test_moving_to_another_agent_shuts_the_first_ones_way_to_the_kernel_at_once(
     assert handshake(kernel.entry).strip() == "ok"  # the user's own kernel channel is untouched
 
 
+@pytest.mark.slow
 def test_an_agent_that_ends_loses_its_relay(proxy_factory, kernel, record):
     proxy = proxy_factory({"a": hostile("a", record)})
     session = proxy.new_session(mcp_servers=[kernel.entry])
@@ -237,6 +240,7 @@ def _read(path: str) -> bytes:
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+@pytest.mark.slow
 def test_no_agent_key_is_on_any_command_line_the_package_makes(proxy_factory, kernel, record):
     key_a, key_b = "sk-test-" + secrets.token_hex(16), "sk-ant-test-" + secrets.token_hex(16)
     spec_a = AgentSpec(name="trusty-a", command=tuple(hostile("a", record)), env={"OPENAI_API_KEY": key_a})

@@ -178,6 +178,7 @@ def sent_methods(agent: acpnb.Agent) -> list[str]:
     return [e["msg"]["method"] for e in agent.log if e["dir"] == "send" and "method" in e["msg"]]
 
 
+@pytest.mark.slow
 def test_the_key_in_the_environment_authenticates_when_the_agent_asks(fake_spec, tmp_path):
     with acpnb.start(fake_spec, cwd=tmp_path, env={"FAKE_KEY": "k"}, inherit_env=False, timeout=20) as agent:
         assert agent.auth_method is None  # nothing sent before the agent asks
@@ -189,6 +190,7 @@ def test_the_key_in_the_environment_authenticates_when_the_agent_asks(fake_spec,
         assert authenticate["params"] == {"methodId": "key-a"}
 
 
+@pytest.mark.slow
 def test_concurrent_sessions_share_one_authentication(fake_spec, tmp_path):
     with acpnb.start(fake_spec, cwd=tmp_path, env={"FAKE_KEY": "k"}, inherit_env=False, timeout=20) as agent:
         async def two_sessions():
@@ -199,6 +201,7 @@ def test_concurrent_sessions_share_one_authentication(fake_spec, tmp_path):
         assert sent_methods(agent).count("authenticate") == 1
 
 
+@pytest.mark.slow
 def test_an_existing_login_is_kept(fake_spec, tmp_path):
     env = {"FAKE_KEY": "k", "FAKE_LOGGED_IN": "1"}
     with acpnb.start(fake_spec, cwd=tmp_path, env=env, inherit_env=False, timeout=20) as agent:
@@ -206,6 +209,7 @@ def test_an_existing_login_is_kept(fake_spec, tmp_path):
         assert "authenticate" not in sent_methods(agent) and agent.auth_method is None
 
 
+@pytest.mark.slow
 def test_without_a_key_the_error_says_what_to_set(fake_spec, tmp_path):
     with acpnb.start(fake_spec, cwd=tmp_path, inherit_env=False, timeout=20) as agent:
         with pytest.raises(acpnb.RpcError) as info:
@@ -219,6 +223,7 @@ def test_without_a_key_the_error_says_what_to_set(fake_spec, tmp_path):
         assert agent.new_session().id == "s1"
 
 
+@pytest.mark.slow
 def test_prompts_are_never_sent_twice(fake_spec, tmp_path):
     env = {"FAKE_KEY": "k", "FAKE_LOGGED_IN": "1"}
     with acpnb.start(fake_spec, cwd=tmp_path, env=env, inherit_env=False, timeout=20) as agent:
@@ -229,6 +234,7 @@ def test_prompts_are_never_sent_twice(fake_spec, tmp_path):
         assert sent_methods(agent).count("session/prompt") == 1 and "authenticate" not in sent_methods(agent)
 
 
+@pytest.mark.slow
 def test_plain_commands_get_the_generic_hint(fake_spec, tmp_path):
     with acpnb.start(list(fake_spec.command), cwd=tmp_path, env={"FAKE_KEY": "k"}, inherit_env=False,
                      timeout=20) as agent:
@@ -277,6 +283,7 @@ def test_check_of_agents_that_are_not_installed(monkeypatch, tmp_path):
     assert row.starts == "not installed (npx (downloads on first start))"
 
 
+@pytest.mark.slow
 def test_agents_cli_check_json_and_usage_errors(tmp_path):
     import json
     import os

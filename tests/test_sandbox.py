@@ -82,6 +82,7 @@ def _connections(listener: socket.socket) -> int:
         count += 1
 
 
+@pytest.mark.slow
 def test_a_sandboxed_agent_cannot_write_outside_read_ssh_or_reach_the_network(hostile, tmp_path):
     home_before, outside_before = _tree(hostile["home"]), _tree(hostile["outside"])
     escape_check = command(f"touch {hostile['outside']}/check.txt; test ! -e {hostile['outside']}/check.txt",
@@ -107,6 +108,7 @@ def test_a_sandboxed_agent_cannot_write_outside_read_ssh_or_reach_the_network(ho
     assert result.metadata["parameters"]["sandbox"] == {"kind": "bwrap", "network": False}
 
 
+@pytest.mark.slow
 def test_the_network_is_kept_by_default(hostile):
     plan = {"port": hostile["plan"]["port"]}
     result = acpnb.sweep([json.dumps(plan)], ["escape:fast"], workspace=hostile["workspace"], sandbox="bwrap",
@@ -115,6 +117,7 @@ def test_the_network_is_kept_by_default(hostile):
     assert _connections(hostile["listener"]) == 1  # the control: the refusal above is the sandbox's
 
 
+@pytest.mark.slow
 def test_bwrap_trial_gives_each_trial_its_own_agent_process(hostile):
     result = acpnb.sweep([json.dumps({}), json.dumps({"x": 1}), json.dumps({"x": 2})], ["escape:fast"],
                          workspace=hostile["workspace"], sandbox="bwrap-trial", concurrency=1, progress=False)
@@ -167,6 +170,7 @@ def test_sandbox_arguments_are_checked():
         acpnb.sweep(["hi"], ["demo:fast"], network=False, progress=False)
 
 
+@pytest.mark.slow
 def test_acpnb_start_runs_a_notebook_agent_in_the_sandbox(hostile):
     """The agent's cwd is its workspace; the same attacks from a started agent's session."""
     with acpnb.start("escape", cwd=hostile["workspace"], sandbox="bwrap", network=False) as agent:
@@ -182,6 +186,7 @@ def test_acpnb_start_runs_a_notebook_agent_in_the_sandbox(hostile):
         acpnb.start(DemoAgent(), sandbox="bwrap")
 
 
+@pytest.mark.slow
 def test_the_magic_starts_a_sandboxed_agent(hostile, monkeypatch):
     from IPython.testing import globalipapp
     from IPython.utils.capture import capture_output
@@ -207,6 +212,7 @@ def test_the_magic_starts_a_sandboxed_agent(hostile, monkeypatch):
     assert not (hostile["outside"] / "pwned.txt").exists()
 
 
+@pytest.mark.slow
 def test_a_shared_sandbox_runs_one_agent_writable_in_the_sweeps_workspaces_only(hostile):
     plan = {"outside": hostile["plan"]["outside"], "secret": hostile["plan"]["secret"]}
     result = acpnb.sweep([json.dumps(plan), json.dumps({**plan, "n": 2})], ["escape:fast"],

@@ -54,6 +54,7 @@ def everything_about(agent: acpnb.Agent, session: acpnb.Session) -> dict[str, An
 
 
 @pytest.mark.parametrize("via_proxy", [False, True], ids=["client", "proxy"])
+@pytest.mark.slow
 def test_a_planted_key_is_masked_everywhere(via_proxy: bool, tmp_path: Path) -> None:
     recording = tmp_path / "leak.acp.jsonl"
     env = {VAR: KEY}

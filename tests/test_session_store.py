@@ -151,6 +151,7 @@ def test_a_session_is_stored_as_it_opens_and_changes(shell, state):
     assert row.record.model == "smart"
 
 
+@pytest.mark.slow
 def test_resume_after_a_restart_keeps_the_title_twice(shell, state):
     with capture_output():
         run(shell, "%acp start demo")
@@ -201,6 +202,7 @@ def test_a_value_no_longer_offered_is_reported_not_guessed(shell):
                                   "Not restored: model=m3 (no longer offered; it offers m1, m2, forbidden)")
 
 
+@pytest.mark.slow
 def test_a_session_the_agent_lost_is_marked_and_not_picked_again(shell, state, demo_state_dir):
     lost = chat_then_restart(shell, "Voles")
     (demo_state_dir / f"{lost.id}.json").unlink()
@@ -239,6 +241,7 @@ def test_resume_list_shows_the_recorded_sessions(shell, state):
         run(shell, "%acp resume --list demo-1")
 
 
+@pytest.mark.slow
 def test_an_agent_no_longer_installed_is_named(shell, state, tmp_path):
     script = tmp_path / "my_agent.py"
     script.write_text((AGENTS / "forgetful_agent.py").read_text())

@@ -64,6 +64,7 @@ def test_an_unknown_name_is_an_attribute_error_that_names_it():
         acpnb.strat  # noqa: B018
 
 
+@pytest.mark.slow
 def test_starting_the_demo_leaves_the_sdk_schema_unloaded_and_the_sdk_whole_on_first_use(tmp_path):
     found = _fresh(f"""
         import json, sys, threading
@@ -97,6 +98,7 @@ def test_starting_the_demo_leaves_the_sdk_schema_unloaded_and_the_sdk_whole_on_f
     assert "has no attribute" in found["missing"] and "no_such_name" in found["missing"]
 
 
+@pytest.mark.slow
 def test_an_sdk_imported_first_the_ordinary_way_is_left_alone():
     found = _fresh("""
         import json, sys
@@ -168,6 +170,7 @@ def recording(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("command", ["replay", "proxy", "demo-agent"])
+@pytest.mark.slow
 def test_the_proxy_replay_and_demo_processes_serve_without_the_sdk_schema_and_take_long_lines(command, recording,
                                                                                             tmp_path):
     args = {"replay": ["replay", recording], "proxy": ["proxy", "--agent", "d=demo"],

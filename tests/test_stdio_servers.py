@@ -22,6 +22,7 @@ SERVERS = {
 
 
 @pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.slow
 def test_stdin_from_dev_null_and_stdout_to_a_file_are_refused_in_one_line(server, tmp_path):
     argv, how = SERVERS[server]
     with open("/dev/null", "rb") as devnull:

@@ -164,6 +164,7 @@ def test_a_model_switched_mid_turn_is_an_error_not_the_requested_models_answer(t
     assert normal["status"] == "ok" and normal["model_at_end"] == "demo:smart"
 
 
+@pytest.mark.slow
 def test_an_agent_that_ignores_the_model_pick_produces_error_rows(tmp_path):
     acpnb.register("stubborn", STUBBORN)
     result = acpnb.sweep(["hello", "bye"], ["stubborn:smart", "stubborn:fast"], cwd=tmp_path, progress=False)
@@ -189,6 +190,7 @@ def test_an_agent_that_cannot_start_fails_its_trials_only(tmp_path):
 
 
 # --- retries, timeouts, caps and the budget ------------------------------------------------------
+@pytest.mark.slow
 def test_transient_failures_are_retried_with_backoff(tmp_path):
     acpnb.register("scripted", scripted(tmp_path / "state"))
     prompts = ["ratelimit a 2", "exit b 1", "ratelimit c 5", "hello"]
@@ -203,6 +205,7 @@ def test_transient_failures_are_retried_with_backoff(tmp_path):
     assert facts["processes"] == 2 and all(wait_gone(pid) for pid in facts["pids"])
 
 
+@pytest.mark.slow
 def test_an_agent_that_keeps_crashing_is_an_error_after_the_retries(tmp_path):
     acpnb.register("stubborn", STUBBORN)
     result = acpnb.sweep(["crash", "hello"], ["stubborn:fast"], retries=1, backoff=0, concurrency=1, cwd=tmp_path,
@@ -214,6 +217,7 @@ def test_an_agent_that_keeps_crashing_is_an_error_after_the_retries(tmp_path):
     assert result.metadata["agents"]["stubborn"]["processes"] == 3
 
 
+@pytest.mark.slow
 def test_a_slow_turn_is_cancelled_at_the_timeout_retried_and_recorded(tmp_path):
     acpnb.register("slowdemo", demo_with_delay(30))
     result = acpnb.sweep("hello", ["slowdemo:fast", "demo:fast"], timeout=0.5, retries=1, backoff=0, cwd=tmp_path,
@@ -227,6 +231,7 @@ def test_a_slow_turn_is_cancelled_at_the_timeout_retried_and_recorded(tmp_path):
 
 
 @pytest.mark.parametrize("concurrency", [1, 2])
+@pytest.mark.slow
 def test_trials_overlap_up_to_the_concurrency_limit(tmp_path, concurrency):
     acpnb.register("slowdemo", demo_with_delay(0.2))
     result = acpnb.sweep("hello", ["slowdemo:fast"], repeats=4, concurrency=concurrency, cwd=tmp_path,
@@ -237,6 +242,7 @@ def test_trials_overlap_up_to_the_concurrency_limit(tmp_path, concurrency):
     assert result.metadata["agents"]["slowdemo"]["processes"] == 1
 
 
+@pytest.mark.slow
 def test_an_agent_cap_limits_one_agent_while_others_overlap(tmp_path):
     acpnb.register("slow1", demo_with_delay(0.2))
     acpnb.register("slow2", demo_with_delay(0.2))
@@ -248,6 +254,7 @@ def test_an_agent_cap_limits_one_agent_while_others_overlap(tmp_path):
     assert result.metadata["parameters"]["agent_concurrency"] == {"slow1": 1}
 
 
+@pytest.mark.slow
 def test_the_budget_stops_new_trials_and_a_later_call_goes_on(tmp_path):
     acpnb.register("scripted", scripted(tmp_path / "state", cost=0.01))
     out = tmp_path / "run"
@@ -264,6 +271,7 @@ def test_the_budget_stops_new_trials_and_a_later_call_goes_on(tmp_path):
 
 
 # --- scorers in a sweep ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_scores_explanations_and_a_model_graded_scorer(tmp_path):
     from acp_notebook.sweep import model_graded, numeric, scorer
 
@@ -300,6 +308,7 @@ class FileWatcher(Progress):
 
 
 @pytest.mark.parametrize("name", ["run", "results.csv", "results.json", "results.jsonl"])
+@pytest.mark.slow
 def test_out_is_written_as_trials_finish_and_a_second_call_resumes(tmp_path, name):
     out = tmp_path / name
     watcher = FileWatcher(out)
@@ -382,6 +391,7 @@ def check_interrupted(out: Path, planned: int) -> int:
     return len(stored)
 
 
+@pytest.mark.slow
 def test_an_interrupted_sweep_closes_its_agents_and_the_next_call_finishes_it(tmp_path):
     acpnb.register("slowdemo", demo_with_delay(0.2))
     out = tmp_path / "run"
@@ -416,6 +426,7 @@ def test_a_cancelled_asweep_closes_its_agents(tmp_path):
     check_interrupted(out, 6)
 
 
+@pytest.mark.slow
 def test_resume_keeps_failed_trials_unless_asked_to_retry_them_and_scores_old_rows(tmp_path):
     acpnb.register("stubborn", STUBBORN)
     out = tmp_path / "run"
@@ -468,6 +479,7 @@ def test_with_an_agent_spec_the_sweep_starts_and_closes_it(tmp_path):
     assert facts["processes"] == 1 and all(wait_gone(pid) for pid in facts["pids"])
 
 
+@pytest.mark.slow
 def test_sweep_through_the_proxy(tmp_path):
     proxy = acpnb.start_proxy({"a": "demo", "b": "demo"}, cwd=tmp_path)
     try:

@@ -37,6 +37,7 @@ def run(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProc
     return subprocess.run([*command(), "sweep", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_prompts_across_models_with_a_results_file_and_resume(tmp_path):
     done = run("--model", "demo:fast", "--model", "demo:smart", "--prompt", "hello", "--repeats", "3",
                "--out", "r.csv", cwd=tmp_path)
@@ -80,6 +81,7 @@ def test_a_dataset_with_scorers_a_comparison_a_plot_and_a_run_directory(tmp_path
     assert report["comparisons"][0]["a_better"] == 20 and report["out"] == "runs/arith"
 
 
+@pytest.mark.slow
 def test_through_the_proxy_with_agent(tmp_path):
     spec = shlex.join([sys.executable, "-m", "acp_notebook.proxy", "--agent", "a=demo", "--agent", "b=demo"])
     done = run("--agent", spec, "--model", "a:fast", "--model", "b:smart", "--prompt", "hello", "--repeats", "2",

@@ -39,6 +39,7 @@ def evaluation(tmp_path_factory, proxy_registered):
     return result, workdir
 
 
+@pytest.mark.slow
 def test_known_accuracies_with_intervals(evaluation):
     result, _ = evaluation
     assert len(result) == 3 * arithmetic.SAMPLES and not result.failed, result.failed[:3]
@@ -103,6 +104,7 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_killed_halfway_the_same_command_completes_only_the_rest(tmp_path, proxy_registered):
     dataset = arithmetic.write_dataset(tmp_path / "tasks.jsonl")
     out = tmp_path / "runs" / "killed"

@@ -34,6 +34,7 @@ def smart_fix(result) -> int:
     return next(i for i, r in enumerate(result.rows) if r["sample_id"] == "fix-add" and r["model"] == "demo:smart")
 
 
+@pytest.mark.slow
 def test_show_prints_the_prompt_the_tool_calls_the_scores_and_the_diff(run):
     shown = io.StringIO()
     run.show(smart_fix(run), file=shown)
@@ -71,6 +72,7 @@ def test_the_atif_export_validates_with_the_atif_models(run, tmp_path):
     assert "+    return a + b" in trajectory.extra["diff"]
 
 
+@pytest.mark.slow
 def test_the_inspect_log_is_read_back_by_inspect_ai(run, inspect_log, tmp_path):
     written = run.export_inspect(tmp_path / "run.eval")
     assert [p.name for p in written] == ["run-demo_fast.eval", "run-demo_smart.eval"]

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import acp_notebook as acpnb
 from acp_notebook.sweep.slots import clear_private_tmp
 from test_sandbox import AGENT, _bwrap_or_skip, _connections, _tree, hostile, outside_tmp  # noqa: F401 - fixtures
@@ -23,6 +25,7 @@ def _reports(result) -> list[dict[str, str]]:
     return [json.loads(r["text"]) for r in result.rows]
 
 
+@pytest.mark.slow
 def test_concurrent_slots_cannot_write_into_or_see_each_other(hostile, outside_tmp):
     run = outside_tmp / "run"  # outside /tmp, so the host's folders are what the sandbox would show
     plan = {"outside": hostile["plan"]["outside"], "writes": NEIGHBOURS,
@@ -52,6 +55,7 @@ def test_concurrent_slots_cannot_write_into_or_see_each_other(hostile, outside_t
     assert not (hostile["outside"] / "pwned.txt").exists()
 
 
+@pytest.mark.slow
 def test_the_next_trial_in_a_slot_finds_nothing_of_the_last(hostile):
     first = {"writes": {"tmp": "/tmp/left-by-trial-1.txt", "git": ".git/left-by-trial-1", "deep": "a/b/c.txt"}}
     second = {"looks": {"tmp": "/tmp", "git": ".git", "deep": "a", "here": "."}}
@@ -68,6 +72,7 @@ def test_the_next_trial_in_a_slot_finds_nothing_of_the_last(hostile):
     assert result.metadata["agents"]["escape"]["processes"] == 1
 
 
+@pytest.mark.slow
 def test_network_false_cuts_the_network_of_a_slot(hostile):
     port = hostile["plan"]["port"]
     result = acpnb.sweep([json.dumps({"port": port}), json.dumps({"port": port, "n": 2})], ["escape:fast"],
@@ -79,6 +84,7 @@ def test_network_false_cuts_the_network_of_a_slot(hostile):
     assert result.metadata["parameters"]["sandbox"] == {"kind": "bwrap", "network": False}
 
 
+@pytest.mark.slow
 def test_a_git_workspace_in_a_slot_is_a_worktree_kept_as_one(tmp_path):
     _bwrap_or_skip()
     repo = tmp_path / "repo"
@@ -128,6 +134,7 @@ def _task(root: Path, name: str, workdir: str) -> None:
     (folder / "task.toml").write_text(f'version = "1.0"\n[task]\nname = "{name}"\n')
 
 
+@pytest.mark.slow
 def test_a_slot_mounts_each_tasks_workdir_and_restarts_its_process_when_the_workdir_changes(tmp_path):
     _bwrap_or_skip()
     from acp_notebook import launch
@@ -166,6 +173,7 @@ def test_filling_a_slot_replaces_a_planted_link_instead_of_writing_through_it(tm
     assert slot.is_dir() and not any(slot.iterdir())  # emptied, the folder itself kept for the sandbox
 
 
+@pytest.mark.slow
 def test_a_slot_whose_trial_failed_gets_a_fresh_process(hostile):
     result = acpnb.sweep(["not a plan", json.dumps({}), json.dumps({"n": 2})], ["escape:fast"],
                          workspace=hostile["workspace"], sandbox="bwrap", concurrency=1, retries=0, progress=False)

@@ -26,6 +26,7 @@ def make_task(root: Path, name: str, test_sh: str, *, instruction: str = "Create
     return folder
 
 
+@pytest.mark.slow
 def test_the_example_tasks_grade_the_two_demo_models_apart_and_resume(tmp_path, capfd, monkeypatch):
     monkeypatch.setattr(taskdirs, "_said_no_containers", False)
     data = tasks(TASKS)
@@ -72,6 +73,7 @@ def test_a_folder_of_no_tasks_names_a_few_of_its_folders_and_counts_the_rest(tmp
     assert "not-a-task-5" not in message and message.endswith("and 2 more")
 
 
+@pytest.mark.slow
 def test_rewards_from_reward_json_and_a_test_sh_that_writes_none_or_hangs(tmp_path):
     write = "mkdir -p /logs/verifier\ncd /app\n"
     make_task(tmp_path, "json", write + 'echo \'{"reward": 0.5, "style": 1}\' > /logs/verifier/reward.json\n')

@@ -99,6 +99,7 @@ def test_binary_files_are_named_not_shown():
     assert file_diff("gone.txt", b"x\n", None) == "--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
 
 
+@pytest.mark.slow
 def test_a_hanging_check_is_an_error_row_and_its_process_group_is_killed(project, tmp_path):
     pid_file = tmp_path / "pid"
     hang = command(f"sleep 300 & echo $! > {pid_file}; wait", timeout=1, name="hangs")
@@ -162,6 +163,7 @@ def test_function_checks_are_recognised_by_their_signature():
     assert isinstance(scorer(named), WorkspaceCallable) and not isinstance(scorer(text_only), WorkspaceCallable)
 
 
+@pytest.mark.slow
 def test_trials_delete_their_sessions_unless_asked_to_keep_them(tmp_path):
     res = acpnb.sweep(["hello", "What is 2 + 2?"], ["demo:fast", "demo:smart"], progress=False)
     kept = acpnb.sweep(["kept"], ["demo:fast"], keep_sessions=True, progress=False)
@@ -180,6 +182,7 @@ def test_the_manifest_records_the_workspace_settings(project, tmp_path):
     assert res.rows[0]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_kept_workspace_is_replaced_when_its_trial_runs_again(repo, tmp_path):
     first = acpnb.sweep(["write one to a.txt"], ["demo:fast"], workspace=repo, out=tmp_path / "run",
                         keep_workspaces=True, progress=False)

@@ -80,6 +80,7 @@ def test_a_memory_agent_that_dies_before_it_is_ready_fails_the_start_with_its_la
     assert "RuntimeError: the SDK could not be imported" in message
 
 
+@pytest.mark.slow
 def test_a_transport_says_its_command_and_takes_stderr_listeners():
     memory = MemoryTransport(object())
     assert memory.command == [] and memory.stderr_listeners == []

@@ -436,6 +436,7 @@ FLOOD_AGENT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_a_flood_of_chunks_is_coalesced_into_a_few_widget_messages(comms, tmp_path):
     script = tmp_path / "flood_agent.py"
     script.write_text(FLOOD_AGENT)
@@ -901,6 +902,7 @@ def test_the_context_meter_follows_usage_in_the_panel_and_the_turn(comms, demo, 
     assert f"context {session.usage['used']:,} of" in panel.footer.value  # kept current
 
 
+@pytest.mark.slow
 def test_a_title_from_the_first_prompt_is_marked_until_the_agent_names_the_session(comms, demo, tmp_path):
     session = demo.new_session()
     panel = SessionPanel(session)

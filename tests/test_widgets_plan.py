@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -61,6 +62,7 @@ def _entries(rows: list[tuple[str, str]]) -> list[dict[str, Any]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(PLANS)
+@pytest.mark.slow
 def test_the_frontend_holds_each_plan_as_sent(comms, plans):
     widget = PlanRows()
     try:

@@ -40,6 +40,7 @@ def bwrap_works() -> bool:
 
 @pytest.mark.parametrize("sandbox", [None, pytest.param("bwrap", marks=pytest.mark.skipif(
     not bwrap_works(), reason="bubblewrap cannot run here"))])
+@pytest.mark.slow
 def test_no_key_is_on_the_command_line_of_the_agent_its_sandbox_or_its_kernel_bridge(tmp_path, sandbox):
     key = "sk-test-" + secrets.token_hex(20)
     # The namespace the kernel tools serve: an IPython shell's (another test module may have started one

@@ -225,6 +225,7 @@ def exchange_function() -> Callable[[Path, Path], None] | None:
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
 
 
+@pytest.mark.slow
 def test_a_folder_flipping_between_folder_and_symlink_never_lets_anything_out(session, dirs):
     """A thread swaps ``sub`` with a symlink to the directory outside, back and forth in a bounded loop, while
     the agent writes 150 files under ``sub`` and reads the secret's name through it: every answer is ``ok``

@@ -104,6 +104,7 @@ def asked(start: Any, prompt: str) -> tuple[Any, PermissionPrompt]:
     return session, shown
 
 
+@pytest.mark.slow
 def test_the_prompt_names_the_agent_and_the_session_that_asks(quiet_comms: None, tmp_path: Any) -> None:
     agent = acpnb.start([sys.executable, "-m", "acp_notebook.demo"], name="claude", kernel_tools="ask",
                         cwd=tmp_path, timeout=TIMEOUT)
@@ -119,6 +120,7 @@ def test_the_prompt_names_the_agent_and_the_session_that_asks(quiet_comms: None,
         agent.close()
 
 
+@pytest.mark.slow
 def test_through_the_proxy_the_prompt_names_the_agent_the_session_is_bound_to(quiet_comms: None,
                                                                              tmp_path: Any) -> None:
     with acpnb.start_proxy({"a": "demo", "b": "demo"}, name="multi", kernel_tools="ask", cwd=tmp_path,

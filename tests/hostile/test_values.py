@@ -658,6 +658,7 @@ def test_a_secret_anywhere_in_any_nesting_never_shows(value: Any) -> None:
 
 # -- end to end: the bridge and the official MCP client ----------------------------------------
 
+@pytest.mark.slow
 def test_hostile_values_through_the_bridge_and_the_mcp_client() -> None:
     secret = fresh_secret()
     namespace = {"files": pd.DataFrame({"name": [ODD_NAME], "password": [secret]}),
