@@ -126,5 +126,6 @@ def test_cancel_and_the_process_ends_with_close(interop, model_server):
     assert_streamed(session.prompt("after cancel", timeout=TURN_TIMEOUT), HELLO + "after cancel")
     pid = agent.pid
     agent.close()
-    # codex ignores EOF on stdin; the client's SIGTERM to the process group ends it.
-    assert wait_gone(pid, 10) and agent.exit_code == -15
+    # codex-acp 2.6.0 usually ignores EOF on stdin and the client's SIGTERM to the process group ends it (-15); once
+    # under make test-loaded it had ended on its own (0) before the SIGTERM. Either way close leaves nothing running.
+    assert wait_gone(pid, 10) and agent.exit_code in (0, -15)
