@@ -209,9 +209,10 @@ def _end(processes: list[Any]) -> None:
 
 
 class _RayCluster:
-    """The Ray modules' cluster: one node of 2 CPUs (a worker sees the caller's folders only as shipped: the shipping
-    tests delete them once shipped). Started by the first test that asks for it and stopped after the last test of
-    RAY_UNIT (an idle cluster still costs CPU), from pytest's main thread only."""
+    """The Ray modules' cluster: two nodes, the head offering no CPU, so the trials run on the other node's 2 CPUs
+    and a worker sees the caller's folders only as shipped (the shipping tests delete them once shipped). Started
+    by the first test that asks for it and stopped after the last test of RAY_UNIT (an idle cluster still costs
+    CPU), from pytest's main thread only."""
 
     def __init__(self) -> None:
         self.cluster: Any = None
@@ -228,11 +229,11 @@ class _RayCluster:
             made: list[Any] = []
 
             def start(deadline: float) -> Any:
-                # One node: a second one cost a third more CPU to start (its agents and workers), which a loaded
-                # machine pays in raylet timeouts; no log monitor (nobody reads the workers' logs here).
+                # No log monitor: nobody reads the workers' logs here, and it is one Python process less to start.
                 cluster = Cluster(initialize_head=True, head_node_args={
-                    "num_cpus": 2, "include_dashboard": False, "include_log_monitor": False})
+                    "num_cpus": 0, "include_dashboard": False, "include_log_monitor": False})
                 made.append(cluster)
+                cluster.add_node(num_cpus=2)
                 cluster.wait_for_nodes(timeout=max(30.0, deadline - time.monotonic()))
                 cluster.connect()
                 return cluster

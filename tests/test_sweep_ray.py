@@ -17,7 +17,7 @@ from tests.processes import wait_gone
 from tests.sweep_agents import arithmetic
 from tests.test_sweep import InterruptAfterFirstTrial, sigint_taken
 
-# The Ray cluster (tests/conftest.py's `ray_cluster`, one node of 2 CPUs) is started once per test
+# The Ray cluster (tests/conftest.py's `ray_cluster`, two nodes, 2 CPUs for the trials) is started once per test
 # run, for every Ray module, in the set-up of whichever test comes first: 10 to 100 s on a loaded machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

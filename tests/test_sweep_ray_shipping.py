@@ -1,4 +1,4 @@
-"""executor="ray" without a shared filesystem: on the suite's local cluster (`ray_cluster`, tests/conftest.py),
+"""executor="ray" without a shared filesystem: on a local cluster of two nodes (`ray_cluster`, tests/conftest.py),
 the workspace source and the task folders are packed once, shipped through Ray's object store and unpacked by the
 workers, so the sweep gives the local executor's scores and diffs even though the caller's folders are deleted as
 soon as they are shipped; kept workspaces come back to the caller's run directory."""
@@ -14,7 +14,7 @@ import acp_notebook as acpnb
 from acp_notebook.sweep import RayExecutor, command, tasks
 from tests.test_sweep_tasks import TASKS
 
-# A Ray cluster takes 10 to 100 s to start on a loaded machine: once per test run, for every Ray module (the
+# Two Ray nodes take 10 to 100 s to start on a loaded machine: once per test run, for every Ray module (the
 # `ray_cluster` fixture of tests/conftest.py), in the set-up of whichever test comes first.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
