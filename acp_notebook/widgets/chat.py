@@ -442,7 +442,7 @@ class TurnView:
             return
         now = time.perf_counter()
         with self._lock:
-            times = self._tool_times.setdefault(str(update.get("toolCallId")), [now, 0.0, time.time()])
+            times = self._tool_times.setdefault(str(update.get("toolCallId")), _first_seen())
             if update.get("status") in ("completed", "failed") and not times[1]:
                 times[1] = now
 
@@ -643,7 +643,7 @@ class TurnView:
         """The agent's tool call as a card; with ``kernel`` (the kernel's record of the same call) one merged card.
         A running call's clock ticks in the browser (``tool_ticking``); the saved forms stop it (``stopped_clocks``)."""
         # A call seen first here (its update came before this view subscribed) starts its clock now.
-        times = self._tool_times.setdefault(call.id, [time.perf_counter(), 0.0, time.time()])
+        times = self._tool_times.setdefault(call.id, _first_seen())
         timing, since = _tool_timing(times, call.status, self._is_running())
         decisions = tuple(self._decisions.get(call.id, ()))
         if kernel is not None:
@@ -704,6 +704,11 @@ class TurnView:
     def renders(self) -> int:
         """How many coalesced renders ran (for tests and benchmarks)."""
         return self._throttle.renders
+
+
+def _first_seen() -> list[float]:
+    """A tool call's times as it is first seen: [now (perf_counter), not ended, now (epoch seconds)]."""
+    return [time.perf_counter(), 0.0, time.time()]
 
 
 def _tool_timing(times: list[float], status: Any, running: bool) -> tuple[str, float | None]:

@@ -60,14 +60,17 @@ REPUBLISH_GAP_S = 30.0
 def ticking(header: str, since: float | None) -> str:
     """The live header with its clock chip counting from ``since`` in the browser (parts.ClockParts): its text stays
     put in the kernel, so the running clock costs no message."""
-    if since is None:
-        return header
-    return header.replace('class="acpnb-extra"', f'class="acpnb-extra" {clock_attribute(since)}', 1)
+    return header if since is None else _clocked(header, "acpnb-extra", since)
 
 
 def tool_ticking(card: str, since: float) -> str:
     """A running tool card whose time counts from ``since`` in the browser, as the header's does (``ticking``)."""
-    return card.replace('class="acpnb-tool-time"', f'class="acpnb-tool-time" {clock_attribute(since)}', 1)
+    return _clocked(card, "acpnb-tool-time", since)
+
+
+def _clocked(html: str, element_class: str, since: float) -> str:
+    """``html`` with its first element of ``element_class`` made a running clock from ``since``."""
+    return html.replace(f'class="{element_class}"', f'class="{element_class}" {clock_attribute(since)}', 1)
 
 
 _RUNNING_CLOCK = re.compile(rf'(<[^<>]*?) {CLOCK_ATTRIBUTE}="([0-9.]+)"([^<>]*>)[^<]*')
