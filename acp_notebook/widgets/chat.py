@@ -547,15 +547,16 @@ class TurnView:
         for form in forms:
             form.withdraw()  # nor fill in its form: the inputs and buttons are disabled
         if not self.live.shown:
-            self.render()
-            self.live.finalize()
-            _resend_on_branch_change(self.turn, self.live)
-            return
-        # Shown: the output turns static at once; the widgets, closed, are brought up to date without a message.
+            self.render()  # the static form below is drawn from what a render records (tool call end times)
         self.live.finalize()
-        self._close_widgets()
-        self.render()
-        _resend_when_held_calls_end(self.turn, self.live)
+        # Read again after finalizing: the display's show and finalize take turns on its send lock, so of this
+        # check and show()'s check of `final` at least one sees the other. (Read only before, a show made
+        # in between left the widgets open for good.)
+        if self.live.shown:
+            # The output is static now; the widgets, closed, are brought up to date without a message.
+            self._close_widgets()
+            self.render()
+            _resend_when_held_calls_end(self.turn, self.live)
         _resend_on_branch_change(self.turn, self.live)
 
     def _close_widgets(self) -> None:
