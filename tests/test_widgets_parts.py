@@ -1,12 +1,16 @@
 """LiveParts' patches (widgets/parts.py): whatever two HTML strings, the ops sent turn the old into the new as the
 frontend applies them (in order, offsets in UTF-16 units); a plan row whose status changed is patched by its
-class and mark only, not the words between."""
+class and mark only, not the words between. And the saved form's inline styles (cardstyle.inline_styles) resolve
+the card classes as the live stylesheet does."""
 
 from __future__ import annotations
+
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_notebook.widgets.cardstyle import CARD_CSS, inline_styles
 from acp_notebook.widgets.parts import patch_ops
 from acp_notebook.widgets.turn_sections import plan_rows
 
@@ -38,3 +42,19 @@ def test_a_plan_row_whose_status_changed_is_patched_by_its_class_and_mark():
     ops = patch_ops("p0", working, done)
     assert applied(working, ops) == done
     assert [op[4] for op in ops] == ["", "745", "completed"]  # the note dropped, the mark, the class
+
+
+def test_a_saved_card_writes_each_property_once_as_the_stylesheet_would_resolve_it():
+    # The saved form writes the card classes' declarations inline (no stylesheet there): a status class overrides
+    # its base whatever the order in the attribute, and the overridden value is not written.
+    html = inline_styles('<span class="acpnb-b-failed acpnb-badge">failed</span>')
+    style = re.search(r'style="([^"]*)"', html).group(1)
+    properties = [declaration.split(":")[0] for declaration in style.split(";")]
+    assert len(properties) == len(set(properties)) and style.endswith("background:#c62828")
+    assert "background:#c62828" in CARD_CSS.split(".acpnb-b-failed{")[1]  # the same colour live
+    # A saved <pre> leaves its font to the renderer (every one sets a pre in a code font); a live one names it.
+    saved = inline_styles('<pre class="acpnb-diff">x</pre><div class="acpnb-card-text">y</div>')
+    assert "font-family" not in saved.split("</pre>")[0] and "font-family" in saved.split("</pre>")[1]
+    assert "font-family" in CARD_CSS.split(".acpnb-diff{")[1].split("}")[0]
+    # An element that brings its own style keeps it.
+    assert inline_styles('<b class="acpnb-chip" style="color:red">k</b>') == '<b class="acpnb-chip" style="color:red">k</b>'

@@ -22,12 +22,13 @@ __all__ = [
     "widget_bundle",
 ]
 
-# JupyterLab's theme variables, with fallbacks for other frontends (classic, VS Code).
-FG = "var(--jp-ui-font-color1, #1f1f1f)"
-MUTED = "var(--jp-ui-font-color2, #616161)"
-BORDER = "var(--jp-border-color2, #e0e0e0)"
-PANEL_BG = "var(--jp-layout-color2, #f5f5f5)"
-MONO = "var(--jp-code-font-family, SFMono-Regular, Menlo, monospace)"
+# JupyterLab's theme variables, with fallbacks for other frontends (classic, VS Code). Written tight: a saved
+# turn carries them in every card's style (cardstyle.py), and each byte of them is one per card.
+FG = "var(--jp-ui-font-color1,#1f1f1f)"
+MUTED = "var(--jp-ui-font-color2,#616161)"
+BORDER = "var(--jp-border-color2,#e0e0e0)"
+PANEL_BG = "var(--jp-layout-color2,#f5f5f5)"
+MONO = "var(--jp-code-font-family,monospace)"
 
 STATUS_COLORS: dict[str, str] = {
     "idle": "#2e7d32",
