@@ -198,6 +198,12 @@ ACTIONS: Mapping[str, Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
         "cli": _fixed("The agent does not know that session (any more): it was deleted, or opened by another "
                       "agent or in another directory."),
     },
+    "make_a_recording": {  # a file that is no recording: where one comes from
+        "python": _fixed("A recording is the JSON-lines file written by acpnb.start(..., record=FILE)."),
+        "magic": _fixed("A recording is the JSON-lines file written by %acp start ... --record FILE."),
+        "cli": _fixed("A recording is the JSON-lines file written in a notebook by %acp start ... --record FILE "
+                      "(or acpnb.start(..., record=FILE))."),
+    },
     "program_on_path": {  # a registered agent whose program is not installed and has no npm package
         "python": lambda a: f"Put '{a['program']}' on PATH, or register the agent with its full command.",
         "magic": lambda a: f"Put '{a['program']}' on PATH, or start it by its full command: %acp start -- "

@@ -122,11 +122,16 @@ def test_bad_recordings_and_speeds_are_refused_clearly(tmp_path):
         acpnb.replay(missing)
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps({"hello": 1}) + "\n")
-    with pytest.raises(RecordingError, match="not an acp-notebook recording"):
+    with pytest.raises(RecordingError, match="not an acp-notebook recording") as refused:
         acpnb.replay(other)
+    # Each surface says where a recording comes from in its own syntax.
+    assert "record=FILE" in refused.value.hint and "%acp" not in refused.value.hint
+    assert "%acp start ... --record FILE" in refused.value.hint_for("magic")
+    assert "acpnb.start" not in refused.value.hint_for("magic")
     result = subprocess.run([sys.executable, "-m", "acp_notebook.cli", "replay", str(other)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "not an acp-notebook recording" in result.stderr
+    assert "written in a notebook by %acp start ... --record FILE" in result.stderr
     good = tmp_path / "good.acp.jsonl"
     with acpnb.start("demo", cwd=tmp_path, record=good) as agent:
         agent.new_session()

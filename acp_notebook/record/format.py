@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from .._protocol import PROTOCOL_VERSION, client_version
 from .._redact import Redactor
-from ..errors import AcpError
+from ..errors import AcpError, Remedy
 
 __all__ = ["FORMAT_VERSION", "HEADER_KEY", "RecordedFrame", "Recorder", "Recording", "RecordingError",
            "session_recording", "write_recording"]
@@ -36,7 +36,7 @@ FORMAT_VERSION = 1
 class RecordingError(AcpError):
     """A file that cannot be read as a recording."""
 
-    hint = "A recording is the JSON-lines file written by acpnb.start(..., record=FILE) or %acp start --record FILE."
+    remedy = Remedy("make_a_recording")
 
 
 @dataclass(frozen=True)
