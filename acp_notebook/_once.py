@@ -1,4 +1,7 @@
-"""SharedStart: start something (an agent) once, however many callers ask for it at the same time.
+"""Things made once: SharedStart, an async start shared by concurrent callers; MadeOnFirstUse, a process-wide
+object made on its first use from any thread.
+
+SharedStart starts something (an agent) once, however many callers ask for it at the same time.
 
 The proxy's backends (``proxy.backend.Backend.ensure_ready``) and a sweep's agents
 (``sweep.trial.AgentPool.get``) both need the same thing: the first caller starts the agent in a
@@ -7,19 +10,44 @@ task of its own, everyone who asks meanwhile awaits that same start, and a calle
 happens once a start has ended, and that is the caller's policy, ``renew``: whether the next
 caller gets a fresh start or the finished one's outcome (its result, or its failure again).
 
-Threads: a SharedStart belongs to one event loop and is used only on it.
+MadeOnFirstUse holds one of the package's process-wide objects (the current-session default, the agent
+registry) that importing the package must not make: the first ``get()`` makes it, under a lock so that two
+threads asking first share one, and it lives until the interpreter exits.
+
+Threads: a SharedStart belongs to one event loop and is used only on it; a MadeOnFirstUse is used from any.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
-__all__ = ["SharedStart"]
+__all__ = ["MadeOnFirstUse", "SharedStart"]
 
 T = TypeVar("T")
+
+
+class MadeOnFirstUse(Generic[T]):
+    """The object ``make()`` returns, made by the first ``get()`` (any thread) and the same ever after."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._made: T | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        with self._lock:
+            if self._made is None:
+                self._made = self._make()
+            return self._made
+
+    @property
+    def made(self) -> bool:
+        """Whether ``get()`` has made it yet (without making it)."""
+        return self._made is not None
 
 
 class SharedStart(Generic[T]):

@@ -12,18 +12,18 @@ Who owns what:
 Process-wide: ``_process_current``, the one ``CurrentSession`` of the process, which holds that default,
 the shell lookup and the test overrides. It is one per process because ``acpnb.current()`` takes no
 argument and must answer the same for every caller of a thread; it is created on first use
-(``process_current()``, or a first read of ``current_session``), not at import, under ``_creating`` (a
-lock, so two threads asking first share one), and lives until the interpreter exits. Its default, lookup
+(``process_current()``, or a first read of ``current_session``), not at import (a ``MadeOnFirstUse``: two
+threads asking first share one), and lives until the interpreter exits. Its default, lookup
 and overrides are set on the kernel (main) thread; ``get`` is called on any thread.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._once import MadeOnFirstUse
 from .errors import AcpError
 from .remedies import Remedy
 
@@ -77,17 +77,12 @@ class CurrentSession:
             self._overrides.pop()
 
 
-_process_current: CurrentSession | None = None
-_creating = threading.Lock()
+_process_current: MadeOnFirstUse[CurrentSession] = MadeOnFirstUse(CurrentSession)
 
 
 def process_current() -> CurrentSession:
     """The process's CurrentSession, made on the first call."""
-    global _process_current
-    with _creating:
-        if _process_current is None:
-            _process_current = CurrentSession()
-        return _process_current
+    return _process_current.get()
 
 
 def __getattr__(name: str) -> Any:

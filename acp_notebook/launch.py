@@ -3,8 +3,8 @@
 Process-wide: ``_registry``, the one AgentRegistry of the process (what ``acpnb.start("name")``, the magics,
 the proxy's launcher and sweeps resolve names with; ``launch.registry`` and ``agent_registry()`` read it).
 One per process because agent names are: a name registered anywhere starts the same agent everywhere.
-It is built from the built-in specs on first use, not at import (under ``_building``, a lock, so two
-threads asking first share one); ``register`` adds to it for the rest of the process; tests undo theirs
+It is built from the built-in specs on first use, not at import (a ``MadeOnFirstUse``: two threads asking
+first share one); ``register`` adds to it for the rest of the process; tests undo theirs
 with ``registry.overlay()``. It lives until the interpreter exits. Mutated on the caller's thread (the
 kernel's, or a script's), read from any.
 """
@@ -17,13 +17,13 @@ import os
 import shlex
 import shutil
 import sys
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
 from typing import Any, Union
 
+from ._once import MadeOnFirstUse
 from .errors import AgentStartError
 from .remedies import Remedy, phrase
 
@@ -429,17 +429,12 @@ class AgentRegistry:
             self._user_file = user_file
 
 
-_registry: AgentRegistry | None = None
-_building = threading.Lock()
+_registry: MadeOnFirstUse[AgentRegistry] = MadeOnFirstUse(lambda: AgentRegistry(_builtin()))
 
 
 def agent_registry() -> AgentRegistry:
     """The process's AgentRegistry, built from the built-in specs on the first call."""
-    global _registry
-    with _building:
-        if _registry is None:
-            _registry = AgentRegistry(_builtin())
-        return _registry
+    return _registry.get()
 
 
 def __getattr__(name: str) -> Any:

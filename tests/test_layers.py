@@ -916,11 +916,11 @@ _MADE_ON_FIRST_USE = textwrap.dedent("""
     for name in sys.argv[1:]:
         importlib.import_module(name)
     from acp_notebook import current_scope, launch
-    print(json.dumps({"current": vars(current_scope)["_process_current"] is not None,
-                      "registry": vars(launch)["_registry"] is not None}))
+    print(json.dumps({"current": vars(current_scope)["_process_current"].made,
+                      "registry": vars(launch)["_registry"].made}))
     launch.registry.names(), current_scope.current_session.get()
-    print(json.dumps({"current": vars(current_scope)["_process_current"] is not None,
-                      "registry": vars(launch)["_registry"] is not None}))
+    print(json.dumps({"current": vars(current_scope)["_process_current"].made,
+                      "registry": vars(launch)["_registry"].made}))
 """)
 
 

@@ -1,14 +1,16 @@
-"""SharedStart (acp_notebook/_once.py): one start shared by concurrent callers, and the owner's retry policy."""
+"""SharedStart (acp_notebook/_once.py): one start shared by concurrent callers, and the owner's retry policy; and
+MadeOnFirstUse: a process-wide object made once, by whichever thread asks first."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from acp_notebook._once import SharedStart
+from acp_notebook._once import MadeOnFirstUse, SharedStart
 
 TIMEOUT = 10.0
 
@@ -107,3 +109,28 @@ def test_a_cancelled_start_is_renewed_and_settle_waits_for_a_running_one():
         assert second.result() == "agent 2"
 
     run(test)
+
+
+def test_made_on_first_use_makes_one_object_for_threads_that_ask_at_once():
+    made: list[object] = []
+    entered, go = threading.Event(), threading.Event()
+
+    def make() -> object:
+        entered.set()
+        assert go.wait(TIMEOUT)  # the other threads ask while this one makes it
+        made.append(object())
+        return made[-1]
+
+    holder = MadeOnFirstUse(make)
+    assert not holder.made
+    got: list[object] = []
+    first = threading.Thread(target=lambda: got.append(holder.get()))
+    first.start()
+    assert entered.wait(TIMEOUT)
+    others = [threading.Thread(target=lambda: got.append(holder.get())) for _ in range(3)]
+    for thread in others:
+        thread.start()
+    go.set()
+    for thread in [first, *others]:
+        thread.join(TIMEOUT)
+    assert len(made) == 1 and holder.made and got == [made[0]] * 4 and holder.get() is made[0]
