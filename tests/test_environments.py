@@ -79,13 +79,19 @@ LEAK_SCRIPT = textwrap.dedent(
         with acpnb.start("demo") as agent:
             agent.new_session().prompt("hello")
 
+    def settled():
+        # asyncio's child watcher threads end just after handing over an exit: on a busy machine one may still be
+        # there when close returns, at either count
+        for thread in threading.enumerate():
+            if "waitpid" in thread.name:
+                thread.join(timeout=15)
+
     use_once()  # the loop thread and its self-pipe exist from here on
+    settled()
     fds, threads = len(os.listdir("/proc/self/fd")), {t.name for t in threading.enumerate()}
     for _ in range(3):
         use_once()
-    for thread in threading.enumerate():  # asyncio's child watcher threads end just after handing over an exit
-        if "waitpid" in thread.name:
-            thread.join(timeout=15)
+    settled()
     print(len(os.listdir("/proc/self/fd")) - fds, sorted({t.name for t in threading.enumerate()} ^ threads))
     """
 )
