@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
 from .jupyterlab import LabPage, JupyterLabServer, write_notebook
 
 NOTEBOOK = "acp_messages.ipynb"
@@ -79,12 +81,19 @@ def test_the_inspector_forms_and_a_rejected_write_as_a_person_sees_them(
 
     # Scrolled to the end by the reader (the wheel), the table follows what arrives, measured as the rows
     # come in; and once the saved form's refresh has made JupyterLab build the view anew, it is at the end.
-    # The box is looked up afresh each time: the refresh may replace it before or after the wheel turns.
-    box.hover()
-    lab_page.page.mouse.wheel(0, 100000)
-    lab_page.page.wait_for_function(
-        f"el => {{ const box = el.querySelector('.acpnb-frames-scroll'); return !!box && ({AT_END})(box); }}",
-        arg=inspector.element_handle())
+    # The box is looked up afresh each time: the refresh may replace it before or after the wheel turns, and a
+    # wheel that went to the box it replaced is lost, so the reader turns it again (as a person would).
+    for attempt in range(3):
+        inspector.locator(".acpnb-frames-scroll").hover()
+        lab_page.page.mouse.wheel(0, 100000)
+        try:
+            lab_page.page.wait_for_function(
+                f"el => {{ const box = el.querySelector('.acpnb-frames-scroll'); return !!box && ({AT_END})(box); }}",
+                arg=inspector.element_handle(), timeout=15_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
     rows = _rows(inspector)
     lab_page.run_cell(WRITE)
     lab_page.page.wait_for_function(
