@@ -67,7 +67,8 @@ STYLES: dict[str, str] = {
 _ORDER = {name: index for index, name in enumerate(STYLES)}  # the stylesheet's order: which class wins
 CARD_CSS = "\n".join(f".{name}{{{declarations}}}" for name, declarations in STYLES.items())
 
-_CLASS = re.compile(r'class="([^"]*)"(?! style=)')  # an element with a style of its own keeps it
+# An element's tag and its class attribute; an element with a style of its own keeps it.
+_CLASS = re.compile(r'<(\w+)\b[^<>]*?\bclass="([^"]*)"(?! style=)')
 
 
 def status_classes(status: str) -> tuple[str, str]:
@@ -100,9 +101,7 @@ def inline_styles(html: str) -> str:
     """``html`` with each element's card classes' declarations written into a ``style`` attribute (for the saved
     forms). An element whose ``class`` is followed by a ``style`` of its own is left as it is."""
     def styled(match: re.Match[str]) -> str:
-        opened = html.rfind("<", 0, match.start()) + 1  # the element this class attribute belongs to
-        tag = html[opened:opened + 4].rstrip(" ")
-        style = _style_of(match.group(1), tag)
+        style = _style_of(match.group(2), match.group(1))
         return f'{match.group(0)} style="{style}"' if style else match.group(0)
 
     return _CLASS.sub(styled, html)
