@@ -243,6 +243,23 @@ def _is_final_turn(msg: dict[str, Any]) -> bool:
     return WIDGET_MIME not in data and "acpnb-turn acpnb-static" in str(data.get("text/html", ""))
 
 
+def shown_text_chars(html: str) -> int:
+    """How many characters a person reads in ``html``: its text, without tags, with entities as the characters they
+    stand for (a tool card's title, kind, status and path, its diff's lines with their marks and headers)."""
+    from html.parser import HTMLParser
+
+    class Text(HTMLParser):
+        chars = 0
+
+        def handle_data(self, data: str) -> None:
+            self.chars += len(data)
+
+    reader = Text(convert_charrefs=True)
+    reader.feed(html)
+    reader.close()
+    return reader.chars
+
+
 def saved_cell_bytes(output: dict[str, Any]) -> int:
     """The bytes one cell holding ``output`` adds to a notebook file, as nbformat writes it."""
     import nbformat
@@ -284,6 +301,7 @@ def turn_bytes(kernel: Kernel, prompt: str, timeout: float = 900) -> dict[str, A
     shown = len(final["data"]["text/html"].encode())
     saved = saved_cell_bytes(final)
     return {**facts, "bytes": total, "by_type": by_type, "shown_html_bytes": shown, "saved_cell_bytes": saved,
+            "shown_text_chars": shown_text_chars(final["data"]["text/html"]),
             "bytes_per_content_byte": total / max(1, facts["content_chars"]),
             "bytes_per_reply_byte": total / facts["reply_chars"] if facts["reply_chars"] else None,
             "bytes_per_shown_byte": total / max(1, shown),

@@ -107,7 +107,8 @@ def _turn_bytes(case: str) -> Callable[[dict[str, Any]], Any]:
             return None
         beyond = found["bytes"] - one["bytes"]
         return (beyond / found["content_chars"], beyond / found["shown_html_bytes"], found["bytes"],
-                (found["saved_cell_bytes"] - one["saved_cell_bytes"]) / found["content_chars"])
+                (found["saved_cell_bytes"] - one["saved_cell_bytes"]) / found["content_chars"],
+                beyond / found["shown_text_chars"] if found.get("shown_text_chars") else None)
     return get
 
 
@@ -184,8 +185,15 @@ ROWS: list[Row] = [
     *[("3 notebook", f"bytes sent for a turn of {label}, beyond a one-chunk turn, per byte of its content "
        "[per byte of its final HTML; all bytes]; its saved cell per byte of content", "<= 3x (+ a constant); saved <= 2x",
        _turn_bytes(case), _turn_bytes_shown, lambda v: v[0] <= 3 and v[3] <= 2)
-      for case, label in (("reply_20s", "a 200 kB reply over 20 s"), ("reply_120s", "a 200 kB reply over 120 s"),
-                          ("tools", "300 tool calls with 2 kB diffs"))],
+      for case, label in (("reply_20s", "a 200 kB reply over 20 s"), ("reply_120s", "a 200 kB reply over 120 s"))],
+    # A tool card shows more than its diff's new text: its title, kind, status and path, the diff's headers and each
+    # line's mark. What it shows is the text a person reads in its final HTML (bench/notebook.shown_text_chars); per
+    # byte of the diffs' new text alone is given beside it.
+    ("3 notebook", "bytes sent for a turn of 300 tool calls with 2 kB diffs, beyond a one-chunk turn, per byte of the "
+     "text it shows [per byte of its diffs' new text; per byte of its final HTML; all bytes]; its saved cell per byte "
+     "of its diffs' new text", "<= 3x (+ a constant); saved <= 2x", _turn_bytes("tools"),
+     lambda v: f"{_x(v[4])} [{_x(v[0])}; {_x(v[1])}; {v[2] / 1e6:.2f} MB]; saved {_x(v[3])}",
+     lambda v: v[4] is not None and v[4] <= 3 and v[3] <= 2),
     # A plan shows its rows' words and, for each, a status mark and look: what it shows is its HTML (the figure
     # issue 36's plan target was read against); per byte of its words alone is given beside it.
     ("3 notebook", "bytes sent for a turn of 2,000 plan updates, beyond a one-chunk turn, per byte of its final HTML "

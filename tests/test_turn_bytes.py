@@ -8,6 +8,9 @@ every render would cost sixteen), and each further byte of reply costs at most t
 cell holds the reply about once. A plan updated a thousand times over ten seconds (its rows worked through, a
 progress note on each) sends at most three times its final HTML beyond what every turn costs: its rows go as a
 delta of the rows that changed, its clock ticks in the browser, and it is not republished for each change.
+Forty tool calls with 2 kB diffs, announced and completed over four seconds, send at most three times the text
+their cards show (title, kind, status, path, the diff's lines) beyond what every turn costs: each card is sent
+once, then only its badge and diff as it ends, and once more in the saved form.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ def counted(tmp_path_factory) -> dict[str, Any]:
         return {"one_chunk": bench.turn_bytes(kernel, "chunks=1 size=50"),
                 "small": bench.turn_bytes(kernel, "chunks=100 " + PACE.format(seconds=1)),
                 "large": bench.turn_bytes(kernel, "chunks=400 " + PACE.format(seconds=4)),
-                "plan": bench.turn_bytes(kernel, "plan=1000 entries=20 reply=10")}
+                "plan": bench.turn_bytes(kernel, "plan=1000 entries=20 reply=10"),
+                "tools": bench.turn_bytes(kernel, "tools=40 diff=2000 reply=4")}
     finally:
         kernel.close()
 
@@ -73,3 +77,11 @@ def test_a_plan_updated_a_thousand_times_sends_about_what_it_shows(counted):
     assert plan["status"] == "done" and plan["content_chars"] > 800  # 20 rows, each completed
     beyond = plan["bytes"] - one["bytes"]
     assert beyond <= 3 * plan["shown_html_bytes"], (beyond, plan["shown_html_bytes"], plan["by_type"], one["by_type"])
+
+
+def test_tool_calls_send_about_what_their_cards_show(counted):
+    one, tools = counted["one_chunk"], counted["tools"]
+    assert tools["status"] == "done" and tools["content_chars"] == 40 * 2000
+    beyond = tools["bytes"] - one["bytes"]
+    assert beyond <= 3 * tools["shown_text_chars"] + 10_000, (beyond, tools["shown_text_chars"], tools["by_type"])
+    assert tools["saved_cell_bytes"] - one["saved_cell_bytes"] <= 2 * tools["content_chars"]

@@ -8,8 +8,8 @@ name classes, and the look is:
   sent once per section when its widget opens;
 - saved: ``inline_styles(html)`` writes each class's declarations back into a ``style`` attribute, since
   a saved notebook (GitHub, nbviewer, nbconvert, JupyterLab with no kernel) has no stylesheet to lean on.
-  Each property is written once, resolved as the stylesheet would (a saved turn of 300 cards carries every
-  byte of a card's style 300 times).
+  Each property is written once, resolved as the stylesheet would, and a class that only carries a look is
+  left out once its look is written (a saved turn of 300 cards carries every byte of a card's markup 300 times).
 
 Classes are prefixed ``acpnb-``; a card's colours by status are classes too (``acpnb-l-failed`` the card's
 left border, ``acpnb-b-failed`` its badge). Pure data and functions; safe from any thread.
@@ -97,11 +97,24 @@ def _style_of(classes: str, tag: str = "") -> str:
     return ";".join(f"{prop}:{value}" for prop, value in declared.items())
 
 
+# Classes that only carry a look: a saved element trades them for its style (a saved turn of 300 cards carries each
+# of them 300 times, and nothing finds a saved element by its look). The classes that say what an element is (a tool
+# call, its kind and status, a diff) and its status colours stay, for a reader's own CSS and for finding them.
+_SAVED_LOOK_ONLY = frozenset({"acpnb-card-head", "acpnb-card-title", "acpnb-chip", "acpnb-badge", "acpnb-card-muted",
+                              "acpnb-d-add", "acpnb-d-del", "acpnb-d-hunk", "acpnb-d-ctx"})
+
+
 def inline_styles(html: str) -> str:
-    """``html`` with each element's card classes' declarations written into a ``style`` attribute (for the saved
-    forms). An element whose ``class`` is followed by a ``style`` of its own is left as it is."""
+    """``html`` with each element's card classes' declarations written into a ``style`` attribute, its look-only
+    classes left out (for the saved forms). An element whose ``class`` is followed by a ``style`` of its own is left
+    as it is."""
     def styled(match: re.Match[str]) -> str:
-        style = _style_of(match.group(2), match.group(1))
-        return f'{match.group(0)} style="{style}"' if style else match.group(0)
+        tag, classes = match.group(1), match.group(2)
+        style = _style_of(classes, tag)
+        if not style:
+            return match.group(0)
+        kept = " ".join(name for name in classes.split() if name not in _SAVED_LOOK_ONLY)
+        start = match.group(0)[:-len(classes) - 8]  # the element up to its class attribute
+        return f'{start}class="{kept}" style="{style}"' if kept else f'{start}style="{style}"'
 
     return _CLASS.sub(styled, html)

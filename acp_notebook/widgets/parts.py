@@ -6,8 +6,10 @@ with the square of the turn. This widget holds a section as an ordered list of p
 and its HTML. ``update(parts)`` says what the section shows now; ``flush()`` sends the frontend one
 message with only the differences from what it was sent last: a new part (inserted before the next
 part it has), a part gone, or a part patched (the characters between the common head and tail of
-its old and new HTML; where that span is long and the part short, the few runs that really changed inside it,
-as several patches: a plan row whose status changed alters its class and its mark, not the words between).
+its old and new HTML; where that span is long, the few runs that really changed inside it, as several patches:
+a plan row whose status changed alters its class and its mark, not the words between, and a tool card that
+ends changes its badge and gains its diff, without its head being sent again). A short part is compared by
+characters; a long one by its tags and text runs first, then by characters inside a short changed run.
 A part that did not change costs nothing, so a finished paragraph, a tool
 card that is done or a plan row that did not move is sent once. Each message also costs its
 envelope (about 150 bytes with the comm's id), so ``flush`` may hold back a change of fewer than
@@ -39,6 +41,7 @@ messages leave in version order.
 from __future__ import annotations
 
 import difflib
+import re
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -49,11 +52,15 @@ from ._deltas import VersionedCopy
 
 __all__ = ["CLOCK_ATTRIBUTE", "ClockParts", "LiveParts", "clock_attribute", "patch_op", "patch_ops"]
 
-# A patch whose new text is longer than this, in a part shorter than REFINE_MAX, is looked into for the runs
-# that changed (difflib, characters): cheap at that size, and the span between two changes is not sent.
+# A patch whose new text is longer than REFINE_MIN is looked into for the runs that changed (difflib), and the span
+# between two changes is not sent: by characters where both sides are at most REFINE_MAX long (cheap at that
+# size), else by tokens (a tag, or the text between two tags), at most REFINE_TOKENS of them a side, and then by
+# characters inside each short changed run of tokens. A longer part is patched whole, between its common head and tail.
 REFINE_MIN = 48
 REFINE_MAX = 2000
-OP_COST = 16  # about what an op costs beyond its text (its key, offsets and brackets)
+REFINE_TOKENS = 400
+_TOKEN = re.compile(r"<[^<>]*>|[^<]+|<")
+OP_COST = 24  # what an op costs beyond its text and its key, sent as JSON: its sign, offsets, quotes and commas
 CLOCK_ATTRIBUTE = "data-acpnb-since"
 
 _ESM = r"""
@@ -190,26 +197,64 @@ def patch_ops(key: str, old: str, new: str) -> list[list[Any]]:
     """The ops that turn ``old`` into ``new``: one ``patch_op``, or, where cheaper, one per changed run inside it, last
     run first (so each op's offsets, taken in ``old``, still hold when the ops are applied in order)."""
     whole = patch_op(key, old, new)
-    if len(whole[4]) <= REFINE_MIN or len(old) > REFINE_MAX or len(new) > REFINE_MAX:
+    if len(whole[4]) <= REFINE_MIN:
         return [whole]
     head = _common_head(old, new)
     tail = _common_head(old[head:][::-1], new[head:][::-1])
     before, after = old[head:len(old) - tail], new[head:len(new) - tail]
-    runs: list[list[int]] = []  # [i1, i2, j1, j2]: changed runs, those closer than OP_COST characters merged
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        if runs and i1 - runs[-1][1] < OP_COST:
+    found = _changed_runs(before, after)
+    if found is None:
+        return [whole]
+    op_cost = OP_COST + len(key)
+    runs: list[list[int]] = []  # [i1, i2, j1, j2]: changed runs, those closer than an op's cost merged
+    for i1, i2, j1, j2 in found:
+        if runs and i1 - runs[-1][1] < op_cost:
             runs[-1][1], runs[-1][3] = i2, j2
         else:
             runs.append([i1, i2, j1, j2])
-    if sum(j2 - j1 + OP_COST for _i1, _i2, j1, j2 in runs) >= len(whole[4]) + OP_COST:
+    if sum(j2 - j1 + op_cost for _i1, _i2, j1, j2 in runs) >= len(whole[4]) + op_cost:
         return [whole]
     ops = []
     for i1, i2, j1, j2 in reversed(runs):
         start = _units(old[:head + i1])
         ops.append(["=", key, start, start + _units(before[i1:i2]), after[j1:j2]])
     return ops
+
+
+def _changed_runs(before: str, after: str) -> list[tuple[int, int, int, int]] | None:
+    """The runs ``(i1, i2, j1, j2)`` where ``before[i1:i2]`` became ``after[j1:j2]``, in order; None when the two are
+    too long to compare (see REFINE_MAX and REFINE_TOKENS)."""
+    if len(before) <= REFINE_MAX and len(after) <= REFINE_MAX:
+        return _char_runs(before, after)
+    old_tokens, new_tokens = _TOKEN.findall(before), _TOKEN.findall(after)
+    if len(old_tokens) > REFINE_TOKENS or len(new_tokens) > REFINE_TOKENS:
+        return None
+    old_at, new_at = _offsets(old_tokens), _offsets(new_tokens)
+    runs: list[tuple[int, int, int, int]] = []
+    matcher = difflib.SequenceMatcher(None, old_tokens, new_tokens, autojunk=False)
+    for tag, t1, t2, u1, u2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        i1, i2, j1, j2 = old_at[t1], old_at[t2], new_at[u1], new_at[u2]
+        if tag == "replace" and REFINE_MIN < j2 - j1 <= REFINE_MAX and i2 - i1 <= REFINE_MAX:
+            runs.extend((i1 + a1, i1 + a2, j1 + b1, j1 + b2) for a1, a2, b1, b2 in _char_runs(before[i1:i2], after[j1:j2]))
+        else:
+            runs.append((i1, i2, j1, j2))
+    return runs
+
+
+def _char_runs(before: str, after: str) -> list[tuple[int, int, int, int]]:
+    return [(i1, i2, j1, j2)
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+            if tag != "equal"]
+
+
+def _offsets(tokens: list[str]) -> list[int]:
+    """Where each token starts in their concatenation, and (last) its length."""
+    at = [0]
+    for token in tokens:
+        at.append(at[-1] + len(token))
+    return at
 
 
 class LiveParts(VersionedCopy):
