@@ -298,10 +298,11 @@ def turn_bytes(kernel: Kernel, prompt: str, timeout: float = 900) -> dict[str, A
     if facts["status"] != "done":
         raise RuntimeError(f"the turn did not complete: {facts}")
     total = sum(by_type.values())
-    shown = len(final["data"]["text/html"].encode())
+    html = final["data"]["text/html"]
+    shown = len(html.encode())
     saved = saved_cell_bytes(final)
     return {**facts, "bytes": total, "by_type": by_type, "shown_html_bytes": shown, "saved_cell_bytes": saved,
-            "shown_text_chars": shown_text_chars(final["data"]["text/html"]),
+            "shown_text_chars": shown_text_chars(html),
             "bytes_per_content_byte": total / max(1, facts["content_chars"]),
             "bytes_per_reply_byte": total / facts["reply_chars"] if facts["reply_chars"] else None,
             "bytes_per_shown_byte": total / max(1, shown),

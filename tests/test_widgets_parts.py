@@ -31,11 +31,17 @@ def applied(old: str, ops: list[list]) -> str:
 @settings(max_examples=400, deadline=None)
 @given(TEXT, st.lists(st.tuples(st.integers(0, 400), st.integers(0, 6), TEXT.map(lambda t: t[:60])), max_size=6))
 def test_the_ops_turn_the_old_html_into_the_new(old, edits):
+    new = edited(old, edits)
+    assert applied(old, patch_ops("k", old, new)) == new
+
+
+def edited(old: str, edits: list[tuple[int, int, str]]) -> str:
+    """``old`` with each edit made in turn: at ``at`` (or its end), ``cut`` characters replaced by ``put``."""
     new = old
     for at, cut, put in edits:
         at = min(at, len(new))
         new = new[:at] + put + new[at + cut:]
-    assert applied(old, patch_ops("k", old, new)) == new
+    return new
 
 
 # Long parts are compared by tags and text runs: pieces long enough that a part passes REFINE_MAX.
@@ -47,10 +53,7 @@ LONG = st.lists(PIECES, max_size=60).map("".join)
 @settings(max_examples=150, deadline=None)
 @given(LONG, st.lists(st.tuples(st.integers(0, 6000), st.integers(0, 400), LONG.map(lambda t: t[:700])), max_size=5))
 def test_the_ops_turn_a_long_old_html_into_the_new(old, edits):
-    new = old
-    for at, cut, put in edits:
-        at = min(at, len(new))
-        new = new[:at] + put + new[at + cut:]
+    new = edited(old, edits)
     assert applied(old, patch_ops("k", old, new)) == new
 
 

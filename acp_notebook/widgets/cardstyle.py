@@ -67,8 +67,9 @@ STYLES: dict[str, str] = {
 _ORDER = {name: index for index, name in enumerate(STYLES)}  # the stylesheet's order: which class wins
 CARD_CSS = "\n".join(f".{name}{{{declarations}}}" for name, declarations in STYLES.items())
 
-# An element's tag and its class attribute; an element with a style of its own keeps it.
-_CLASS = re.compile(r'<(\w+)\b[^<>]*?\bclass="([^"]*)"(?! style=)')
+# An element up to its class attribute (its tag the second group), then the classes; one with a style of its own
+# keeps it.
+_CLASS = re.compile(r'(<(\w+)\b[^<>]*?\b)class="([^"]*)"(?! style=)')
 
 
 def status_classes(status: str) -> tuple[str, str]:
@@ -109,12 +110,11 @@ def inline_styles(html: str) -> str:
     classes left out (for the saved forms). An element whose ``class`` is followed by a ``style`` of its own is left
     as it is."""
     def styled(match: re.Match[str]) -> str:
-        tag, classes = match.group(1), match.group(2)
+        start, tag, classes = match.groups()
         style = _style_of(classes, tag)
         if not style:
             return match.group(0)
         kept = " ".join(name for name in classes.split() if name not in _SAVED_LOOK_ONLY)
-        start = match.group(0)[:-len(classes) - 8]  # the element up to its class attribute
         return f'{start}class="{kept}" style="{style}"' if kept else f'{start}style="{style}"'
 
     return _CLASS.sub(styled, html)

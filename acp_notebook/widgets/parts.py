@@ -184,23 +184,30 @@ def _common_head(a: str, b: str) -> int:
     return low
 
 
+def _head_and_tail(old: str, new: str) -> tuple[int, int]:
+    """How many characters ``old`` and ``new`` share from their start, and then from their end."""
+    head = _common_head(old, new)
+    return head, _common_head(old[head:][::-1], new[head:][::-1])
+
+
+def _spliced(key: str, old: str, new: str, head: int, tail: int) -> list[Any]:
+    start = _units(old[:head])
+    return ["=", key, start, start + _units(old[head:len(old) - tail]), new[head:len(new) - tail]]
+
+
 def patch_op(key: str, old: str, new: str) -> list[Any]:
     """The op that turns ``old`` into ``new``: ``["=", key, start, end, text]`` replaces ``old[start:end]`` (in
     UTF-16 units) by ``text``."""
-    head = _common_head(old, new)
-    tail = _common_head(old[head:][::-1], new[head:][::-1])
-    start = _units(old[:head])
-    return ["=", key, start, start + _units(old[head:len(old) - tail]), new[head:len(new) - tail]]
+    return _spliced(key, old, new, *_head_and_tail(old, new))
 
 
 def patch_ops(key: str, old: str, new: str) -> list[list[Any]]:
     """The ops that turn ``old`` into ``new``: one ``patch_op``, or, where cheaper, one per changed run inside it, last
     run first (so each op's offsets, taken in ``old``, still hold when the ops are applied in order)."""
-    whole = patch_op(key, old, new)
+    head, tail = _head_and_tail(old, new)  # once: the whole op and the runs inside it share the span
+    whole = _spliced(key, old, new, head, tail)
     if len(whole[4]) <= REFINE_MIN:
         return [whole]
-    head = _common_head(old, new)
-    tail = _common_head(old[head:][::-1], new[head:][::-1])
     before, after = old[head:len(old) - tail], new[head:len(new) - tail]
     found = _changed_runs(before, after)
     if found is None:
