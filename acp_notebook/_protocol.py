@@ -15,6 +15,8 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from ._version import VERSION
+
 __all__ = [
     "AGENT_MODEL_SEPARATOR",
     "AUTH_REQUIRED",
@@ -28,6 +30,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "KERNEL_SERVER_NAME",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "PROTOCOL_VERSION",
@@ -94,6 +97,10 @@ SYSTEM_PROMPT_MODES = ("append", "override")
 # separator splits.
 AGENT_MODEL_SEPARATOR = ":"
 
+# The name of the MCP server (in a session request's ``mcpServers``) that gives an agent the notebook's kernel:
+# the client offers it, the proxy relays it to the bound agent only, the package's agents look for it.
+KERNEL_SERVER_NAME = "kernel"
+
 BOOLEAN_WORDS: Mapping[str, bool] = {
     "true": True, "on": True, "yes": True, "1": True,
     "false": False, "off": False, "no": False, "0": False,
@@ -103,12 +110,7 @@ BOOLEAN_WORDS: Mapping[str, bool] = {
 @functools.lru_cache(maxsize=1)
 def client_version() -> str:
     """This package's version, as sent in ``clientInfo`` / ``agentInfo``."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("acp-notebook")
-    except PackageNotFoundError:
-        return "0.0.0"
+    return VERSION
 
 
 def system_prompt_modes(capabilities: Mapping[str, Any] | None) -> tuple[str, ...]:

@@ -65,8 +65,7 @@ from typing import Any
 
 from ._protocol import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION, prompt_text, unknown_session
 from ._sdk import defer_sdk_package, stdio_streams
-from .kernel_link import kernel_entry, result_text
-from .kernel_tools.client import open_kernel_tools
+from .kernel_tools.client import kernel_entry, open_kernel_tools, result_text
 
 __all__ = ["CellAgent", "CellSession", "KernelToolError", "TurnCancelled", "boolean", "select"]
 
@@ -225,7 +224,7 @@ class CellSession:
         self._wire = wire
         self._options = options
         self._lock = threading.RLock()
-        self.kernel: dict[str, Any] | None = None  # the `kernel` MCP server the client offered (kernel_link.kernel_entry)
+        self.kernel: dict[str, Any] | None = None  # the `kernel` MCP server the client offered (kernel_tools.client.kernel_entry)
 
     def __repr__(self) -> str:
         return f"<CellSession {self.id} {self.values}>"

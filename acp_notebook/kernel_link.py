@@ -22,8 +22,8 @@ The server itself (channel, bridge, tools, policy enforcement) is ``acp_notebook
 - Every event of the tools becomes a ``KernelCall`` on the running turn (``turn.kernel_calls``),
   which the turn's view shows and saves; between turns they are kept on the link (``link.calls``). A
   run_code whose code outlived its stop is "held" (it holds the kernel) until its real end is reported.
-- For agents on the other side (the demo agent, CellAgent): ``kernel_entry`` finds the ``kernel`` server
-  among the ``mcpServers`` a session request brought.
+- For agents on the other side (the demo agent, CellAgent), ``agent_side.kernel_entry`` finds the ``kernel``
+  server among the ``mcpServers`` a session request brought: they do not import this module.
 
 Threads: everything here runs on the background loop thread (the ``KernelTools`` callbacks are made
 there); ``resolve_policy`` and the policy setter may be called from any thread. Process-wide: ``_ids``, the
@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._permission import KernelApproval, decide_permission
+from ._protocol import KERNEL_SERVER_NAME
 from ._redact import secret_values
 from .extensions import close_links
 from .kernel_tools import KernelTools
@@ -49,12 +50,11 @@ from .kernel_tools.policy import OFF_REFUSAL, POLICIES, READ_ONLY_REFUSAL, parse
 from .session import Session, SessionHost
 from .turn import KernelCall
 
-__all__ = ["KERNEL_SERVER_NAME", "KernelLink", "KernelToolsExtension", "close_links", "entry_secrets",
-           "in_ipython_kernel", "kernel_entry", "resolve_policy", "result_text"]
+__all__ = ["KernelLink", "KernelToolsExtension", "close_links", "entry_secrets", "in_ipython_kernel",
+           "resolve_policy"]
 
 logger = logging.getLogger(__name__)
 
-KERNEL_SERVER_NAME = "kernel"
 # The options of a run_code approval: of the kinds of ACP permission options, so a policy "allow" picks
 # allow_once and "deny" reject_once, as for a permission request.
 RUN_OPTIONS = ({"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -90,36 +90,6 @@ def entry_secrets(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The secret values of a ``kernel`` entry's environment (its token), to be masked wherever frames are kept."""
     env = {str(pair.get("name")): str(pair.get("value")) for pair in entry.get("env") or [] if isinstance(pair, dict)}
     return secret_values(env)
-
-
-def _field(server: Any, name: str) -> Any:
-    return server.get(name) if isinstance(server, dict) else getattr(server, name, None)
-
-
-def kernel_entry(servers: Sequence[Any] | None) -> dict[str, Any] | None:
-    """The stdio server named ``kernel`` among a session request's mcpServers (the SDK's models or dicts), as
-    the plain entry ``open_kernel_tools`` takes; None when there is none."""
-    for server in servers or ():
-        if _field(server, "name") != KERNEL_SERVER_NAME or not _field(server, "command"):
-            continue
-        pairs = _field(server, "env")
-        env = [{"name": str(_field(pair, "name")), "value": str(_field(pair, "value"))}
-               for pair in (pairs if isinstance(pairs, (list, tuple)) else []) if _field(pair, "name") is not None]
-        return {"name": KERNEL_SERVER_NAME, "command": str(_field(server, "command")),
-                "args": [str(arg) for arg in _field(server, "args") or []], "env": env}
-    return None
-
-
-def result_text(result: Any) -> str:
-    """The text blocks of an MCP tool result (``mcp.types.CallToolResult``), joined; an image is named."""
-    parts = []
-    for block in getattr(result, "content", None) or []:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "image":
-            parts.append(f"[an image, {getattr(block, 'mime_type', None) or 'image/png'}]")
-    return "\n".join(parts)
 
 
 class KernelToolsExtension:

@@ -80,7 +80,6 @@ PENDING_REACH_INS: dict[tuple[str, str], str] = {
 }
 
 PENDING_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
-    ('acp_notebook/_protocol.py', 'importlib.metadata'): 'kept in client_version: importlib.metadata takes longer to import than acp_notebook itself (about 60 ms against 14 here), and not every process sends a version',
 }
 
 DEPENDENCY_PRIVATES: dict[tuple[str, str], str] = {

@@ -56,7 +56,7 @@ def _trees():
 @pytest.mark.slow
 def test_the_rules_are_defined_only_in_the_protocol_module():
     rules = {"find_model_option", "split_agent_model", "join_agent_model", "legacy_option", "client_version",
-             "parse_bool_word", "BOOLEAN_WORDS", "AUTH_REQUIRED", "AUTH_RETRIED_METHODS"}
+             "parse_bool_word", "BOOLEAN_WORDS", "AUTH_REQUIRED", "AUTH_RETRIED_METHODS", "KERNEL_SERVER_NAME"}
     found = []
     for path, tree in _trees():
         for node in ast.walk(tree):
@@ -81,6 +81,18 @@ def test_the_package_version_and_the_model_rule_are_read_in_one_place():
                 if "category" in ast.unparse(node):
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: which option is the model")
     assert not found, "\n".join(found)
+
+
+def test_the_version_sent_is_the_installed_distributions():
+    """The version is written once (acp_notebook/_version.py, which pyproject.toml reads at build time): what
+    the package sends in clientInfo/agentInfo is what pip installed."""
+    from importlib.metadata import version
+
+    from acp_notebook._protocol import client_version
+
+    import acp_notebook
+
+    assert client_version() == version("acp-notebook") == acp_notebook.__version__
 
 
 def test_the_model_option_is_a_select_with_category_model_else_id_model():
@@ -129,7 +141,7 @@ def test_on_off_words():
 
 def test_a_prompt_and_a_kernel_entry_are_read_from_any_json_without_failing():
     from acp_notebook._protocol import prompt_text
-    from acp_notebook.kernel_link import kernel_entry
+    from acp_notebook.kernel_tools.client import kernel_entry
 
     blocks = [{"type": "text", "text": "hi"}, {"type": "resource", "resource": "not an object"},
               {"type": "resource", "resource": {"uri": "file:///a.txt"}}, {"type": "resource_link", "uri": "x:y"}, 7]

@@ -112,16 +112,17 @@ def test_an_sdk_imported_first_the_ordinary_way_is_left_alone():
 
 
 def test_the_demo_agent_process_answers_initialize_without_the_client_library_loaded(tmp_path):
+    """The demo agent starts light (the suite starts hundreds): none of the client's side, not the kernel tools'
+    server, nor importlib.metadata (the version is a constant), even after it has answered."""
     code = textwrap.dedent("""
-        import sys, json
+        import atexit, sys, json
+        CLIENT_SIDE = ("acp_notebook.client", "acp_notebook.session", "acp_notebook.kernel_link",
+                       "acp_notebook.kernel_tools.server", "acp_notebook.sweep.runner", "acp_notebook.widgets",
+                       "importlib.metadata")
+        atexit.register(lambda: print(json.dumps(sorted(m for m in CLIENT_SIDE if m in sys.modules)),
+                                      file=sys.stderr, flush=True))
         import acp_notebook.demo.server as server
         sys.argv = ["demo"]
-        original = server.serve
-        async def serve(agent):
-            print(json.dumps(sorted(m for m in ("acp_notebook.client", "acp_notebook.sweep.runner",
-                                                "acp_notebook.widgets") if m in sys.modules)), file=sys.stderr)
-            await original(agent)
-        server.serve = serve
         sys.exit(server.main([]))
     """)
     request = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1,
@@ -142,11 +143,12 @@ def test_the_demo_agent_process_answers_initialize_without_the_client_library_lo
 
 
 # A process of ours, with one line on stderr as it exits (and in the file $ACPNB_STARTUP_REPORT names, if
-# set): whether the SDK's schema models were ever loaded.
+# set): whether the SDK's schema models were ever loaded, and whether the client library was (a server's
+# process needs neither: the tests start hundreds of them).
 _REPORTING = textwrap.dedent("""
     import atexit, json, os, sys
     def report():
-        line = json.dumps({"schema": "acp.schema" in sys.modules})
+        line = json.dumps({"schema": "acp.schema" in sys.modules, "client": "acp_notebook.client" in sys.modules})
         print(line, file=sys.stderr, flush=True)
         if os.environ.get("ACPNB_STARTUP_REPORT"):
             with open(os.environ["ACPNB_STARTUP_REPORT"], "w") as out:
@@ -197,7 +199,7 @@ def test_the_proxy_replay_and_demo_processes_serve_without_the_sdk_schema_and_ta
             stderr = server.stderr.read()
     assert json.loads(answer)["result"]["protocolVersion"] == 1, stderr[-3000:]
     assert server.returncode == 0, stderr[-3000:]
-    assert json.loads(stderr.strip().splitlines()[-1]) == {"schema": False}
+    assert json.loads(stderr.strip().splitlines()[-1]) == {"schema": False, "client": False}
 
 
 def test_the_demo_agent_runs_file_work_a_form_and_a_bad_request_without_the_sdk_schema(tmp_path):
@@ -215,7 +217,7 @@ def test_the_demo_agent_runs_file_work_a_form_and_a_bad_request_without_the_sdk_
             agent.request("session/set_mode", {"sessionId": session.id})
     assert "2 lines" in read.text and read.tool_calls[-1].status == "completed", read.text
     assert form.text.endswith("No problem, I will not ask."), form.text
-    assert json.loads(report.read_text()) == {"schema": False}
+    assert json.loads(report.read_text()) == {"schema": False, "client": False}
 
 
 def test_the_stdio_buffer_limit_and_streams_are_the_sdks():

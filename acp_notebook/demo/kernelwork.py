@@ -24,8 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..kernel_link import result_text
-from ..kernel_tools.client import open_kernel_tools
+from ..kernel_tools.client import open_kernel_tools, result_text
 from .host import TurnHost
 from .session import DemoSession, RunningTurn, TurnCancelled
 

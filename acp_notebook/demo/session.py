@@ -102,7 +102,7 @@ class DemoSession:
     # write the file back).
     turn: RunningTurn | None = None
     deleted: bool = False
-    # The `kernel` MCP server this connection's client offered for the session (kernelwork.kernel_entry), if any.
+    # The `kernel` MCP server this connection's client offered for the session (kernel_tools.client.kernel_entry), if any.
     kernel: dict[str, Any] | None = None
     # The client's system prompt ({mode, text}, demo/instructions.py), saved with the session; None: none given.
     system_prompt: dict[str, Any] | None = None

@@ -20,9 +20,7 @@ Threads: KernelTools' fields change on the background loop (start, close, the ha
 except ``policy`` which any thread may set (one attribute store; read once per call). ``ask``,
 ``on_event`` and problem observers are called on the background loop.
 
-Process-wide: ``_SDK_IMPORT_LOCK``, one lock around importing the MCP SDK, since the import system
-is process-wide: two threads importing it at once could see a half-initialized module. Made at
-import (a plain lock), held by whichever worker thread imports the SDK, never dropped.
+The SDK is imported through sdk.py (one import at a time, shared with the tools' clients).
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ import asyncio
 import collections
 import contextvars
 import dataclasses
-import importlib
 import itertools
 import json
 import logging
@@ -49,6 +46,7 @@ from .channel import CHANNEL_ENV, TOKEN_ENV, Channel, LineReader, LineWriter
 from .namespace import inspect_variable, list_variables, notebook_history
 from .policy import OFF_REFUSAL, READ_ONLY_REFUSAL, REJECTED, KernelToolEvent, RunRequest, parse_policy
 from .runner import run_code_here, run_code_tool
+from .sdk import import_server_sdk
 from .secrets import watch
 from .structured import result_parts
 from .tools import TOOLS, ArgumentError, argument
@@ -198,7 +196,7 @@ class KernelTools:
 
     def _import_sdk(self) -> asyncio.Future[None]:
         """The SDK's import in a worker thread (most of a second, off the loop); a failure is noted at once."""
-        imported = asyncio.get_running_loop().run_in_executor(None, _import_sdk)
+        imported = asyncio.get_running_loop().run_in_executor(None, import_server_sdk)
         self._sdk_imported = imported
 
         def noted(future: asyncio.Future[None]) -> None:
@@ -395,26 +393,6 @@ class _Tapped:
 
     async def flush(self) -> None:
         await self._inner.flush()
-
-
-_SDK_IMPORT_LOCK = threading.Lock()
-
-
-def _import_sdk() -> None:
-    # One import at a time: two sessions started together would import the SDK in two worker threads, and
-    # the second could see a module the first has only half initialized (ImportError on its first tool call).
-    with _SDK_IMPORT_LOCK:
-        for module in ("mcp.types", "mcp.server.lowlevel", "mcp.server.stdio"):
-            importlib.import_module(module)
-
-
-def import_client_sdk() -> None:
-    """The MCP SDK's client side, imported under the same lock as the server's: an agent served in this process
-    (the demo agent in memory, a CellAgent) importing it while a session's tools import the server half saw
-    ``mcp.server`` partially initialized ("cannot import name 'Server'") and failed its turn."""
-    with _SDK_IMPORT_LOCK:
-        for module in ("mcp", "mcp.client.stdio"):
-            importlib.import_module(module)
 
 
 def sdk_problem(error: BaseException) -> str:

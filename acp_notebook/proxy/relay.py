@@ -27,13 +27,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._protocol import KERNEL_SERVER_NAME
 from ..kernel_tools.channel import CHANNEL_ENV, HANDSHAKE_OK, LINE_LIMIT, TOKEN_ENV, Channel
 
 __all__ = ["KernelRelay", "closing_relays", "kernel_entry_index"]
 
 logger = logging.getLogger(__name__)
 
-KERNEL_SERVER_NAME = "kernel"
 # How long a close may take (each connection's end is awaited); a stuck one is left to the loop.
 CLOSE_WAIT_S = 10.0
 _closing: set[asyncio.Task[None]] = set()

@@ -220,7 +220,7 @@ def test_requests_the_sdk_cannot_read_leave_the_connection_serving(tools: Kernel
 def broken_sdk(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The SDK's import fails as it does when the process is out of file descriptors, until ``broken`` is
     cleared (the cause gone); ``attempts`` counts the imports tried."""
-    real = server._import_sdk
+    real = server.import_server_sdk
     state: dict[str, Any] = {"broken": True, "attempts": 0}
 
     def import_sdk() -> None:
@@ -229,7 +229,7 @@ def broken_sdk(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             raise OSError(errno.EMFILE, "Too many open files")
         real()
 
-    monkeypatch.setattr(server, "_import_sdk", import_sdk)
+    monkeypatch.setattr(server, "import_server_sdk", import_sdk)
     return state
 
 
