@@ -45,7 +45,7 @@ from ._protocol import KERNEL_SERVER_NAME
 from ._redact import secret_values
 from .extensions import close_links
 from .kernel_tools import KernelTools
-from .kernel_tools.connect import note_answer
+from .kernel_tools.connect import connect_facts, note_answer
 from .kernel_tools.policy import OFF_REFUSAL, POLICIES, READ_ONLY_REFUSAL, parse_policy
 from .session import Session, SessionHost
 from .turn import KernelCall
@@ -119,7 +119,9 @@ class KernelToolsExtension:
         if self._policy == "off":
             return None
         link = KernelLink(agent, self._policy)
-        link.entry = dict(await link.tools.start())
+        # The SDK is imported at once unless the agent is known to connect only when a prompt needs the kernel.
+        facts = connect_facts(agent)
+        link.entry = dict(await link.tools.start(import_sdk_now=facts is None or facts.mcp_connect != "lazy"))
         self._links.append(link)
         return link
 

@@ -255,3 +255,21 @@ def test_valid_initialize_results_pass(result):
 ])
 def test_invalid_initialize_results_are_named(result, problem):
     assert problem in (init_result_problem(result) or "")
+
+
+def test_a_session_of_an_agent_that_connects_when_needed_imports_the_mcp_sdk_only_when_it_does(tmp_path):
+    """The kernel tools' MCP SDK is most of a second of CPU: a demo session (the demo connects only for a prompt
+    that needs the kernel) that never uses the kernel does not pay it; the first prompt that does still works."""
+    found = _fresh(f"""
+        import json, sys
+        import acp_notebook as acpnb
+        with acpnb.start("demo", kernel_tools="allow", cwd={str(tmp_path)!r}) as agent:
+            session = agent.new_session()
+            chatted = session.prompt("hello").text
+            before = "mcp" in sys.modules  # the import, once begun, puts the package there at once
+            listed = session.prompt("list variables")
+            print(json.dumps({{"before": before, "after": "mcp.server.lowlevel" in sys.modules,
+                              "tools": [call.title for call in listed.tool_calls], "chatted": bool(chatted)}}))
+    """)
+    assert found["chatted"] and found["before"] is False
+    assert found["after"] is True and any("list_variables" in title for title in found["tools"]), found

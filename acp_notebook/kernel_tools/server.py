@@ -111,8 +111,11 @@ class KernelTools:
     def policy(self, value: str) -> None:
         self._policy = parse_policy(value)
 
-    async def start(self) -> dict[str, Any]:
-        """Open the channel; the ACP stdio ``McpServer`` entry that starts a bridge to it."""
+    async def start(self, *, import_sdk_now: bool = True) -> dict[str, Any]:
+        """Open the channel; the ACP stdio ``McpServer`` entry that starts a bridge to it.
+
+        ``import_sdk_now=False`` leaves the MCP SDK's import (most of a second of CPU) to the first bridge that
+        connects: for an agent known to connect only when a prompt needs the kernel, whose sessions mostly never do."""
         if self.policy == "off":
             raise ValueError('kernel_tools is "off": no kernel MCP server is offered (start_kernel_tools returns None)')
         if self._closed:
@@ -121,9 +124,10 @@ class KernelTools:
             return self.entry
         channel = Channel(self._serve, ready=self._mcp_server, accepted=self._bridge_came)
         path = await channel.open()
-        # The agent connects as soon as it has the entry: the SDK's import (most of a second) starts now,
-        # in a worker thread, so the first tool call need not wait for all of it.
-        self._import_sdk()
+        # An agent that connects as soon as it has the entry would wait for the SDK's import (most of a second): it
+        # starts now, in a worker thread, so the first tool call need not wait for all of it.
+        if import_sdk_now:
+            self._import_sdk()
         self._channel = channel
         if self.namespace is None:
             # Secrets are learned after every cell from now on, not from the first tool call: a key computed
