@@ -27,7 +27,7 @@ from report import render_table, update_readme  # noqa: E402
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "client": ("client_stream.py", ["--chunks", "20000", "--rounds", "7"], ["--chunks", "300", "--rounds", "1"]),
     "proxy": ("proxy_latency.py", ["--turns", "200", "--delays", "0,0.02"],
-              ["--turns", "3", "--warmup", "1", "--delays", "0,0.002"]),
+              ["--turns", "3", "--warmup", "1", "--delays", "0"]),
     "load": ("proxy_load.py", ["--sessions", "200", "--backends", "4", "--chunks", "20", "--delay", "0.05",
                                "--rounds", "5"],
              ["--sessions", "8", "--backends", "2", "--chunks", "5", "--delay", "0.01", "--rounds", "1"]),
@@ -35,7 +35,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
                  ["--chunks", "300", "--rounds", "1", "--byte-scale", "0.01", "--growth-chunks", "400"]),
     "sweeps": ("sweeps.py", ["--trials", "1000", "--rounds", "4", "--reply", "1.0"],
                ["--trials", "4", "--rounds", "1", "--reply", "0.05", "--concurrency-rounds", "1"]),
-    "startup": ("startup.py", ["--rounds", "9"], ["--rounds", "1"]),
+    "startup": ("startup.py", ["--rounds", "9"], ["--rounds", "1", "--warmup", "0"]),
     "memory": ("memory.py", ["--repeats", "3"], ["--scale", "0.002", "--repeats", "1"]),
     "kernel_tools": ("kernel_tools.py", ["--rounds", "7"],
                      ["--variables", "50", "--frame-rows", "1000", "--inspect-rows", "1000", "--calls", "5",

@@ -19,7 +19,7 @@ the child with ``time.perf_counter``:
   ``acp-notebook replay FILE`` (a recording of one demo turn, made once before the rounds), with
   whether the SDK's schema models were loaded in them by the time they exited (``*_schema_loaded``).
 
-Usage: python bench/startup.py [--rounds 9] [--json FILE]
+Usage: python bench/startup.py [--rounds 9] [--warmup 1] [--json FILE]
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _child(code: str, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run(rounds: int = 9) -> dict[str, Any]:
+def run(rounds: int = 9, warmup: int = 1) -> dict[str, Any]:
     meter = LoadMeter()
     seen: dict[str, list[float]] = {"import": [], "sdk_import": [], "initialize": [], "new_session": [],
                                      "import_and_start": []}
@@ -177,7 +177,7 @@ def run(rounds: int = 9) -> dict[str, Any]:
     samples = alternate(rounds, {"import": importing, "sdk_import": sdk, "start": starting, "bare_sdk_start": bare,
                                  "demo_agent_boot": server_boot("demo", ["demo-agent", "--state-dir", str(folder)]),
                                  "proxy_boot": server_boot("proxy", ["proxy", "--agent", "d=demo"]),
-                                 "replay_boot": server_boot("replay", ["replay", str(recording)])}, warmup=1)
+                                 "replay_boot": server_boot("replay", ["replay", str(recording)])}, warmup=warmup)
     shutil.rmtree(folder, ignore_errors=True)
     result: dict[str, Any] = {name: stats(values) for name, values in samples.items()}
     ours = seen["import_and_start"][-rounds:]
@@ -194,9 +194,10 @@ def run(rounds: int = 9) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first and not kept (the quick run keeps none)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
-    result = run(args.rounds)
+    result = run(args.rounds, args.warmup)
     emit(result, args.json)
     return 0
 
