@@ -160,6 +160,9 @@ def _prepare_throwaway_jupyter(base_dir: Path, token: str, python: str) -> dict[
     )
     # Read by jupyterlab_server from <config dir>/labconfig: defaults under user settings.
     _write_json(config_dir / "labconfig" / "default_setting_overrides.json", LAB_SETTING_OVERRIDES)
+    # No build check: at every page load it asks the server whether extensions need a rebuild, and the server
+    # runs node (yarn config) to find out; nothing here installs source extensions.
+    _write_json(config_dir / "labconfig" / "page_config.json", {"buildCheck": False, "buildAvailable": False})
     # The notebooks name the "python3" kernel; this spec pins it to the interpreter
     # running the tests and, with JUPYTER_PREFER_ENV_PATH=0 below, shadows any other.
     _write_json(
