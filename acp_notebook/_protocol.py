@@ -11,7 +11,6 @@ proxy, the demo agent, the magics and the sweeps can all use it from any thread.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -107,7 +106,6 @@ BOOLEAN_WORDS: Mapping[str, bool] = {
 }
 
 
-@functools.lru_cache(maxsize=1)
 def client_version() -> str:
     """This package's version, as sent in ``clientInfo`` / ``agentInfo``."""
     return VERSION

@@ -22,7 +22,7 @@ The server itself (channel, bridge, tools, policy enforcement) is ``acp_notebook
 - Every event of the tools becomes a ``KernelCall`` on the running turn (``turn.kernel_calls``),
   which the turn's view shows and saves; between turns they are kept on the link (``link.calls``). A
   run_code whose code outlived its stop is "held" (it holds the kernel) until its real end is reported.
-- For agents on the other side (the demo agent, CellAgent), ``agent_side.kernel_entry`` finds the ``kernel``
+- For agents on the other side (the demo agent, CellAgent), ``kernel_tools.client.kernel_entry`` finds the ``kernel``
   server among the ``mcpServers`` a session request brought: they do not import this module.
 
 Threads: everything here runs on the background loop thread (the ``KernelTools`` callbacks are made

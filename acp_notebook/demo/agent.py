@@ -22,7 +22,6 @@ from acp.exceptions import RequestError
 from acp.meta import CLIENT_METHODS, PROTOCOL_VERSION
 
 from ..agent_side import serve
-from ..kernel_tools.client import kernel_entry
 from .._protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -31,6 +30,7 @@ from .._protocol import (
     prompt_text,
     unknown_session,
 )
+from ..kernel_tools.client import kernel_entry
 from .dispatch import PromptTurn
 from .instructions import read_system_prompt
 from .notices import AfterAnswers
