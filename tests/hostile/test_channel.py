@@ -281,6 +281,31 @@ def test_a_failed_sdk_import_is_said_and_retried_by_the_next_connection(broken_s
         run(tools.close())
 
 
+def test_a_deferred_sdk_import_waits_for_the_token_not_for_any_peer(broken_sdk: dict[str, Any]) -> None:
+    """Started for an agent that connects only when a prompt needs the kernel, the tools leave the SDK's import to
+    the first caller holding the token: a local process that guesses the token makes the kernel import nothing (no
+    CPU spent on its behalf, no problem shown); the agent's own bridge then starts the import."""
+    tools = KernelTools(policy="allow", namespace={"n": 1})
+    run(tools.start(import_sdk_now=False))
+    try:
+        token = entry_environment(tools.entry)["ACPNB_KERNEL_TOKEN"]
+        for guess in (b"not-the-token\n", token[:-1].encode() + b"\n", b"\xff\x00\n"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(TIMEOUT)
+                sock.connect(socket_path(tools))
+                sock.sendall(guess)
+                assert what_the_kernel_said(sock).startswith(channel.HANDSHAKE_REFUSED)
+        assert broken_sdk["attempts"] == 0 and tools.problem == ""
+        turned_away = subprocess.run([sys.executable, "-m", "acp_notebook.kernel_tools.bridge"],
+                                     env=bridge_env(tools.entry), input="", capture_output=True, text=True,
+                                     timeout=TIMEOUT)
+        assert turned_away.returncode == 1 and turned_away.stderr.splitlines() == [
+            f"acp-notebook kernel bridge: the kernel tools could not start: {SDK_FAILED}"]
+        assert broken_sdk["attempts"] == 1
+    finally:
+        run(tools.close())
+
+
 def test_the_session_panel_shows_the_kernel_tools_failure_until_it_is_gone(broken_sdk: dict[str, Any],
                                                                            tmp_path: Path) -> None:
     from acp_notebook.demo import DemoAgent
