@@ -273,3 +273,15 @@ def test_a_session_of_an_agent_that_connects_when_needed_imports_the_mcp_sdk_onl
     """)
     assert found["chatted"] and found["before"] is False
     assert found["after"] is True and any("list_variables" in title for title in found["tools"]), found
+
+
+def test_the_test_environments_jsonschema_builds_no_iri_grammar_at_import():
+    """pyproject.toml's dev extra keeps jsonschema below 4.25, which imports rfc3987-syntax with itself (its IRI
+    grammar built at import, about 1.7 s of CPU): every xdist worker, JupyterLab, nbclient run and Ray process of the
+    suite imports jsonschema. This fails when that pin is lifted while jsonschema still imports it eagerly."""
+    found = _fresh("""
+        import json, sys
+        import jsonschema, nbformat
+        print(json.dumps({"loaded": [m for m in ("rfc3987_syntax", "lark") if m in sys.modules]}))
+    """)
+    assert found["loaded"] == []
