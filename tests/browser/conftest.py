@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ from .jupyterlab import (
 )
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, BrowserContext, Page
 
 BROWSER_TESTS_DIR = Path(__file__).parent
 
@@ -108,17 +109,59 @@ def jupyterlab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jupy
         yield server
 
 
+class _SharedTab:
+    """One browser context and JupyterLab page kept for the browser tests: a test opens its notebook in the
+    loaded app (about 1 s of CPU) instead of loading JupyterLab again (about 4 s). After a test the page is put
+    back as a fresh load shows it; a page that cannot be (a crash, a hung dialog) is replaced."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.browser = browser
+        self.context: BrowserContext | None = None
+
+    def page(self) -> Page:
+        if self.context is None:
+            self.context = self.browser.new_context(viewport={"width": 1280, "height": 800})
+            self.context.new_page()
+        return self.context.pages[0]
+
+    def reset(self, lab: LabPage) -> None:
+        lab.detach()
+        if self.context is None:
+            return
+        try:
+            if lab.app_loaded():
+                lab.close_documents()
+        except Exception as error:  # whatever the test left, the next one gets a new page (said: it costs a load)
+            warnings.warn(f"the JupyterLab page could not be reset for the next test, which gets a new one: {error}",
+                          stacklevel=1)
+            self.close()
+
+    def close(self) -> None:
+        if self.context is not None:
+            context, self.context = self.context, None
+            context.close()
+
+
+@pytest.fixture(scope="package")
+def _shared_tab(chromium: Browser) -> Iterator[_SharedTab]:
+    tab = _SharedTab(chromium)
+    try:
+        yield tab
+    finally:
+        tab.close()
+
+
 @pytest.fixture
-def lab_page(chromium: Browser, jupyterlab_server: JupyterLabServer) -> Iterator[LabPage]:
-    """A fresh browser context with one JupyterLab tab; its kernels are stopped after.
+def lab_page(_shared_tab: _SharedTab, jupyterlab_server: JupyterLabServer) -> Iterator[LabPage]:
+    """The JupyterLab tab, with no document open; its kernels are stopped after.
 
     When the test fails, the report gets a "browser" section: where its full-page
     screenshot was saved, the browser's console errors, timings and the tail of the
     JupyterLab log.
     """
-    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    lab = LabPage(_shared_tab.page(), jupyterlab_server)
     try:
-        yield LabPage(context.new_page(), jupyterlab_server)
+        yield lab
     finally:
-        context.close()
+        _shared_tab.reset(lab)
         jupyterlab_server.shutdown_all_kernels()

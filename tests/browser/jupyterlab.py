@@ -23,7 +23,7 @@ import nbformat
 if TYPE_CHECKING:
     # Only for annotations: importing this module must work without Playwright, so
     # that the suite can skip (or, in CI, fail) with a clear message instead.
-    from playwright.sync_api import Browser, Locator, Page, Playwright, Request
+    from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, Playwright, Request
 
 CHROMIUM_PATH = Path("/usr/bin/chromium")
 
@@ -152,6 +152,9 @@ def _prepare_throwaway_jupyter(base_dir: Path, token: str, python: str) -> dict[
             },
             "IdentityProvider": {"token": token},
             "LabApp": {
+                # window.jupyterapp: the browser tests open notebooks through the loaded app's commands instead
+                # of loading the page again for each (about 4 s of CPU per load on a 2-core machine).
+                "expose_app_in_browser": True,
                 "news_url": None,
                 "check_for_updates_class": "jupyterlab.handlers.announcements.NeverCheckForUpdate",
                 "extension_manager": "readonly",
@@ -397,6 +400,38 @@ _KERNEL_IDLE_OR_DIALOG_JS = """
 """
 
 
+# Whether this page has JupyterLab loaded (a fresh page is about:blank).
+_APP_LOADED_JS = "() => window.jupyterapp !== undefined"
+
+# Opens a notebook in the loaded app, as the file browser does: the notebook's own kernelspec, started.
+_OPEN_IN_APP_JS = """
+async (path) => {
+  const app = window.jupyterapp;
+  await app.restored;
+  await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
+}
+"""
+
+# Back to how a freshly loaded page looks, for the next test: every document closed without a "save changes?"
+# question (the tests never save by closing), the left sidebar open. Returns how many panels were open.
+_CLOSE_DOCUMENTS_JS = """
+async () => {
+  const app = window.jupyterapp;
+  const widgets = Array.from(app.shell.widgets('main')).filter((widget) => widget.context !== undefined);
+  for (const widget of widgets) widget.context.model.dirty = false;
+  await Promise.all(widgets.map((widget) => widget.close()));
+  if (app.shell.leftCollapsed) app.shell.expandLeft();
+  return widgets.length;
+}
+"""
+
+# JupyterLab puts a launcher in the main area once the last document closes: that one may stay.
+_NO_DOCUMENT_OPEN_JS = """
+() => document.querySelector('.jp-Dialog') === null
+  && Array.from(window.jupyterapp.shell.widgets('main')).every((widget) => widget.context === undefined)
+"""
+
+
 class LabPage:
     """A JupyterLab tab in the browser, with the actions a notebook user takes.
 
@@ -404,6 +439,10 @@ class LabPage:
     DOM conditions with timeouts, never fixed sleeps. One notebook is open at a time.
     Timeouts are in seconds; None means the page default (`timeout`, 30 s) for
     selectors and text, and at least 90 s for anything that waits on the kernel.
+
+    A page that already shows JupyterLab opens the next notebook through the app (the
+    `lab_page` fixture keeps one such page for the browser tests and closes every
+    document between them); a fresh page loads JupyterLab with the notebook.
     """
 
     # The notebook that is showing; JupyterLab hides other documents' panels.
@@ -426,10 +465,30 @@ class LabPage:
         self.external_requests: list[str] = []
         page.set_default_timeout(self.timeout_ms)
         page.on("request", self._record_if_external)
-        page.on(
-            "console",
-            lambda message: message.type == "error" and self.console_errors.append(message.text),
-        )
+        page.on("console", self._record_console_error)
+
+    def detach(self) -> None:
+        """Stop recording the page's requests and console errors (the page lives on for the next test)."""
+        self.page.remove_listener("request", self._record_if_external)
+        self.page.remove_listener("console", self._record_console_error)
+
+    def app_loaded(self) -> bool:
+        """Whether this page shows JupyterLab (a fresh page is blank)."""
+        return bool(self.page.evaluate(_APP_LOADED_JS))
+
+    def close_documents(self) -> None:
+        """Close every open document without saving and reopen the left sidebar: the page as a fresh load
+        shows it, for the next test. Dismisses a dialog left open first."""
+        for _ in range(5):
+            if self.page.locator(".jp-Dialog").count() == 0:
+                break
+            self.page.keyboard.press("Escape")
+        self.page.evaluate(_CLOSE_DOCUMENTS_JS)
+        self.page.wait_for_function(_NO_DOCUMENT_OPEN_JS, timeout=self.timeout_ms)
+
+    def _record_console_error(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.console_errors.append(message.text)
 
     def _record_if_external(self, request: Request) -> None:
         url = request.url
@@ -444,7 +503,10 @@ class LabPage:
     def open_notebook(self, path: str, *, wait_for_kernel: bool = True) -> None:
         """Open a notebook (path relative to the server root) and wait for its kernel."""
         started = time.monotonic()
-        self.page.goto(self.server.url(f"lab/workspaces/{self.workspace}/tree/{path}"))
+        if self.app_loaded():
+            self.page.evaluate(_OPEN_IN_APP_JS, path)
+        else:
+            self.page.goto(self.server.url(f"lab/workspaces/{self.workspace}/tree/{path}"))
         self.notebook.locator(".jp-Notebook").wait_for(state="visible")
         self.timings["notebook_shown_s"] = time.monotonic() - started
         if wait_for_kernel:
