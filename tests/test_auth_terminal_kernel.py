@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 jupyter_client = pytest.importorskip("jupyter_client")
+from tests.kernels import start_kernel  # noqa: E402
 pytest.importorskip("ipykernel")
 
 pytestmark = pytest.mark.kernel
@@ -91,7 +92,7 @@ class Frontend:
 
 @pytest.fixture
 def frontend(tmp_path) -> Iterator[Frontend]:
-    manager, client = jupyter_client.manager.start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    manager, client = start_kernel(tmp_path)
     try:
         yield Frontend(client)
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.test_branch_kernel import Frontend, plain
+from tests.kernels import kernel_config
 from tests.processes import KERNEL_START_S
 
 nbformat = pytest.importorskip("nbformat")
@@ -30,7 +31,7 @@ def test_set_model_of_another_agent_after_turns_hands_the_conversation_over(tmp_
              "print([m['acp-notebook/handover']['description'] for m in told if 'acp-notebook/handover' in m])",
              "%%acp\nwhat did I say before?"]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
+    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
     with client.setup_kernel():
         frontend = Frontend(client)

@@ -11,6 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.kernels import kernel_config
 from tests.processes import KERNEL_START_S, wait_gone
 
 SCRIPT = textwrap.dedent(
@@ -51,7 +52,7 @@ CELLS = [
 
 def run_notebook(cells, tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = NotebookClient(nb, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
+    client = NotebookClient(nb, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     return "".join(

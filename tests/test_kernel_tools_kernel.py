@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 jupyter_client = pytest.importorskip("jupyter_client")
+from tests.kernels import start_kernel  # noqa: E402
 pytest.importorskip("ipykernel")
 pytest.importorskip("pandas")
 
@@ -70,7 +71,7 @@ class Kernel:
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Kernel]:
-    manager, client = jupyter_client.manager.start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    manager, client = start_kernel(tmp_path)
     try:
         yield Kernel(manager, client)
     finally:

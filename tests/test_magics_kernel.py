@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 jupyter_client = pytest.importorskip("jupyter_client")
+from tests.kernels import start_kernel  # noqa: E402
 pytest.importorskip("ipykernel")
 
 from acp_notebook.magics.cells import kernel_takes_comms_while_awaiting  # noqa: E402
@@ -124,7 +125,7 @@ class Frontend:
 @pytest.fixture
 def frontend(tmp_path) -> Iterator[Frontend]:
     (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
-    manager, client = jupyter_client.manager.start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    manager, client = start_kernel(tmp_path)
     try:
         yield Frontend(client, manager)
     finally:

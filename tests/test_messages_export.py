@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from tests.kernels import kernel_config
 from tests.processes import KERNEL_START_S
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +34,7 @@ def _export(notebook: Path, to: str) -> str:
 @pytest.mark.slow
 def test_markdown_export_writes_our_outputs_as_markdown(tmp_path):
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
-    NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
+    NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     saved = tmp_path / "saved.ipynb"
     nbformat.write(notebook, saved)

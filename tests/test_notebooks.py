@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.kernels import kernel_config
 from tests.processes import KERNEL_START_S
 
 nbformat = pytest.importorskip("nbformat")
@@ -29,7 +30,7 @@ def execute(name: str, workdir: Path) -> Any:
     shutil.copy(NOTEBOOKS / name, workdir / name)
     shutil.copytree(NOTEBOOKS / "recordings", workdir / "recordings")  # the teaching notebook replays them
     notebook = nbformat.read(workdir / name, as_version=4)
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=180, kernel_name="python3",
+    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=180, kernel_name="python3",
                                      resources={"metadata": {"path": str(workdir)}})
     client.execute()  # raises CellExecutionError on the first failing cell
     nbformat.write(notebook, workdir / name)  # kept for a look when a test fails

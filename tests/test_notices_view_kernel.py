@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.kernels import kernel_config
 from tests.processes import KERNEL_START_S
 
 nbformat = pytest.importorskip("nbformat")
@@ -43,7 +44,7 @@ def saved(tmp_path_factory) -> Any:
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
-    nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
+    nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}).execute()
     nbformat.write(notebook, path)
     return nbformat.read(path, as_version=4)

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 jupyter_client = pytest.importorskip("jupyter_client")
+from tests.kernels import kernel_manager  # noqa: E402
 nbformat = pytest.importorskip("nbformat")
 
 from acp_notebook import saving  # noqa: E402
@@ -142,8 +143,7 @@ def kernel(tmp_path, monkeypatch) -> Iterator[tuple[Any, Path]]:
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))  # the kernel and the save hook share it
     # Its connection file where Jupyter Server puts one (kernel-ID.json in the runtime directory): the terminal
     # command finds the kernel there.
-    manager = jupyter_client.KernelManager(kernel_name="python3",
-                                           connection_file=str(runtime / f"kernel-{uuid.uuid4()}.json"))
+    manager = kernel_manager(connection_file=str(runtime / f"kernel-{uuid.uuid4()}.json"))
     manager.start_kernel(cwd=str(tmp_path), env=dict(os.environ))
     client = manager.client()
     client.start_channels()

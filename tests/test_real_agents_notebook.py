@@ -13,6 +13,7 @@ import pytest
 
 import acp_notebook as acpnb
 from acp_notebook import launch
+from tests.kernels import kernel_config
 from tests.processes import KERNEL_START_S
 
 nbformat = pytest.importorskip("nbformat")
@@ -36,7 +37,7 @@ def executed(tmp_path_factory) -> Any:
             patch.delenv(var, raising=False)
         patch.setenv("ACP_NOTEBOOK_AGENT_CACHE", str(launch.agent_cache_dir()))
         patch.setenv("HOME", str(workdir))
-        client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=240, kernel_name="python3",
+        client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=240, kernel_name="python3",
                                          resources={"metadata": {"path": str(workdir)}})
         client.execute()
     nbformat.write(notebook, workdir / NOTEBOOK.name)  # kept for a look when a test fails

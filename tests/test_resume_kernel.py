@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 jupyter_client = pytest.importorskip("jupyter_client")
+from tests.kernels import kernel_manager  # noqa: E402
 pytest.importorskip("ipykernel")
 
 pytestmark = pytest.mark.kernel
@@ -39,7 +40,7 @@ def run(client: Any, code: str) -> str:
 @pytest.fixture
 def kernel(tmp_path: Path) -> Any:
     env = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}  # a kernel with no notebook
-    manager = jupyter_client.KernelManager(kernel_name="python3")
+    manager = kernel_manager()
     manager.start_kernel(cwd=str(tmp_path), env=env)
     client = manager.client()
     client.start_channels()

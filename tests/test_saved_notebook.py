@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.kernels import kernel_config
 from tests.processes import KERNEL_START_S
 
 nbformat = pytest.importorskip("nbformat")
@@ -43,7 +44,7 @@ RESUME = [
 
 def execute(notebook: Any, path: Path, cells: range | None = None) -> Any:
     """Run the notebook's cells (or only ``cells``) in a new kernel that knows the notebook's path."""
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
+    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})
     env = {**os.environ, "JPY_SESSION_NAME": str(path)}
     if cells is None:

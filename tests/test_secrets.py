@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import acp_notebook as acpnb
+from tests.kernels import kernel_config
 from tests.processes import KERNEL_START_S
 
 FAULT_AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "fault_agent.py")]
@@ -118,7 +119,7 @@ def test_a_saved_notebook_never_holds_the_key(tmp_path: Path) -> None:
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = tmp_path / "leak.ipynb"
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, timeout=120, kernel_name="python3",
+    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
                                      allow_errors=True, resources={"metadata": {"path": str(tmp_path)}})
     client.execute(env={**os.environ, VAR: KEY, "JPY_SESSION_NAME": str(path)})
     nbformat.write(notebook, path)

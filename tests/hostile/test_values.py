@@ -689,11 +689,13 @@ def test_hostile_values_through_the_bridge_and_the_mcp_client() -> None:
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Any]:
-    jupyter_client = pytest.importorskip("jupyter_client")
+    pytest.importorskip("jupyter_client")
     pytest.importorskip("ipykernel")
     from test_magics_kernel import Frontend
 
-    manager, client = jupyter_client.manager.start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    from tests.kernels import start_kernel
+
+    manager, client = start_kernel(tmp_path)
     frontend = Frontend(client, manager)
     try:
         yield frontend
