@@ -82,6 +82,25 @@ def test_the_command_line_parses_and_refuses_in_one_line():
     assert "%acp pending allow 1" in g.help_text()
 
 
+def test_a_kernel_is_found_by_part_of_its_id_beside_its_ipc_sockets(tmp_path, monkeypatch):
+    """Jupyter Server puts an ipc kernel's sockets beside its connection file, named after it (kernel-ID-ipc-N):
+    the command line's search by part of the id takes the .json, not a socket, which cannot be read."""
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    kernel_id = "74e005c4-7010"
+    (tmp_path / f"kernel-{kernel_id}.json").write_text("{}", encoding="utf-8")
+    sockets = [socket.socket(socket.AF_UNIX) for _ in range(3)]
+    try:
+        for number, sock in enumerate(sockets, 1):  # made after the file: the most recent matches
+            sock.bind(str(tmp_path / f"kernel-{kernel_id}-ipc-{number}"))
+        assert pending.connection_file("74e005c4") == str(tmp_path / f"kernel-{kernel_id}.json")
+        assert pending.connection_file(f"kernel-{kernel_id}.json") == str(tmp_path / f"kernel-{kernel_id}.json")
+        with pytest.raises(OSError):
+            pending.connection_file("no-such-kernel")
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def test_what_waits_is_listed_with_who_asks_and_answered_by_number_or_id(prompts, capsys):
     first, second = ask(prompts), ask(prompts, "import os\nos.remove('data.csv')")
     listed = pending.listing_text(pending.waiting_prompts())

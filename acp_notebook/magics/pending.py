@@ -155,14 +155,23 @@ def _control(client: Any, msg_type: str, content: dict[str, Any]) -> dict[str, A
             return reply["content"]
 
 
+def connection_file(kernel: str) -> str:
+    """The connection file of kernel ``kernel`` (an id, a unique part of one, or a connection file), searched where
+    Jupyter keeps them. Only ``.json`` files are candidates: a kernel over ipc has its sockets beside its
+    connection file, named after it, and jupyter_client's search for a part of a name would take one of those."""
+    from jupyter_client import find_connection_file  # deferred with the rest of jupyter_client (ask_kernel)
+
+    return find_connection_file(kernel if kernel.endswith(".json") or "*" in kernel else f"*{kernel}*.json")
+
+
 def ask_kernel(kernel: str, answer_with: str | None, which: str | None) -> tuple[bool, str]:
     """Run ``command_text`` on a new subshell of kernel ``kernel`` (an id, a unique part of one, or a connection
     file); (whether it answered, its text or error). The answer comes back in the reply (``user_expressions``),
     not on iopub, which a client that has just connected may miss."""
     # Deferred: jupyter_client (zmq) is needed by this command line only, not by the magics.
-    from jupyter_client import BlockingKernelClient, find_connection_file
+    from jupyter_client import BlockingKernelClient
 
-    client = BlockingKernelClient(connection_file=find_connection_file(kernel))
+    client = BlockingKernelClient(connection_file=connection_file(kernel))
     client.load_connection_file()
     client.start_channels()
     subshell = None

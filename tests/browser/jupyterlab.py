@@ -6,9 +6,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -81,6 +83,7 @@ class JupyterLabServer:
     base_url: str
     token: str
     root_dir: Path
+    runtime_dir: Path  # the kernels' connection files
     log_path: Path
     process: subprocess.Popen[bytes] = field(repr=False)
     startup_seconds: float
@@ -123,13 +126,12 @@ def _write_json(path: Path, content: Any) -> None:
     path.write_text(json.dumps(content, indent=2))
 
 
-def _prepare_throwaway_jupyter(base_dir: Path, token: str, python: str) -> dict[str, str]:
-    """Lay out config/data/runtime dirs under base_dir; return the server's environment."""
+def _prepare_throwaway_jupyter(base_dir: Path, runtime_dir: Path, token: str, python: str) -> dict[str, str]:
+    """Lay out config and data dirs under base_dir; return the server's environment."""
     config_dir = base_dir / "config"
     data_dir = base_dir / "data"
-    runtime_dir = base_dir / "runtime"
     root_dir = base_dir / "notebooks"
-    for directory in (config_dir, data_dir, runtime_dir, root_dir, base_dir / "ipython"):
+    for directory in (config_dir, data_dir, root_dir, base_dir / "ipython"):
         directory.mkdir(parents=True, exist_ok=True)
 
     _write_json(
@@ -151,6 +153,9 @@ def _prepare_throwaway_jupyter(base_dir: Path, token: str, python: str) -> dict[
                 "jpserver_extensions": {"acp_notebook.saving": True},
             },
             "IdentityProvider": {"token": token},
+            # Kernels over ipc, their sockets beside their connection files (see start_jupyterlab): a TCP kernel's
+            # ports are picked before it binds them, and another process can take one in between.
+            "KernelManager": {"transport": "ipc"},
             "LabApp": {
                 # window.jupyterapp: the browser tests open notebooks through the loaded app's commands instead
                 # of loading the page again for each (about 4 s of CPU per load on a 2-core machine).
@@ -254,8 +259,10 @@ def start_jupyterlab(
     `server.log_path`. On exit the server and its kernels are stopped.
     """
     token = secrets.token_hex(16)
-    env = _prepare_throwaway_jupyter(base_dir, token, python)
-    runtime_dir = Path(env["JUPYTER_RUNTIME_DIR"])
+    # The runtime directory holds the kernels' connection files and their ipc sockets, named after them: short
+    # (a unix socket's path holds at most 107 bytes, a pytest base_dir is long), so outside base_dir.
+    runtime_dir = Path(tempfile.mkdtemp(prefix="acpnb-lab-"))
+    env = _prepare_throwaway_jupyter(base_dir, runtime_dir, token, python)
     log_path = base_dir / "jupyterlab.log"
     started = time.monotonic()
     with open(log_path, "wb") as log_file:
@@ -294,12 +301,14 @@ def start_jupyterlab(
             base_url=info["url"],
             token=token,
             root_dir=base_dir / "notebooks",
+            runtime_dir=runtime_dir,
             log_path=log_path,
             process=process,
             startup_seconds=time.monotonic() - started,
         )
     finally:
         _stop_process(process)
+        shutil.rmtree(runtime_dir, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ def test_an_inspected_figure_shows_as_an_image_in_one_card(lab_page: LabPage,
 def _terminal(server: JupyterLabServer, *args: str) -> subprocess.CompletedProcess[str]:
     """The command line a person runs in a terminal of this JupyterLab (its runtime directory, where the kernels'
     connection files are)."""
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(server.root_dir.parent / "runtime")}
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(server.runtime_dir)}
     return subprocess.run([sys.executable, "-m", "acp_notebook.magics.pending", *args], capture_output=True, text=True,
                           env=env, timeout=120, check=False)
 
