@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import jupyter_client
+import nbclient
 from jupyter_client.blocking import BlockingKernelClient
 from traitlets.config import Config
 
@@ -26,12 +27,19 @@ def _ipc_prefix() -> str:
     return os.path.join(tempfile.gettempdir(), f"acpnb-kernel-{secrets.token_hex(6)}")
 
 
-def kernel_config() -> Config:
+def _kernel_config() -> Config:
     """nbclient's ``config=`` for one notebook run: its kernel over ipc."""
     config = Config()
     config.KernelManager.transport = "ipc"
     config.KernelManager.ip = _ipc_prefix()
     return config
+
+
+def notebook_client(notebook: Any, workdir: Path | str, *, timeout: float, **options: Any) -> nbclient.NotebookClient:
+    """nbclient's client for ``notebook``, run in ``workdir`` on the python3 kernel over ipc: KERNEL_START_S for the
+    kernel to start, ``timeout`` seconds a cell (``options`` as NotebookClient takes them, e.g. allow_errors)."""
+    return nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=_kernel_config(), timeout=timeout,
+                                   kernel_name="python3", resources={"metadata": {"path": str(workdir)}}, **options)
 
 
 def kernel_manager(**traits: Any) -> jupyter_client.KernelManager:

@@ -15,8 +15,7 @@ from IPython.core.error import UsageError
 
 from acp_notebook.magics import context
 from acp_notebook.magics.grammar import parse_cell_line
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 
 @pytest.fixture
@@ -98,8 +97,7 @@ def test_attach_and_braces_in_a_real_kernel(tmp_path):
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in cells]
     for index in (5, 6):  # a UsageError fails the cell: nbclient goes on past these two
         notebook.cells[index].metadata["tags"] = ["raises-exception"]
-    nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    notebook_client(notebook, tmp_path, timeout=120).execute()
     (prompt,) = json.loads(notebook.cells[4].outputs[0]["text"])
     assert prompt[0] == {"type": "text", "text": "Which of the 3 cities is driest?"}
     assert "`df`: pandas DataFrame, 3 rows x 2 columns" in prompt[1]["text"]

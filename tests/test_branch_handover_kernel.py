@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.test_branch_kernel import Frontend, plain
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -31,8 +30,7 @@ def test_set_model_of_another_agent_after_turns_hands_the_conversation_over(tmp_
              "print([m['acp-notebook/handover']['description'] for m in told if 'acp-notebook/handover' in m])",
              "%%acp\nwhat did I say before?"]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = notebook_client(notebook, tmp_path, timeout=120)
     with client.setup_kernel():
         frontend = Frontend(client)
         for index in range(4):

@@ -6,8 +6,7 @@ again; checkout goes back; a three-model branch sweep from the same point."""
 from __future__ import annotations
 
 import pytest
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -55,8 +54,7 @@ def test_edit_and_rerun_an_earlier_cell_marks_the_cells_below_and_checkout(tmp_p
              "%acp branches", "%acp checkout main",
              "%%acp --models fast,smart,second:smart\nWhat is 6 x 7?"]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = notebook_client(notebook, tmp_path, timeout=120)
     with client.setup_kernel():
         frontend = Frontend(client)
         for index in range(5):

@@ -11,8 +11,7 @@ import pytest
 
 from acp_notebook.widgets.branches import BRANCH_HEADER
 from tests.test_branch_kernel import Frontend, plain
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -33,8 +32,7 @@ def column(listing, line, name):
 def run_cells(notebook, path, cells, edits=None):
     """Run ``cells`` (indexes; ``edits``: index -> new source, run after the first pass) in a new kernel that knows
     the notebook's path, then save it."""
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
+    client = notebook_client(notebook, path.parent, timeout=120)
     with client.setup_kernel(env={**os.environ, "JPY_SESSION_NAME": str(path)}):
         frontend = Frontend(client)
         for index in cells:

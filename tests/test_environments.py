@@ -9,10 +9,9 @@ import textwrap
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S, wait_gone
+from tests.kernels import notebook_client
+from tests.processes import wait_gone
 
 SCRIPT = textwrap.dedent(
     """
@@ -52,8 +51,7 @@ CELLS = [
 
 def run_notebook(cells, tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = NotebookClient(nb, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = notebook_client(nb, tmp_path, timeout=120)
     client.execute()
     return "".join(
         out.get("text", "") for cell in nb.cells for out in cell.get("outputs", []) if out.get("name") == "stdout"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S, wait_gone
+from tests.kernels import notebook_client
+from tests.processes import wait_gone
 
 FAULT_AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "fault_agent.py")]
 CYCLES = 50
@@ -143,8 +143,7 @@ def test_acp_stop_and_kernel_shutdown_end_the_proxy_and_its_agents(tmp_path: Pat
         "print('RUNNING', json.dumps(pids()))",
     ]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = notebook_client(notebook, tmp_path, timeout=120)
     client.execute()  # the kernel shuts down at the end, with the second proxy still running
     stdout = "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", [])
                      if out.get("name") == "stdout")

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from tests.test_cellagent_magics import TUTOR_CELL
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RECORDING = Path(__file__).resolve().parents[1] / "notebooks" / "recordings" / "claude.acp.jsonl"
@@ -34,8 +32,7 @@ def test_a_failed_turn_shows_its_error_once(tmp_path):
              "%%acp\nsomething the recording never saw", TUTOR_CELL, "%acp start --object tutor --name tutor",
              "%%acp tutor\nfail"]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    notebook_client(notebook, tmp_path, timeout=120, allow_errors=True).execute()
     for index, ename, said in ((2, "ReplayMismatch", "recording"), (5, "RpcError", "Tutor.prompt raised KeyError")):
         outputs = notebook.cells[index].outputs
         errors = [o for o in outputs if o.output_type == "error"]

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 ROOT = Path(__file__).resolve().parents[1]
 CELLS = ["%load_ext acp_notebook\n%config AcpMagics.permission = 'allow'", "%acp start demo",
@@ -34,8 +32,7 @@ def _export(notebook: Path, to: str) -> str:
 @pytest.mark.slow
 def test_markdown_export_writes_our_outputs_as_markdown(tmp_path):
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
-    NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    notebook_client(notebook, tmp_path, timeout=120).execute()
     saved = tmp_path / "saved.ipynb"
     nbformat.write(notebook, saved)
     ours = [o for cell in notebook.cells[1:] for o in cell.outputs if "text/markdown" in o.get("data", {})]

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -30,8 +29,7 @@ def execute(name: str, workdir: Path) -> Any:
     shutil.copy(NOTEBOOKS / name, workdir / name)
     shutil.copytree(NOTEBOOKS / "recordings", workdir / "recordings")  # the teaching notebook replays them
     notebook = nbformat.read(workdir / name, as_version=4)
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=180, kernel_name="python3",
-                                     resources={"metadata": {"path": str(workdir)}})
+    client = notebook_client(notebook, workdir, timeout=180)
     client.execute()  # raises CellExecutionError on the first failing cell
     nbformat.write(notebook, workdir / name)  # kept for a look when a test fails
     return notebook

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -44,8 +43,7 @@ def saved(tmp_path_factory) -> Any:
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
-    nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}}).execute()
+    notebook_client(notebook, path.parent, timeout=120).execute()
     nbformat.write(notebook, path)
     return nbformat.read(path, as_version=4)
 

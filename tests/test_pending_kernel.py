@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 jupyter_client = pytest.importorskip("jupyter_client")
-from tests.kernels import kernel_manager  # noqa: E402
 nbformat = pytest.importorskip("nbformat")
 
 from acp_notebook import saving  # noqa: E402
 from acp_notebook.magics.cells import kernel_takes_comms_while_awaiting  # noqa: E402
+from tests.kernels import kernel_manager  # noqa: E402
 from tests.test_magics_kernel import CELL_TIMEOUT, Frontend  # noqa: E402
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow,

@@ -13,8 +13,7 @@ import pytest
 
 import acp_notebook as acpnb
 from acp_notebook import launch
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -37,8 +36,7 @@ def executed(tmp_path_factory) -> Any:
             patch.delenv(var, raising=False)
         patch.setenv("ACP_NOTEBOOK_AGENT_CACHE", str(launch.agent_cache_dir()))
         patch.setenv("HOME", str(workdir))
-        client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=240, kernel_name="python3",
-                                         resources={"metadata": {"path": str(workdir)}})
+        client = notebook_client(notebook, workdir, timeout=240)
         client.execute()
     nbformat.write(notebook, workdir / NOTEBOOK.name)  # kept for a look when a test fails
     return notebook

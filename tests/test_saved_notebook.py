@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -44,8 +43,7 @@ RESUME = [
 
 def execute(notebook: Any, path: Path, cells: range | None = None) -> Any:
     """Run the notebook's cells (or only ``cells``) in a new kernel that knows the notebook's path."""
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
+    client = notebook_client(notebook, path.parent, timeout=120)
     env = {**os.environ, "JPY_SESSION_NAME": str(path)}
     if cells is None:
         client.execute(env=env)

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 import acp_notebook as acpnb
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 FAULT_AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "fault_agent.py")]
 VAR = "ACPNB_PLANTED_API_KEY"
@@ -119,8 +118,7 @@ def test_a_saved_notebook_never_holds_the_key(tmp_path: Path) -> None:
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = tmp_path / "leak.ipynb"
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=120, kernel_name="python3",
-                                     allow_errors=True, resources={"metadata": {"path": str(tmp_path)}})
+    client = notebook_client(notebook, tmp_path, timeout=120, allow_errors=True)
     client.execute(env={**os.environ, VAR: KEY, "JPY_SESSION_NAME": str(path)})
     nbformat.write(notebook, path)
     saved = path.read_text()

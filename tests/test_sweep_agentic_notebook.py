@@ -13,8 +13,7 @@ import pytest
 
 import acp_notebook as acpnb
 from test_sweep_notebook import code_cell
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -32,8 +31,7 @@ def executed(tmp_path_factory):
     shutil.copy(NOTEBOOKS / "agentic-evals.ipynb", workdir / "agentic-evals.ipynb")
     shutil.copytree(NOTEBOOKS / "tasks", workdir / "tasks")  # beside the notebook, as in the repository
     notebook = nbformat.read(workdir / "agentic-evals.ipynb", as_version=4)
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(workdir)}})
+    client = notebook_client(notebook, workdir, timeout=300)
     client.execute()  # raises CellExecutionError on the first failing cell
     return notebook, workdir
 

@@ -7,8 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -39,8 +38,7 @@ def executed(tmp_path_factory, ray_cluster):
     workdir = tmp_path_factory.mktemp("sweeps-notebook")
     shutil.copy(NOTEBOOK, workdir / NOTEBOOK.name)
     notebook = nbformat.read(workdir / NOTEBOOK.name, as_version=4)
-    client = nbclient.NotebookClient(notebook, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(workdir)}})
+    client = notebook_client(notebook, workdir, timeout=300)
     with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
         patch.setenv("RAY_ADDRESS", ray_cluster.get_runtime_context().gcs_address)
         client.execute()  # raises CellExecutionError on the first failing cell

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from agent_setups import home_env
 from conftest import MARKER_VAR, require_pinned
-from tests.kernels import kernel_config
-from tests.processes import KERNEL_START_S
+from tests.kernels import notebook_client
 
 pytestmark = pytest.mark.interop
 
@@ -41,8 +40,7 @@ def notebook(start_line: str) -> object:
 
 
 def execute(nb: object, workdir: Path, env: dict[str, str]) -> object:
-    client = nbclient.NotebookClient(nb, startup_timeout=KERNEL_START_S, config=kernel_config(), timeout=180, kernel_name="python3",
-                                     resources={"metadata": {"path": str(workdir)}})
+    client = notebook_client(nb, workdir, timeout=180)
     saved = dict(os.environ)
     os.environ.update(env)  # the kernel inherits the environment of the process that starts it
     try:
