@@ -45,6 +45,7 @@ from common import LoadMeter, bench_agent, emit  # noqa: E402
 
 from tests.browser.jupyterlab import (  # noqa: E402 - the browser tests' harness, reused
     CHROMIUM_PATH,
+    VIEWPORT,
     LabPage,
     launch_chromium,
     start_jupyterlab,
@@ -179,7 +180,7 @@ def _baselines(server: Any, long: Any) -> dict[str, int]:
 def _open_once(chromium: Any, server: Any, name: str) -> dict[str, float]:
     """Open ``name`` in a fresh context: seconds to the notebook shown, to its first turn's output (the first cell, for
     a notebook without turns), and to its last cell after a jump there (its last turn's output, where it has one)."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    context = chromium.new_context(viewport=VIEWPORT)
     try:
         lab = LabPage(context.new_page(), server)
         started = time.monotonic()
@@ -267,7 +268,7 @@ def run(keys: int, gap: float, turns: int, turn_chars: int, rounds: int, only_re
         try:
             typing = None
             if not only_reopen:
-                context = chromium.new_context(viewport={"width": 1280, "height": 800})
+                context = chromium.new_context(viewport=VIEWPORT)
                 try:
                     typing = keystrokes(LabPage(context.new_page(), server), server.root_dir, keys, gap)
                 finally:

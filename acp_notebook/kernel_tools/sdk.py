@@ -3,7 +3,8 @@
 The SDK is heavy (most of a second): nothing in the package imports it at module level. The server
 (server.py) imports its half in a worker thread when its channel opens, or at the first bridge's connection
 for an agent known to connect only when a prompt needs the kernel; an agent served in this process (the
-demo agent in memory, a CellAgent) imports the client half when it first opens the tools (client.py). Both go through here so that neither sees the other's modules half initialized.
+demo agent in memory, a CellAgent) imports the client half when it first opens the tools (client.py). Both go
+through here so that neither sees the other's modules half initialized.
 
 Kept apart from server.py so that an agent's process (which only opens the tools as a client) does not
 import the server's tools, namespace readers and runner.

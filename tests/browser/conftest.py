@@ -13,6 +13,7 @@ import pytest
 
 from .jupyterlab import (
     CHROMIUM_PATH,
+    VIEWPORT,
     JupyterLabServer,
     LabPage,
     launch_chromium,
@@ -120,7 +121,7 @@ class _SharedTab:
 
     def page(self) -> Page:
         if self.context is None:
-            self.context = self.browser.new_context(viewport={"width": 1280, "height": 800})
+            self.context = self.browser.new_context(viewport=VIEWPORT)
             self.context.new_page()
         return self.context.pages[0]
 

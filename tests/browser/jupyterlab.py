@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 CHROMIUM_PATH = Path("/usr/bin/chromium")
 
+# The browser window every test page has (the README's screenshots are taken at this width).
+VIEWPORT = {"width": 1280, "height": 800}
+
 # Where the tests save the screenshots of each step. A test run must not change tracked files,
 # so by default they go to a folder git ignores; `make screenshots` points this variable at
 # docs/img/ to refresh the README's pictures on purpose.
@@ -422,7 +425,7 @@ async (path) => {
 """
 
 # Back to how a freshly loaded page looks, for the next test: every document closed without a "save changes?"
-# question (the tests never save by closing), the left sidebar open. Returns how many panels were open.
+# question (the tests never save by closing), the left sidebar open.
 _CLOSE_DOCUMENTS_JS = """
 async () => {
   const app = window.jupyterapp;
@@ -430,7 +433,6 @@ async () => {
   for (const widget of widgets) widget.context.model.dirty = false;
   await Promise.all(widgets.map((widget) => widget.close()));
   if (app.shell.leftCollapsed) app.shell.expandLeft();
-  return widgets.length;
 }
 """
 

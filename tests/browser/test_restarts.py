@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .jupyterlab import JupyterLabServer, LabPage, screenshot_dir, write_notebook
+from .jupyterlab import VIEWPORT, JupyterLabServer, LabPage, screenshot_dir, write_notebook
 from .test_saved_notebook import _BROKEN_JS, menu, restart_kernel, save, start_cell
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -67,7 +67,7 @@ def test_restarts_without_saving_resume_with_the_title(chromium, lab_page: LabPa
     first_panel = "".join(saved["cells"][0]["outputs"][-1]["data"]["text/plain"])
     assert first_panel.startswith(f"{TITLE} · ") and "closed" in first_panel and "the kernel stopped" in first_panel
     jupyterlab_server.shutdown_all_kernels()
-    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    context = chromium.new_context(viewport=VIEWPORT)
     try:
         reopened = LabPage(context.new_page(), jupyterlab_server)
         reopened.open_notebook(UNSAVED)
@@ -112,7 +112,7 @@ def test_saved_while_a_permission_waits_reopens_true_without_a_kernel(chromium, 
     lab_page.wait_for_text("Read notes.txt: 2 lines.", within=turn)
 
     jupyterlab_server.shutdown_all_kernels()
-    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    context = chromium.new_context(viewport=VIEWPORT)
     try:
         reopened = LabPage(context.new_page(), jupyterlab_server)
         reopened.open_notebook(RUNNING)

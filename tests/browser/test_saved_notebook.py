@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .jupyterlab import Cell, JupyterLabServer, LabPage, screenshot_dir, write_notebook
+from .jupyterlab import VIEWPORT, Cell, JupyterLabServer, LabPage, screenshot_dir, write_notebook
 
 FIRST_PROMPT = "new topic: Owls and their nests"
 TITLE = "Owls and their nests"
@@ -126,7 +126,7 @@ def test_a_saved_notebook_reopens_with_its_final_truth(chromium, lab_page: LabPa
     assert {r["title"] for r in records(saved)} == {TITLE} and all(r["closed"] for r in records(saved)[:1])
 
     jupyterlab_server.shutdown_all_kernels()
-    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    context = chromium.new_context(viewport=VIEWPORT)
     try:
         reopened = LabPage(context.new_page(), jupyterlab_server)
         reopened.open_notebook(SAVED)  # a fresh kernel, which knows none of the first one's widgets
