@@ -190,3 +190,23 @@ def interop(tmp_path: Path) -> Iterator[InteropRun]:
         yield run
     finally:
         run.finish()
+
+
+@pytest.fixture(scope="module")
+def module_model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
+    """One model server for a whole module, for a module whose tests share one agent (see `module_interop`)."""
+    log = tmp_path_factory.mktemp("model-server") / "model-requests.jsonl"
+    with ModelServer(log_path=log) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def module_interop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteropRun]:
+    """An InteropRun that lasts a whole module: for an agent whose start is the costly part of its tests
+    (opencode's takes about 5 core-seconds), started once and given a new session by each test. The
+    check that nothing is left running, and of every frame our client sent, runs when the module ends."""
+    run = InteropRun(tmp_path_factory.mktemp("interop"))
+    try:
+        yield run
+    finally:
+        run.finish()

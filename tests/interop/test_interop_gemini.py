@@ -1,6 +1,10 @@
 """gemini-cli 0.61.0 through our public API: initialize, the old modes/models fields (mode settable
 through session/set_mode, model read-only), full turns against the model server (streaming,
-thinking, the client's fs methods, permission allowed and rejected), the new-file quirk, cancel."""
+thinking, the client's fs methods, permission allowed and rejected), the new-file quirk, cancel.
+
+One gemini with a key serves the tests that need no start of their own (its start costs about 3
+core-seconds), started as `%acp start gemini` starts it; each test works in a session of its own, and
+what it checks of the agent's log is what arrived after the test began."""
 
 from __future__ import annotations
 
@@ -24,8 +28,14 @@ pytestmark = pytest.mark.interop
 MODELS = {"auto", "gemini-2.5-pro", "gemini-3.8-flash", "gemini-3.5-flash-lite"}
 
 
-def methods(agent: acpnb.Agent, direction: str) -> list[str]:
-    return [e["msg"]["method"] for e in agent.log if e["dir"] == direction and "method" in e["msg"]]
+def methods(agent: acpnb.Agent, direction: str, *, since: int = 0) -> list[str]:
+    """The methods of the requests and notifications sent one way, from entry `since` of the log on."""
+    return [e["msg"]["method"] for e in agent.log[since:] if e["dir"] == direction and "method" in e["msg"]]
+
+
+@pytest.fixture(scope="module")
+def gemini(module_interop, module_model_server) -> acpnb.Agent:
+    return module_interop.start_by_name("gemini", module_model_server)  # GEMINI_API_KEY set: no authenticate
 
 
 def test_initialize_and_without_a_key_what_to_set(interop):
@@ -39,8 +49,8 @@ def test_initialize_and_without_a_key_what_to_set(interop):
     assert info.value.hint.startswith("Agent 'gemini' needs a key or a login: set GEMINI_API_KEY")
 
 
-def test_old_modes_and_models(interop, model_server):
-    agent = interop.start_by_name("gemini", model_server)  # GEMINI_API_KEY set: no authenticate needed
+def test_old_modes_and_models(gemini):
+    agent = gemini
     session = agent.new_session()
     assert "authenticate" not in methods(agent, "send")
     mode, model = session.config["mode"], session.config["model"]
@@ -70,9 +80,10 @@ def test_old_modes_and_models(interop, model_server):
     assert info.value.code == -32601
 
 
-def test_full_turns_streaming_thinking_fs_and_permissions(interop, model_server):
-    agent = interop.start("gemini", model_server, permission="allow")
+def test_full_turns_streaming_thinking_fs_and_permissions(gemini, module_interop, module_model_server):
+    agent, since, model_server = gemini, len(gemini.log), module_model_server
     session = agent.new_session()
+    session.permission = "allow"
 
     turn = session.prompt("say hi", timeout=TURN_TIMEOUT)
     assert_streamed(turn, HELLO + "say hi")
@@ -89,11 +100,11 @@ def test_full_turns_streaming_thinking_fs_and_permissions(interop, model_server)
     assert "agent_thought_chunk" in kinds(thinking)
 
     # Overwriting a file goes through our fs methods: read, permission, write.
-    existing = interop.work / "existing.txt"
+    existing = module_interop.work / "existing.txt"
     existing.write_text("old text")
     turn = session.prompt(f"write {existing} with hello world", timeout=TURN_TIMEOUT)
     assert existing.read_text() == "hello world"
-    assert {"fs/read_text_file", "fs/write_text_file"} <= set(methods(agent, "recv"))
+    assert {"fs/read_text_file", "fs/write_text_file"} <= set(methods(agent, "recv", since=since))
     (record,) = turn.permissions
     assert chosen_kind(record) == "allow_once" and record.chosen == "proceed_once"
     # The permission request is where gemini first mentions the tool call.
@@ -108,12 +119,13 @@ def test_full_turns_streaming_thinking_fs_and_permissions(interop, model_server)
     assert chosen_kind(record) == "reject_once" and turn.stop_reason == "end_turn"
 
 
-def test_new_files_need_the_client_without_fs(interop, model_server):
+def test_new_files_need_the_client_without_fs(gemini, module_interop, interop, model_server):
     """gemini treats any error reading a missing file through fs/read_text_file as fatal (FINDINGS 5.4),
     so with our fs methods it cannot create a file; started with fs=False it writes it itself."""
-    with_fs = interop.start("gemini", model_server, permission="allow")
-    target = interop.work / "new-with-fs.txt"
-    turn = with_fs.new_session().prompt(f"write {target} with hello", timeout=TURN_TIMEOUT)
+    with_fs = gemini.new_session()
+    with_fs.permission = "allow"
+    target = module_interop.work / "new-with-fs.txt"
+    turn = with_fs.prompt(f"write {target} with hello", timeout=TURN_TIMEOUT)
     assert not target.exists() and turn.permissions == []
     assert turn.tool_calls[0].status == "failed"
     assert turn.text.endswith(f"Error checking existing file: {target} does not exist\"}}")
@@ -126,8 +138,7 @@ def test_new_files_need_the_client_without_fs(interop, model_server):
     assert not {"fs/read_text_file", "fs/write_text_file"} & set(methods(without_fs, "recv"))
 
 
-def test_cancel_then_the_same_session_carries_on(interop, model_server):
-    agent = interop.start("gemini", model_server)
-    session = agent.new_session()
+def test_cancel_then_the_same_session_carries_on(gemini):
+    session = gemini.new_session()
     assert_cancelled_mid_stream(cancel_after_first_chunk(session, "slow " + SLOW_WORDS))
     assert_streamed(session.prompt("after cancel", timeout=TURN_TIMEOUT), HELLO + "after cancel")

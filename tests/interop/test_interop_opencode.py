@@ -1,8 +1,14 @@
 """opencode 1.18.33 through our public API: initialize, the options of session/new, set, the `effort`
 option that picking a reasoning model adds (pushed as config_option_update), full turns against
-the model server (streaming, thinking, edit and shell permissions, fs/write_text_file), cancel."""
+the model server (streaming, thinking, edit and shell permissions, fs/write_text_file), cancel.
+
+One opencode serves the whole module (its start costs about 5 core-seconds), started as `%acp start
+opencode` starts it; each test works in a session of its own, and what it checks of the agent's log and
+of the model server's requests is what arrived after the test began."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from interop_support import (
@@ -23,12 +29,18 @@ pytestmark = pytest.mark.interop
 SMALL, LARGE = "interop/interop-model", "interop/interop-model-large"
 
 
-def received(agent: acpnb.Agent, method: str) -> list[dict]:
-    return [e["msg"] for e in agent.log if e["dir"] == "recv" and e["msg"].get("method") == method]
+def received(agent: acpnb.Agent, method: str, *, since: int = 0) -> list[dict]:
+    """The requests of `method` the agent sent, from entry `since` of its log on."""
+    return [e["msg"] for e in agent.log[since:] if e["dir"] == "recv" and e["msg"].get("method") == method]
 
 
-def test_initialize_and_session_options(interop, model_server):
-    agent = interop.start_by_name("opencode", model_server)  # what `%acp start opencode` runs
+@pytest.fixture(scope="module")
+def opencode(module_interop, module_model_server) -> acpnb.Agent:
+    return module_interop.start_by_name("opencode", module_model_server)  # what `%acp start opencode` runs
+
+
+def test_initialize_and_session_options(opencode):
+    agent = opencode
     assert agent.info == {"name": "OpenCode", "version": "1.18.33"}
     assert agent.capabilities["loadSession"] is True
     assert set(agent.capabilities["sessionCapabilities"]) == {"close", "fork", "list", "resume"}
@@ -44,8 +56,8 @@ def test_initialize_and_session_options(interop, model_server):
     assert session.config["mode"].values == ["build", "plan"] and session.config["mode"].value == "build"
 
 
-def test_set_options_and_the_effort_option_of_a_reasoning_model(interop, model_server):
-    agent = interop.start("opencode", model_server)
+def test_set_options_and_the_effort_option_of_a_reasoning_model(opencode):
+    agent = opencode
     session = agent.new_session()
     # What session.config held right after each config_option_update frame was applied; opencode
     # pushes the complete list before it answers set_config_option.
@@ -86,25 +98,27 @@ def test_set_options_and_the_effort_option_of_a_reasoning_model(interop, model_s
     assert session.config == before
 
 
-def test_full_turns_streaming_thinking_and_permissions(interop, model_server):
-    agent = interop.start("opencode", model_server, permission="allow")
+def test_full_turns_streaming_thinking_and_permissions(opencode, module_interop, module_model_server):
+    agent, work, since = opencode, module_interop.work, len(opencode.log)
     session = agent.new_session()
+    session.permission = "allow"
 
     turn = session.prompt("say hi", timeout=TURN_TIMEOUT)
     assert_streamed(turn, HELLO + "say hi")
     assert turn.usage["inputTokens"] > 0 and turn.usage["totalTokens"] > turn.usage["inputTokens"]
-    chat = model_server.wait_for(lambda r: r.path == "/v1/chat/completions" and bool(r.body.get("tools")), timeout=5)
+    chat = module_model_server.wait_for(lambda r: r.path == "/v1/chat/completions" and bool(r.body.get("tools"))
+                                        and "say hi" in json.dumps(r.body.get("messages")), timeout=5)
     assert chat.body["model"] == "interop-model" and chat.body["stream"] is True
 
     thinking = session.prompt("think tides", timeout=TURN_TIMEOUT)
     assert thinking.text == "Thought about tides."
     assert thinking.thoughts == "Thinking about: tides" and "agent_thought_chunk" in kinds(thinking)
 
-    allowed = interop.work / "allowed.txt"
+    allowed = work / "allowed.txt"
     turn = session.prompt(f"write {allowed} with hello world", timeout=TURN_TIMEOUT)
     assert allowed.read_text() == "hello world"
     # opencode writes through our client (fs/write_text_file), after asking permission.
-    (write,) = received(agent, "fs/write_text_file")
+    (write,) = received(agent, "fs/write_text_file", since=since)
     assert write["params"]["path"] == str(allowed) and write["params"]["content"] == "hello world"
     (call,) = turn.tool_calls
     assert (call.kind, call.status) == ("edit", "completed")
@@ -120,17 +134,16 @@ def test_full_turns_streaming_thinking_and_permissions(interop, model_server):
     assert turn.text.endswith("Tool finished: shell-ran")
 
     session.permission = "deny"
-    denied = interop.work / "denied.txt"
+    denied = work / "denied.txt"
     turn = session.prompt(f"write {denied} with should not exist", timeout=TURN_TIMEOUT)
-    assert not denied.exists() and len(received(agent, "fs/write_text_file")) == 1
+    assert not denied.exists() and len(received(agent, "fs/write_text_file", since=since)) == 1
     (record,) = turn.permissions
     assert chosen_kind(record) == "reject_once"
     # After a rejection opencode ends the turn at once, without asking the model again.
     assert turn.stop_reason == "end_turn" and not turn.text.endswith("Tool finished")
 
 
-def test_cancel_then_the_same_session_carries_on(interop, model_server):
-    agent = interop.start("opencode", model_server)
-    session = agent.new_session()
+def test_cancel_then_the_same_session_carries_on(opencode):
+    session = opencode.new_session()
     assert_cancelled_mid_stream(cancel_after_first_chunk(session, "slow " + SLOW_WORDS))
     assert_streamed(session.prompt("after cancel", timeout=TURN_TIMEOUT), HELLO + "after cancel")

@@ -1,7 +1,12 @@
 """The real agents behind our multi-agent proxy (`acpnb.start_proxy`): one model list with every
-agent's models as `agent:model`, binding a session to each agent, full turns through the proxy."""
+agent's models as `agent:model`, binding a session to each agent, full turns through the proxy.
+
+The proxy in front of claude and opencode serves the module's first two tests (opencode's start alone costs
+about 5 core-seconds); each works in sessions of its own and checks what arrived after it began."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from interop_support import (
@@ -22,13 +27,14 @@ CLAUDE_MODELS = ["claude:default", "claude:opus", "claude:fable", "claude:sonnet
 OPENCODE_MODELS = ["opencode:interop/interop-model", "opencode:interop/interop-model-large"]
 
 
-@pytest.fixture
-def proxy(interop, model_server):
-    return interop.start_proxy({"claude": interop.spec("claude", model_server),
-                                "opencode": interop.spec("opencode", model_server)}, permission="allow")
+@pytest.fixture(scope="module")
+def proxy(module_interop, module_model_server):
+    return module_interop.start_proxy({"claude": module_interop.spec("claude", module_model_server),
+                                       "opencode": module_interop.spec("opencode", module_model_server)},
+                                      permission="allow")
 
 
-def test_both_agents_models_namespaced_and_a_claude_turn(interop, model_server, proxy):
+def test_both_agents_models_namespaced_and_a_claude_turn(module_interop, module_model_server, proxy):
     assert proxy.info["name"] == "acp-notebook-proxy"
     # claude offers its terminal login (our client handles terminal logins), opencode its own login method
     assert [m["id"] for m in proxy.auth_methods] == ["claude:claude-ai-login", "claude:console-login",
@@ -46,10 +52,11 @@ def test_both_agents_models_namespaced_and_a_claude_turn(interop, model_server, 
     assert session.config["model"].values == CLAUDE_MODELS + OPENCODE_MODELS
     turn = session.prompt("say hi", timeout=TURN_TIMEOUT)
     assert_streamed(turn, HELLO + "say hi")
-    request = model_server.wait_for(lambda r: r.path.startswith("/v1/messages"), timeout=5)
+    request = module_model_server.wait_for(lambda r: r.path.startswith("/v1/messages")
+                                           and "say hi" in json.dumps(r.body.get("messages")), timeout=5)
     assert request.body["model"].startswith("claude-haiku-")
 
-    target = interop.work / "from-claude.txt"
+    target = module_interop.work / "from-claude.txt"
     turn = session.prompt(f"write {target} with through the proxy", timeout=TURN_TIMEOUT)
     assert target.read_text() == "through the proxy"
     assert chosen_kind(turn.permissions[0]) == "allow_once" and turn.tool_calls[0].status == "completed"
@@ -59,7 +66,8 @@ def test_both_agents_models_namespaced_and_a_claude_turn(interop, model_server, 
     assert session.model == OPENCODE_MODELS[0]
 
 
-def test_an_opencode_session_its_effort_option_and_fs_through_the_proxy(interop, model_server, proxy):
+def test_an_opencode_session_its_effort_option_and_fs_through_the_proxy(module_interop, proxy):
+    since = len(proxy.log)
     session = proxy.new_session()
     session.set("model", OPENCODE_MODELS[1])  # the reasoning model: opencode adds `effort`
     assert session.config.ids() == ["model", "effort", "mode"]
@@ -68,11 +76,11 @@ def test_an_opencode_session_its_effort_option_and_fs_through_the_proxy(interop,
     assert session.model == OPENCODE_MODELS[0]
 
     assert_streamed(session.prompt("say hi", timeout=TURN_TIMEOUT), HELLO + "say hi")
-    target = interop.work / "from-opencode.txt"
+    target = module_interop.work / "from-opencode.txt"
     turn = session.prompt(f"write {target} with through the proxy", timeout=TURN_TIMEOUT)
     assert target.read_text() == "through the proxy"
     # opencode's fs/write_text_file came through the proxy to our client.
-    writes = [e["msg"]["params"] for e in proxy.log if e["dir"] == "recv"
+    writes = [e["msg"]["params"] for e in proxy.log[since:] if e["dir"] == "recv"
               and e["msg"].get("method") == "fs/write_text_file"]
     assert [w["path"] for w in writes] == [str(target)]
     assert chosen_kind(turn.permissions[0]) == "allow_once"
