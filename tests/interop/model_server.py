@@ -919,12 +919,15 @@ class ModelServer:
 
     # -- for tests
 
-    def wait_for(self, predicate: Callable[[RequestRecord], bool], timeout: float = 30.0) -> RequestRecord:
-        """Block until a request matching `predicate` has arrived; TimeoutError otherwise."""
+    def wait_for(self, predicate: Callable[[RequestRecord], bool], timeout: float = 30.0, *,
+                 since: int = 0) -> RequestRecord:
+        """Block until a request matching `predicate` has arrived (the first one from request `since` on:
+        a test sharing the server with others passes how many there were when it began); TimeoutError
+        otherwise."""
         deadline = time.monotonic() + timeout
         with self._arrived:
             while True:
-                for record in self.requests:
+                for record in self.requests[since:]:
                     if predicate(record):
                         return record
                 remaining = deadline - time.monotonic()

@@ -10,12 +10,17 @@ what its model receives for run_code (checked in the recorded model request). ge
 servers only in a folder it trusts (GEMINI_CLI_TRUST_WORKSPACE=true here); in any other it starts none.
 Kernel objects attached to a prompt (`attach=`) reach each agent's model: the table as text, the figure
 as an image.
+
+Each agent is started once for the module, with the kernel tools under "ask" (opencode's start alone costs
+about 5 core-seconds); a test opens sessions of its own, sets their permission and kernel-tools policies, and
+checks what arrived after it began. gemini in a folder it does not trust has a test and agents of its own.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,19 +99,36 @@ def bridges(marker: str) -> list[int]:
     return found
 
 
-def last_model_request(model_server, facts: KernelFacts, name: str) -> Any:
-    """The parsed model request that carries the answer to the named tool's call, once it has arrived."""
+def last_model_request(model_server, facts: KernelFacts, name: str, since: int) -> Any:
+    """The parsed model request that carries the answer to the named tool's call, once it has arrived (the
+    first from request `since` on)."""
     record = model_server.wait_for(lambda r: isinstance(r.body, dict) and bool(r.body.get("tools")) and name
                                    in model_server.parse(facts.api, r.path, r.body).called_tools[-1:]
-                                   and model_server.parse(facts.api, r.path, r.body).tool_results, timeout=10)
+                                   and model_server.parse(facts.api, r.path, r.body).tool_results, timeout=10,
+                                   since=since)
     return model_server.parse(facts.api, record.path, record.body)
 
 
-def open_session(agent: acpnb.Agent) -> acpnb.Session:
+@pytest.fixture(scope="module")
+def kernel_agent(module_interop, module_model_server) -> Callable[[str], acpnb.Agent]:
+    """The agent of a name, started on first use and shared by the module's tests: the kernel's bridge
+    importable, gemini trusting its folders, the kernel tools under "ask"."""
+    started: dict[str, acpnb.Agent] = {}
+
+    def agent_named(name: str) -> acpnb.Agent:
+        if name not in started:
+            started[name] = module_interop.start(name, module_model_server,
+                                                 env={**bridge_env(), **KERNEL_FACTS[name].env}, kernel_tools="ask")
+        return started[name]
+
+    return agent_named
+
+
+def open_session(agent: acpnb.Agent, permission: Any) -> acpnb.Session:
     """A new session in a mode where the agent asks the client before each MCP call: claude's "default" (in
     its own default, "auto", a classifier model judges each call, which the scripted model cannot) and codex's
     "read-only" (in its "agent" a reviewer model approves them)."""
-    session = agent.new_session()
+    session = agent.new_session(permission=permission)
     mode = {"claude": "default", "codex": "read-only"}.get(agent.name)
     if mode is not None:
         session.set("mode", mode)
@@ -114,16 +136,17 @@ def open_session(agent: acpnb.Agent) -> acpnb.Session:
 
 
 @pytest.mark.parametrize("name", KERNEL_AGENTS)
-def test_the_model_lists_variables_then_runs_code_after_allow(interop, model_server, monkeypatch, name):
-    facts = KERNEL_FACTS[name]
+def test_the_model_lists_variables_then_runs_code_after_allow(kernel_agent, module_model_server, monkeypatch, name):
+    facts, model_server = KERNEL_FACTS[name], module_model_server
     namespace = served_namespace()
     monkeypatch.setitem(namespace, "df", kernel_frame())
     monkeypatch.setitem(namespace, "total", None)
     asked: list[Any] = []
-    agent = interop.start(name, model_server, env={**bridge_env(), **facts.env}, kernel_tools="ask",
-                          permission=allow_everything(asked))
-    session = open_session(agent)
-    (new,) = [e["msg"] for e in agent.log if e["dir"] == "send" and e["msg"].get("method") == "session/new"]
+    agent = kernel_agent(name)
+    since, requests_since = len(agent.log), len(model_server.requests)
+    session = open_session(agent, allow_everything(asked))
+    assert session.kernel_tools.policy == "ask"
+    (new,) = [e["msg"] for e in agent.log[since:] if e["dir"] == "send" and e["msg"].get("method") == "session/new"]
     (entry,) = new["params"]["mcpServers"]
     assert entry["name"] == "kernel" and entry["args"] == ["-m", BRIDGE]
     assert {e["name"]: e["value"] for e in entry["env"]}["ACPNB_KERNEL_TOKEN"].startswith("***")  # masked in the log
@@ -142,10 +165,10 @@ def test_the_model_lists_variables_then_runs_code_after_allow(interop, model_ser
     assert agent_questions == (list(facts.titles) if facts.agent_asks else [])
 
     list_name, run_name = facts.model_names
-    listed = last_model_request(model_server, facts, list_name)
+    listed = last_model_request(model_server, facts, list_name, requests_since)
     assert set(facts.model_names) <= set(listed.tools)
     assert "df" in listed.tool_results[-1] and "DataFrame" in listed.tool_results[-1], listed.tool_results
-    ran = last_model_request(model_server, facts, run_name)
+    ran = last_model_request(model_server, facts, run_name, requests_since)
     assert re.fullmatch(facts.received, ran.tool_results[-1]), ran.tool_results[-1]
 
 
@@ -173,15 +196,17 @@ FIGURE_CODE = ("import matplotlib; matplotlib.use('Agg'); import matplotlib.pypl
 
 
 @pytest.mark.parametrize("name", KERNEL_AGENTS)
-def test_a_figure_run_code_makes_reaches_each_model_as_an_image(interop, model_server, monkeypatch, name):
+def test_a_figure_run_code_makes_reaches_each_model_as_an_image(kernel_agent, module_model_server, monkeypatch,
+                                                                name):
     """An answer with an image carries no structured content: Claude and Codex would show their model that
     instead and drop the image. Every agent hands its model the PNG, with the printed 7 beside it."""
     pytest.importorskip("matplotlib")
-    facts = KERNEL_FACTS[name]
+    facts, model_server = KERNEL_FACTS[name], module_model_server
     monkeypatch.setitem(served_namespace(), "df", kernel_frame())
-    agent = interop.start(name, model_server, env={**bridge_env(), **facts.env}, kernel_tools="allow",
-                          permission="allow")
-    turn = open_session(agent).prompt(f"kernel {FIGURE_CODE}", timeout=TURN_TIMEOUT)
+    requests_since = len(model_server.requests)
+    session = open_session(kernel_agent(name), "allow")
+    session.kernel_tools.policy = "allow"
+    turn = session.prompt(f"kernel {FIGURE_CODE}", timeout=TURN_TIMEOUT)
     assert turn.stop_reason == "end_turn" and [c.tool for c in turn.kernel_calls] == ["list_variables", "run_code"]
     (ran,) = [c for c in turn.kernel_calls if c.tool == "run_code"]
     assert ran.status == "done", ran
@@ -189,14 +214,15 @@ def test_a_figure_run_code_makes_reaches_each_model_as_an_image(interop, model_s
     # tool result:"); the others in the tool's answer.
     run_name = facts.model_names[1]
     request = model_server.wait_for(lambda r: isinstance(r.body, dict) and bool(r.body.get("tools")) and run_name
-                                    in model_server.parse(facts.api, r.path, r.body).called_tools[-1:], timeout=10)
+                                    in model_server.parse(facts.api, r.path, r.body).called_tools[-1:], timeout=10,
+                                    since=requests_since)
     sent = json.dumps(request.body)
     answer = sent[sent.rindex("figure = plt.figure"):]  # after the model's call of run_code
     assert "iVBORw0KGgo" in answer and "7\\n" in answer, answer[:500]
 
 
 @pytest.mark.parametrize("name", ["claude", "opencode"])
-def test_attachments_reach_the_model_as_a_table_and_an_image(interop, model_server, name):
+def test_attachments_reach_the_model_as_a_table_and_an_image(kernel_agent, module_model_server, name):
     """Both agents advertise images and embedded context: a DataFrame goes as a resource, a figure as an image
     block, and each agent hands both to its model (claude-agent-acp wraps the resource in <context ref=...>)."""
     import json
@@ -208,14 +234,15 @@ def test_attachments_reach_the_model_as_a_table_and_an_image(interop, model_serv
 
     figure, axes = plt.subplots(figsize=(2, 1.5), dpi=50)
     axes.bar(["Oslo", "Lima", "Pune"], [763, 6, 722])
-    agent = interop.start(name, model_server)
+    agent, model_server = kernel_agent(name), module_model_server
     assert agent.capabilities["promptCapabilities"] == {"image": True, "embeddedContext": True}
+    requests_since = len(model_server.requests)
     session = agent.new_session()
     turn = session.prompt("say hi", attach={"df": kernel_frame(), "fig": figure}, timeout=TURN_TIMEOUT)
     plt.close(figure)
     assert turn.stop_reason == "end_turn" and [(a.kind, a.sent) for a in turn.attachments] == [
         ("table", True), ("image", True)]
-    request = model_server.wait_for(lambda r: "city,rain_mm" in json.dumps(r.body), timeout=10)
+    request = model_server.wait_for(lambda r: "city,rain_mm" in json.dumps(r.body), timeout=10, since=requests_since)
     sent = json.dumps(request.body)
     assert json.dumps("city,rain_mm\nOslo,763\nLima,6\nPune,722\n")[1:-1] in sent  # the CSV, as JSON text
     assert "iVBORw0KGgo" in sent  # a base64 PNG: the figure
