@@ -98,10 +98,17 @@ def codex_config(server: ModelServer | None) -> dict:
     }
 
 
-def codex_openai_env(server: ModelServer) -> dict[str, str]:
+def codex_openai_env(server: ModelServer, home: Path) -> dict[str, str]:
     """Codex's built-in OpenAI provider, moved onto the model server: this one wants `authenticate`
-    (api-key) before session/new, as with a real key against api.openai.com."""
-    return {"CODEX_CONFIG": json.dumps({"openai_base_url": f"{server.url}/v1", "model": "gpt-5.4"})}
+    (api-key) before session/new, as with a real key against api.openai.com.
+
+    The base URL goes in `home`'s `~/.codex/config.toml`, where a user puts it, not in CODEX_CONFIG:
+    codex-acp applies CODEX_CONFIG to its threads only, and codex's own model catalogue, read at each
+    session/new and turn, would then still be fetched from chatgpt.com (five tries, about 3 s offline).
+    """
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    (home / ".codex" / "config.toml").write_text(f'openai_base_url = "{server.url}/v1"\n', encoding="utf-8")
+    return {**home_env(home), "CODEX_CONFIG": json.dumps({"model": "gpt-5.4"})}
 
 
 def _codex_env(server: ModelServer | None) -> dict[str, str]:

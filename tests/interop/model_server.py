@@ -787,6 +787,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif re.search(r"/models/[^/:]+$", path):
             model_id = path.rsplit("/", 1)[-1]
             self._send_json(record, 200, self.server.owner.model_entry(model_id))
+        elif self.headers.get("Upgrade", "").lower() == "websocket":
+            # No WebSocket here: 426 tells a client that tries one first (codex's built-in provider) to use
+            # plain HTTP now; to a 404 codex answers with six more tries over about 6 s.
+            self._send_json(record, 426, {"error": {"type": "upgrade_required", "message": "no WebSocket here"}})
         else:
             self._send_json(record, 404, {"error": {"type": "not_found", "message": f"no route {path}"}})
 

@@ -43,8 +43,8 @@ def test_initialize_and_without_a_key_what_to_set(interop):
 
 def test_the_key_in_the_environment_authenticates_and_reaches_the_model(interop, model_server):
     # Codex's own OpenAI provider, moved to the model server: like a real OPENAI_API_KEY user.
-    agent = interop.start("codex", env={"OPENAI_API_KEY": DUMMY_KEY, **codex_openai_env(model_server)},
-                          permission="allow")
+    env = {"OPENAI_API_KEY": DUMMY_KEY, **codex_openai_env(model_server, interop.new_home("codex"))}
+    agent = interop.start("codex", env=env, permission="allow")
     session = agent.new_session()
     assert agent.auth_method == "api-key"
     assert sent_methods(agent) == ["initialize", "session/new", "authenticate", "session/new"]

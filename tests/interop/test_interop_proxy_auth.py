@@ -12,7 +12,8 @@ pytestmark = pytest.mark.interop
 
 
 def test_codex_builtin_provider_is_authenticated_by_the_proxy(interop, model_server):
-    spec = interop.spec("codex", env={"OPENAI_API_KEY": DUMMY_KEY, **codex_openai_env(model_server)})
+    env = {"OPENAI_API_KEY": DUMMY_KEY, **codex_openai_env(model_server, interop.new_home("codex"))}
+    spec = interop.spec("codex", env=env)
     proxy = interop.start_proxy({"codex": spec})
     session = proxy.new_session()  # the probe: session/new, authenticate, session/new
     assert "codex:gpt-5.4" in session.config["model"].values
@@ -27,7 +28,7 @@ def test_codex_builtin_provider_is_authenticated_by_the_proxy(interop, model_ser
 
 
 def test_codex_without_a_key_behind_the_proxy_says_what_to_do(interop, model_server):
-    spec = interop.spec("codex", env=codex_openai_env(model_server))
+    spec = interop.spec("codex", env=codex_openai_env(model_server, interop.new_home("codex")))
     proxy = interop.start_proxy({"codex": spec})
     proxy.new_session()
     answers = [e["msg"] for e in proxy.log if e["dir"] == "recv" and "result" in e["msg"]

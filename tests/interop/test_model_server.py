@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,19 @@ def test_model_list_serves_the_configured_models(model_server: ModelServer) -> N
     with urllib.request.urlopen(f"{model_server.url}/v1/models", timeout=10) as response:
         listing = json.loads(response.read())
     assert [entry["id"] for entry in listing["data"]] == ["interop-model", "interop-model-large"]
+
+
+def test_a_websocket_upgrade_is_told_to_use_http_and_other_unknown_paths_are_not_found(
+        model_server: ModelServer) -> None:
+    upgrade = urllib.request.Request(f"{model_server.url}/v1/responses",
+                                     headers={"Connection": "Upgrade", "Upgrade": "websocket"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(upgrade, timeout=10)
+    assert refused.value.code == 426
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"{model_server.url}/v1/responses", timeout=10)
+    assert missing.value.code == 404
+    assert [r.status for r in model_server.requests] == [426, 404]
 
 
 def test_custom_script_sees_the_parsed_request_and_its_reply_is_logged(tmp_path: Path) -> None:
