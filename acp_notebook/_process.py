@@ -9,10 +9,12 @@ import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["AgentProcess"]
+__all__ = ["EXIT_GRACE_S", "AgentProcess"]
 
 STDIO_LIMIT = 50 * 1024 * 1024
 STDERR_LINES_KEPT = 200
+# How long an agent gets to exit by itself once its stdin is closed, and then once sent SIGTERM.
+EXIT_GRACE_S = 2.0
 
 
 class AgentProcess:
@@ -25,8 +27,12 @@ class AgentProcess:
     Must be created and used on one event loop.
     """
 
-    def __init__(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> None:
+    def __init__(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
+                 exit_grace: float = EXIT_GRACE_S) -> None:
+        """``exit_grace``: how long ``terminate()`` waits for the process to exit on EOF before SIGTERM (0 for
+        an agent known to stay after its stdin closes)."""
         self.argv = list(argv)
+        self.exit_grace = exit_grace
         self.cwd = cwd
         self.env = dict(env)
         self.process: asyncio.subprocess.Process | None = None
@@ -102,8 +108,9 @@ class AgentProcess:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.stderr_done.wait(), stderr_timeout)
 
-    async def terminate(self, grace: float = 2.0) -> None:
-        """EOF on stdin, then SIGTERM, then SIGKILL; finally SIGKILL to whatever is left in the group."""
+    async def terminate(self, grace: float = EXIT_GRACE_S) -> None:
+        """EOF on stdin (``exit_grace`` to exit), then SIGTERM (``grace``), then SIGKILL; finally SIGKILL to
+        whatever is left in the group."""
         proc = self.process
         if proc is None:
             return
@@ -111,7 +118,7 @@ class AgentProcess:
             with contextlib.suppress(Exception):
                 proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), grace)
+            await asyncio.wait_for(proc.wait(), self.exit_grace)
         except asyncio.TimeoutError:
             self.signal_group(signal.SIGTERM)
             try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from ._once import MadeOnFirstUse
+from ._process import EXIT_GRACE_S
 from .errors import AgentStartError
 from .remedies import Remedy, phrase
 
@@ -82,6 +83,9 @@ class AgentSpec:
     trust_env: Mapping[str, str] = field(default_factory=dict)
     # Its initialize's ``agentInfo.name``: to know the agent when it was started by a command line, not by name.
     info_name: str = ""
+    # Seconds it gets to exit by itself once its stdin is closed, before SIGTERM: 0 for an agent known to stay
+    # (every close would otherwise wait the whole grace for nothing).
+    exit_grace: float = EXIT_GRACE_S
 
     @property
     def program(self) -> str:
@@ -335,6 +339,8 @@ def _builtin() -> dict[str, AgentSpec]:
         # by the end of a first plain turn, so "never connected" cannot be judged from that turn.
         mcp_connect="lazy",
         info_name="@agentclientprotocol/codex-acp",
+        # 2.6.0 stays after its stdin closes (tests/interop/FINDINGS.md): SIGTERM at once, not after 2 s.
+        exit_grace=0.0,
     )
     gemini = AgentSpec(
         name="gemini",
@@ -508,7 +514,16 @@ def _spec_from_mapping(name: str, data: Mapping[str, Any]) -> AgentSpec:
         mcp_remedy=str(data.get("mcp_remedy") or ""),
         trust_env={str(k): str(v) for k, v in (data.get("trust_env") or {}).items()},
         info_name=str(data.get("info_name") or ""),
+        exit_grace=_exit_grace(name, data.get("exit_grace", EXIT_GRACE_S)),
     )
+
+
+def _exit_grace(name: str, value: Any) -> float:
+    """An agent's ``exit_grace`` as the TOML file gives it: seconds, 0 or more."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf"):
+        return float(value)
+    raise ValueError(f"agent {name!r}: exit_grace is the seconds it gets to exit after its stdin closes "
+                     f"(a number, 0 or more), not {value!r}")
 
 
 def _mcp_connect(name: str, value: Any) -> str:

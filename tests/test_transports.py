@@ -1,15 +1,21 @@
-"""The one NDJSON framing (acp_notebook/_ndjson.py) and what a transport that cannot start says."""
+"""The one NDJSON framing (acp_notebook/_ndjson.py), what a transport that cannot start says, and how an agent
+process is ended (after its exit grace)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import signal
+import sys
 
 import pytest
 
 import acp_notebook as acpnb
+from acp_notebook import launch
 from acp_notebook._ndjson import DroppedFrame, LineReader, LineWriter, encode
+from acp_notebook._process import EXIT_GRACE_S, AgentProcess
+from acp_notebook.connection.core import transport_for
 from acp_notebook.connection.transport import MemoryTransport
 
 
@@ -101,3 +107,41 @@ def test_a_frame_holding_a_lone_surrogate_is_sent_as_json_escapes_not_dropped():
     assert b"\\udcff" in line and b"na\\u00efve" in line
     assert json.loads(line) == message
     assert encode({"text": "naïve"}) == '{"text":"naïve"}\n'.encode()  # the usual frame stays UTF-8
+
+
+STAYS_AFTER_EOF = "import sys, time; sys.stdin.read(); time.sleep(30)"  # reads to EOF, then stays
+EXITS_ON_EOF = "import sys; sys.stdin.read()"
+
+
+def ended_by(code: str, **grace: float) -> int | None:
+    """The exit code of a process running ``code`` once ``terminate()`` has ended it."""
+    async def run() -> int | None:
+        process = AgentProcess([sys.executable, "-c", code], cwd=os.getcwd(), env=dict(os.environ), **grace)
+        await process.spawn()
+        await process.terminate()
+        return process.process.returncode
+
+    return asyncio.run(run())
+
+
+def test_an_agent_known_to_stay_after_eof_is_sent_sigterm_at_once_and_others_may_exit_on_their_own():
+    assert ended_by(STAYS_AFTER_EOF, exit_grace=0.0) == -signal.SIGTERM
+    assert ended_by(EXITS_ON_EOF) == 0  # the default grace: EOF is enough
+
+
+def test_the_registry_gives_each_started_agent_its_exit_grace(tmp_path):
+    assert launch.registered("codex").exit_grace == 0.0  # codex-acp 2.6.0 stays after EOF (interop FINDINGS)
+    assert launch.registered("demo").exit_grace == EXIT_GRACE_S
+    spec = launch.AgentSpec(name="stays", command=(sys.executable, "-c", STAYS_AFTER_EOF), exit_grace=0.0)
+    _name, transport, _env = transport_for(spec, cwd=str(tmp_path))
+    assert transport.process.exit_grace == 0.0
+    _name, transport, _env = transport_for([sys.executable, "-c", EXITS_ON_EOF], cwd=str(tmp_path))
+    assert transport.process.exit_grace == EXIT_GRACE_S
+
+
+@pytest.mark.parametrize("value", ["-1", '"soon"', "true", "inf"])
+def test_an_exit_grace_in_the_agents_file_is_a_number_of_seconds(tmp_path, value):
+    path = tmp_path / "agents.toml"
+    path.write_text(f'[agents.mine]\ncommand = "my-agent"\nexit_grace = {value}\n')
+    with pytest.raises(ValueError, match="exit_grace is the seconds"):
+        launch.load_user_agents(path)

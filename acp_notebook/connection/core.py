@@ -49,6 +49,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from .._process import EXIT_GRACE_S
 from .._protocol import (
     AUTH_REQUIRED,
     AUTH_RETRIED_METHODS,
@@ -110,7 +111,9 @@ def transport_for(spec: SpecLike | Transport | Any, *, cwd: str, env: Mapping[st
         name, argv, extra_env = resolve_spec(spec, env)
         agent_env = dict(os.environ) if inherit_env else _sdk_default_environment()
         agent_env.update(extra_env)
-        return name, StdioTransport(argv, cwd=cwd, env=agent_env), agent_env
+        known = spec_of(spec)
+        exit_grace = known.exit_grace if known is not None else EXIT_GRACE_S
+        return name, StdioTransport(argv, cwd=cwd, env=agent_env, exit_grace=exit_grace), agent_env
     agent = spec() if inspect.isclass(spec) else spec
     if not callable(getattr(agent, "initialize", None)):
         raise AgentStartError(

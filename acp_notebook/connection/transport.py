@@ -51,7 +51,7 @@ from .._ndjson import (  # the framing's names stay importable from here
     frame_head,
     request_id_in,
 )
-from .._process import AgentProcess
+from .._process import EXIT_GRACE_S, AgentProcess
 
 __all__ = ["FRAME_LIMIT", "DroppedFrame", "FrameHead", "MemoryTransport", "StdioTransport", "Transport", "frame_head",
            "request_id_in"]
@@ -118,11 +118,11 @@ class StdioTransport(Transport):
     """An agent subprocess speaking newline-delimited JSON on stdin/stdout (stderr drained)."""
 
     def __init__(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
-                 frame_limit: int = FRAME_LIMIT) -> None:
+                 frame_limit: int = FRAME_LIMIT, exit_grace: float = EXIT_GRACE_S) -> None:
         super().__init__()
         self.argv = list(argv)
         self.description = shlex.join(self.argv)
-        self.process = AgentProcess(self.argv, cwd=cwd, env=env)
+        self.process = AgentProcess(self.argv, cwd=cwd, env=env, exit_grace=exit_grace)
         self.frame_limit = frame_limit
         self._lines: LineReader | None = None
         self._frames: LineWriter | None = None

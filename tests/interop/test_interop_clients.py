@@ -41,7 +41,7 @@ DEMO = [ACP_NOTEBOOK, "demo-agent"]
 PROXY = [ACP_NOTEBOOK, "proxy", "--agent", "a=demo", "--agent", "b=demo", "--trace", "{trace}"]
 # acpx keeps a session's agent running for --ttl seconds after a call, for the next call to reuse;
 # one second keeps each call on a process of its own once the test has waited for the last one to end.
-ACPX_TTL = "1"
+ACPX_TTL = "0.1"
 
 
 def our_state(interop: Any) -> dict[str, str]:
