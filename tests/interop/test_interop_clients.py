@@ -40,7 +40,7 @@ DEMO = [ACP_NOTEBOOK, "demo-agent"]
 # "{trace}": stdio_tap.py gives each proxy process a trace file of its own.
 PROXY = [ACP_NOTEBOOK, "proxy", "--agent", "a=demo", "--agent", "b=demo", "--trace", "{trace}"]
 # acpx keeps a session's agent running for --ttl seconds after a call, for the next call to reuse;
-# one second keeps each call on a process of its own once the test has waited for the last one to end.
+# a tenth of a second keeps each call on a process of its own once the test has waited for the last one to end.
 ACPX_TTL = "0.1"
 
 
