@@ -16,7 +16,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ import acp_notebook as acpnb
 from acp_notebook import _loop
 from acp_notebook.connection.transport import StdioTransport
 from acp_notebook.state import ConfigOptions
+from tests.processes import wait_gone
 
 FAULT_AGENT = [sys.executable, str(Path(__file__).resolve().parent / "agents" / "fault_agent.py")]
 SID = "$SID"  # replaced by the session's id before a frame is sent
@@ -430,23 +430,4 @@ def test_an_agent_that_closes_its_output_is_gone_and_the_message_says_so(tmp_pat
         assert "exited" not in message
         assert "heard: again" in session.prompt("again", timeout=PROXY_CALL_TIMEOUT).text  # a new process
         assert status(proxy)["agents"]["q"]["pid"] != first
-        assert _ends(first), "the mute process was left running"
-
-
-def _ends(pid: int, timeout: float = 30.0) -> bool:
-    """Whether process ``pid`` is gone within ``timeout`` (another process's end has no event to wait on)."""
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:  # a zombie not reaped yet is not running
-        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        assert wait_gone(first, timeout=30), "the mute process was left running"
