@@ -145,3 +145,12 @@ def test_an_exit_grace_in_the_agents_file_is_a_number_of_seconds(tmp_path, value
     path.write_text(f'[agents.mine]\ncommand = "my-agent"\nexit_grace = {value}\n')
     with pytest.raises(ValueError, match="exit_grace is the seconds"):
         launch.load_user_agents(path)
+
+
+def test_an_exit_grace_in_the_agents_file_reaches_the_agent(tmp_path):
+    path = tmp_path / "agents.toml"
+    path.write_text('[agents.stays]\ncommand = "my-agent"\nexit_grace = 0\n')
+    with launch.registry.overlay():
+        assert launch.load_user_agents(path) == ["stays"]
+        assert launch.registered("stays").exit_grace == 0.0
+    assert launch.registered("stays") is None
